@@ -1,0 +1,92 @@
+#pragma once
+// idemproxy's configuration as plain structs, loaded from YAML. See config/idemproxy.example.yaml
+// for every option with its default.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/route.hpp"
+
+namespace idem::config {
+
+struct ListenConfig {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8080;
+};
+
+struct LimitsConfig {
+  std::size_t max_request_body = 10 * 1024 * 1024;     // 413 beyond
+  std::size_t max_response_body = 64 * 1024 * 1024;    // upstream responses larger get 502
+  std::size_t max_header_bytes = 16 * 1024;            // request line + headers; 431 beyond
+  std::chrono::milliseconds header_timeout{10'000};    // time to receive a request's headers
+  std::chrono::milliseconds body_timeout{30'000};      // time to receive a request's body
+  std::chrono::milliseconds idle_timeout{60'000};      // keep-alive idle time before the proxy closes
+  std::chrono::milliseconds write_timeout{30'000};     // time to write a response to the client
+};
+
+struct UpstreamConfig {
+  std::string url = "http://127.0.0.1:3000";
+  std::string host = "127.0.0.1";  // parsed from url
+  std::uint16_t port = 3000;       // parsed from url
+  std::chrono::milliseconds connect_timeout{1'000};
+  std::chrono::milliseconds timeout{30'000};        // request written -> response fully read
+  std::size_t max_connections = 256;                // per process, split across workers
+  std::chrono::milliseconds idle_timeout{4'000};    // pooled keep-alive connection idle lifetime
+};
+
+struct PostgresConfig {
+  std::string dsn;
+  std::size_t pool_size = 8;                            // per process, split across workers
+  std::chrono::milliseconds connect_timeout{2'000};
+  std::chrono::milliseconds query_timeout{2'000};       // deadline on every statement (claim included)
+  std::chrono::milliseconds acquire_timeout{1'000};     // wait for a free pooled connection
+};
+
+struct StoreConfig {
+  PostgresConfig postgres;
+};
+
+struct Config {
+  std::string source_path;  // file the config came from ("" when loaded from text)
+  ListenConfig listen;
+  unsigned workers = 0;  // io threads; 0 = one per core
+  std::chrono::milliseconds drain_timeout{30'000};
+  LimitsConfig limits;
+  UpstreamConfig upstream;
+  StoreConfig store;
+  std::vector<core::Route> routes;
+};
+
+struct ConfigIssue {
+  std::string file;
+  int line = 0;    // 1-based; 0 when the issue has no position (e.g. file unreadable)
+  int column = 0;  // 1-based
+  std::string message;
+  bool warning = false;  // warnings do not make the config invalid
+  std::string to_string() const;  // "file:line:col: message" (prefixed "warning: " when a warning)
+};
+
+struct LoadResult {
+  std::optional<Config> config;     // set only when there is no error (warnings allowed)
+  std::vector<ConfigIssue> issues;  // every problem found, in file order
+};
+
+// Environment lookup for ${VAR} / ${VAR:-default} expansion in scalar values.
+using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
+EnvLookup process_environment();
+
+LoadResult load_config_file(const std::string& path, const EnvLookup& env = process_environment());
+LoadResult load_config_text(std::string_view yaml, std::string_view file_name,
+                            const EnvLookup& env = process_environment());
+
+// "250ms", "1s", "1.5s", "2m", "24h", "7d" -> milliseconds. nullopt when malformed.
+std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
+// "512", "64KiB", "1MiB", "1GiB", "10MB", "1kB" -> bytes. nullopt when malformed.
+std::optional<std::size_t> parse_byte_size(std::string_view text);
+
+}  // namespace idem::config

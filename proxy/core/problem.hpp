@@ -1,0 +1,38 @@
+#pragma once
+// RFC 9457 problem details: every error response the proxy itself emits is built here, so the
+// mapping from a situation to a status code lives in one place.
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/decision.hpp"
+#include "core/idempotency_key.hpp"
+
+namespace idem::core {
+
+struct Problem {
+  int status = 500;
+  std::string type;   // "urn:idemproxy:problem:<slug>"
+  std::string title;  // fixed per type
+  std::string detail; // specific to this occurrence
+  std::optional<std::chrono::seconds> retry_after;  // sent as Retry-After when set
+};
+
+// application/problem+json body: {"type","title","status","detail"} with JSON string escaping.
+std::string problem_json(const Problem& problem);
+
+Problem key_problem(KeyError error, std::string_view header_name, std::size_t max_length);  // 400
+Problem fingerprint_mismatch_problem(std::string_view header_name);                          // 422
+Problem in_flight_problem(std::chrono::seconds retry_after);                                  // 409
+Problem too_large_to_replay_problem(int original_status, std::size_t limit);                  // 409
+Problem outcome_unknown_problem();                                                            // 502
+Problem store_unavailable_problem(std::chrono::seconds retry_after);                          // 503
+Problem upstream_unreachable_problem(std::string_view why);                                   // 502
+Problem upstream_timeout_problem();                                                           // 504
+Problem upstream_bad_response_problem(std::string_view why);                                  // 502
+Problem request_too_large_problem(std::size_t limit);                                         // 413
+Problem bad_request_problem(std::string_view why);                                            // 400
+Problem internal_problem(std::string_view why);                                               // 500
+
+}  // namespace idem::core

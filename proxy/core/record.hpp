@@ -1,0 +1,34 @@
+#pragma once
+// What the store holds for one (scope, key).
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace idem::core {
+
+enum class RecordState {
+  in_flight,  // claimed; an execution is (or was) under way; lease_remaining says for how long
+  completed,  // response stored; replayable until it expires
+  too_large,  // executed with `status`, but the body exceeded max_stored_body: never replayed, never re-run
+  unknown,    // [2/6] request reached the upstream, no answer came back: terminal until released
+};
+std::string_view record_state_name(RecordState state);
+
+using HeaderList = std::vector<std::pair<std::string, std::string>>;
+
+struct StoredResponse {
+  int status = 0;
+  HeaderList headers;  // already filtered for storage (see stored_headers.hpp)
+  std::string body;
+};
+
+struct Record {
+  std::string fingerprint;
+  RecordState state = RecordState::in_flight;
+  StoredResponse response;  // status set for completed and too_large; headers/body for completed only
+  // Time left on the in-flight lease as measured by the store's clock (<= 0: lapsed).
+  std::chrono::milliseconds lease_remaining{0};
+};
+
+}  // namespace idem::core

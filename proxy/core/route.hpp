@@ -1,0 +1,48 @@
+#pragma once
+// A route: which requests it matches and the idempotency policy applied to them.
+// Plain data filled by the config loader; no I/O.
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace idem::core {
+
+enum class KeyRequirement { off, optional, required };
+enum class UnknownOutcome { lock, retry };          // [2/6]: what a lapsed in-flight lease means
+enum class StoreUnavailable { fail_closed, fail_open };  // [2/6]
+enum class InFlightPolicy { reject, wait };         // [2/6]
+
+struct RouteMatch {
+  std::vector<std::string> methods;  // upper case; empty = any method
+  std::string path;                  // "/orders", "/orders/{id}/refunds", "/api/*"
+};
+
+struct RoutePolicy {
+  std::string name;
+  KeyRequirement key = KeyRequirement::required;
+  std::string key_header = "Idempotency-Key";
+  std::size_t max_key_length = 255;
+  std::vector<std::string> scope_headers;                          // values hashed into the scope
+  std::vector<std::string> fingerprint_headers = {"Content-Type"};  // values hashed into the fingerprint
+  std::vector<std::string> ignore_json;                            // JSON Pointers left out of the fingerprint
+  std::vector<int> release_statuses = {408, 425, 429, 503};        // "not processed, try later"
+  std::chrono::milliseconds ttl = std::chrono::hours(24);
+  std::chrono::milliseconds lease = std::chrono::seconds(60);
+  std::size_t max_stored_body = 1024 * 1024;
+  bool store_set_cookie = false;  // replay Set-Cookie (off: never stored)
+  UnknownOutcome unknown_outcome = UnknownOutcome::lock;
+  StoreUnavailable store_unavailable = StoreUnavailable::fail_closed;
+  InFlightPolicy in_flight = InFlightPolicy::reject;
+  std::chrono::milliseconds wait_timeout = std::chrono::seconds(5);
+};
+
+struct Route {
+  RouteMatch match;
+  RoutePolicy policy;
+};
+
+// GET, HEAD and OPTIONS are safe methods: never subject to idempotency keys.
+bool is_safe_method(std::string_view method);
+
+}  // namespace idem::core

@@ -1,0 +1,32 @@
+#pragma once
+// Ordered route lookup: the first route whose method and path pattern match wins.
+// Path patterns: literal segments, `{name}` matches exactly one non-empty segment, and a final
+// `*` segment matches the rest of the path (zero or more segments): `/api/*` matches `/api`,
+// `/api/` and `/api/a/b`. The query string is never part of the match.
+#include <string_view>
+#include <vector>
+
+#include "core/route.hpp"
+
+namespace idem::core {
+
+class RouteTable {
+ public:
+  RouteTable() = default;
+  explicit RouteTable(std::vector<Route> routes);
+
+  // `path` is the request target without the query string. Returns nullptr when nothing matches
+  // (the request is then proxied without idempotency handling).
+  const Route* match(std::string_view method, std::string_view path) const;
+  const std::vector<Route>& routes() const { return routes_; }
+
+ private:
+  std::vector<Route> routes_;
+};
+
+// True when `pattern` (see above) matches `path`. Exposed for tests and config validation.
+bool path_matches(std::string_view pattern, std::string_view path);
+// Empty string when `pattern` is a valid path pattern, else why not (for config errors).
+std::string path_pattern_error(std::string_view pattern);
+
+}  // namespace idem::core

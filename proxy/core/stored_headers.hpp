@@ -1,0 +1,24 @@
+#pragma once
+// Which response headers are kept in a record, and how a header list is laid out in the store.
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/record.hpp"
+#include "core/route.hpp"
+
+namespace idem::core {
+
+// RFC 9110 §7.6.1 hop-by-hop fields: Connection, Keep-Alive, Proxy-Connection, TE, Trailer,
+// Transfer-Encoding, Upgrade, plus any field named in `connection_header` (comma list).
+bool is_hop_by_hop(std::string_view name, std::string_view connection_header);
+
+// Drops hop-by-hop fields, Content-Length (recomputed on replay), Idempotency-Transient, and
+// Set-Cookie unless the policy allows it. Authorization/Cookie/Proxy-Authorization are never stored.
+HeaderList filter_for_storage(const HeaderList& headers, const RoutePolicy& policy);
+
+// Store layout: "Name: value\r\n" per field (values cannot hold CR/LF in HTTP).
+std::string encode_header_block(const HeaderList& headers);
+std::optional<HeaderList> decode_header_block(std::string_view block);
+
+}  // namespace idem::core

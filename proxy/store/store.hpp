@@ -1,0 +1,70 @@
+#pragma once
+// The idempotency record store: atomic primitives only. HTTP semantics (what a record means for
+// a request) live above it, in core/decision.hpp.
+//
+// Threading: a Store instance belongs to one io thread (each worker has its own). Every method is
+// called on that thread, and its handler runs on that thread, exactly once, possibly inline
+// (the memory store answers at once). Callers must not rely on the handler running later.
+// There is no cancellation: a handler always runs, after the operation's deadline at the latest;
+// a caller whose session has gone keeps itself alive through the handler's captures.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "core/decision.hpp"
+#include "core/record.hpp"
+
+namespace idem::store {
+
+enum class StoreError {
+  ok,
+  unavailable,  // no connection could be had (server down, pool exhausted past acquire_timeout)
+  timeout,      // the statement passed its deadline; its effect is unknown
+  not_owner,    // complete/release: the record is no longer ours (lease taken over, released, expired)
+  internal,     // anything else (bad data, unexpected SQLSTATE): logged by the store
+};
+std::string_view store_error_name(StoreError error);
+
+struct ClaimRequest {
+  std::string scope;
+  std::string key;
+  std::string fingerprint;
+  std::string owner;  // random token identifying this claim; required by complete/release
+  std::chrono::milliseconds ttl{0};    // record lifetime from the claim
+  std::chrono::milliseconds lease{0};  // in-flight lease from the claim
+  // [2/6] unknown_outcome=retry: an in-flight record whose lease lapsed is taken over (claimed anew).
+  bool take_over_lapsed_lease = false;
+};
+
+struct CompleteRequest {
+  std::string scope;
+  std::string key;
+  std::string owner;
+  core::RecordState state = core::RecordState::completed;  // completed or too_large
+  core::StoredResponse response;  // status always; headers and body only for completed
+};
+
+struct ReleaseRequest {
+  std::string scope;
+  std::string key;
+  std::string owner;
+};
+
+using ClaimHandler = std::function<void(StoreError, core::ClaimResult)>;
+using DoneHandler = std::function<void(StoreError)>;
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  // One round trip: inserts an in-flight record owned by `owner`, or returns the live record.
+  // Records past their expiry count as absent (and are replaced).
+  virtual void claim(const ClaimRequest& request, ClaimHandler handler) = 0;
+  // In-flight record owned by `owner` -> completed/too_large with the response. not_owner otherwise.
+  virtual void complete(const CompleteRequest& request, DoneHandler handler) = 0;
+  // Deletes the in-flight record owned by `owner`. not_owner when it is not ours any more.
+  virtual void release(const ReleaseRequest& request, DoneHandler handler) = 0;
+};
+
+}  // namespace idem::store
