@@ -1,0 +1,97 @@
+// Entry points of the config loader: read the file, parse the YAML, hand the document to the
+// schema (config_reader.cpp) and return every issue found.
+#include "config/config.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <utility>
+
+#include <yaml-cpp/yaml.h>
+
+#include "config/config_reader.hpp"
+#include "config/issue_sink.hpp"
+#include "config/yaml_reader.hpp"
+
+namespace idem::config {
+namespace {
+
+// A config file is a few kilobytes; anything this large is the wrong file.
+constexpr std::size_t kMaxConfigFileBytes = 4 * 1024 * 1024;
+
+LoadResult finish(detail::IssueSink& issues, std::optional<Config> config) {
+  LoadResult result;
+  if (!issues.has_errors()) result.config = std::move(config);
+  result.issues = issues.take_in_file_order();
+  return result;
+}
+
+}  // namespace
+
+std::string ConfigIssue::to_string() const {
+  std::string text = file;
+  if (line > 0) text += ":" + std::to_string(line) + ":" + std::to_string(column);
+  text += ": ";
+  if (warning) text += "warning: ";
+  text += message;
+  return text;
+}
+
+EnvLookup process_environment() {
+  return [](std::string_view name) -> std::optional<std::string> {
+    const std::string variable(name);
+    // Config loads at start-up, before any thread that could call setenv exists.
+    if (const char* value = std::getenv(variable.c_str())) return std::string(value);
+    return std::nullopt;
+  };
+}
+
+LoadResult load_config_text(std::string_view yaml, std::string_view file_name, const EnvLookup& env) {
+  detail::IssueSink issues{std::string(file_name)};
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(std::string(yaml));
+  } catch (const YAML::Exception& error) {
+    issues.error(error.mark, "invalid YAML: " + error.msg);
+    return finish(issues, std::nullopt);
+  }
+  if (documents.size() > 1) issues.error(documents[1].Mark(), "a config file holds one YAML document; found a second one here");
+
+  std::optional<Config> config;
+  try {
+    detail::YamlReader reader(issues, env);
+    config = detail::read_config(documents.empty() ? YAML::Node() : documents.front(), reader);
+  } catch (const YAML::Exception& error) {
+    // The reader checks node types before each access, so this is a yaml-cpp surprise; still
+    // a config problem, never a crash.
+    issues.error(error.mark, "cannot interpret the config: " + error.msg);
+  }
+  return finish(issues, std::move(config));
+}
+
+LoadResult load_config_file(const std::string& path, const EnvLookup& env) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text;
+  if (in) {
+    char chunk[64 * 1024];
+    while (text.size() <= kMaxConfigFileBytes && in.read(chunk, sizeof chunk)) text.append(chunk, sizeof chunk);
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+  }
+  if (!in && !in.eof()) {
+    const int error = errno;
+    detail::IssueSink issues{path};
+    issues.error_without_position("cannot read config file: " + std::string(error != 0 ? std::strerror(error) : "read failed"));
+    return finish(issues, std::nullopt);
+  }
+  if (text.size() > kMaxConfigFileBytes) {
+    detail::IssueSink issues{path};
+    issues.error_without_position("config file is larger than " + std::to_string(kMaxConfigFileBytes) + " bytes");
+    return finish(issues, std::nullopt);
+  }
+  LoadResult result = load_config_text(text, path, env);
+  if (result.config) result.config->source_path = path;
+  return result;
+}
+
+}  // namespace idem::config

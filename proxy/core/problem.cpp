@@ -1,0 +1,135 @@
+#include "core/problem.hpp"
+
+#include <cstdio>
+#include <utility>
+
+namespace idem::core {
+namespace {
+
+constexpr std::string_view kTypePrefix = "urn:idemproxy:problem:";
+
+Problem make_problem(int status, std::string_view slug, std::string_view title, std::string detail,
+                     std::optional<std::chrono::seconds> retry_after = std::nullopt) {
+  return Problem{status, std::string(kTypePrefix).append(slug), std::string(title), std::move(detail), retry_after};
+}
+
+// "<sentence>: <why>", or the sentence alone when there is no reason to add.
+std::string with_reason(std::string_view sentence, std::string_view why) {
+  std::string detail(sentence);
+  if (!why.empty()) detail.append(": ").append(why);
+  return detail;
+}
+
+std::string seconds_phrase(std::chrono::seconds duration) {
+  const auto count = duration.count();
+  return std::to_string(count) + (count == 1 ? " second" : " seconds");
+}
+
+// RFC 8259 §7: quote, backslash and control characters escaped; other bytes (UTF-8) as they are.
+void append_json_string(std::string& out, std::string_view text) {
+  out.push_back('"');
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escape[7];
+      std::snprintf(escape, sizeof escape, "\\u%04x", static_cast<unsigned>(c));
+      out.append(escape);
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('"');
+}
+
+}  // namespace
+
+std::string problem_json(const Problem& problem) {
+  std::string json = "{\"type\":";
+  append_json_string(json, problem.type);
+  json.append(",\"title\":");
+  append_json_string(json, problem.title);
+  json.append(",\"status\":").append(std::to_string(problem.status));
+  json.append(",\"detail\":");
+  append_json_string(json, problem.detail);
+  json.push_back('}');
+  return json;
+}
+
+Problem key_problem(KeyError error, std::string_view header_name, std::size_t max_length) {
+  std::string detail = key_error_detail(error, header_name, max_length);
+  switch (error) {
+    case KeyError::missing: return make_problem(400, "key-missing", "Idempotency key missing", std::move(detail));
+    case KeyError::empty: return make_problem(400, "key-empty", "Idempotency key empty", std::move(detail));
+    case KeyError::too_long: return make_problem(400, "key-too-long", "Idempotency key too long", std::move(detail));
+    case KeyError::malformed:
+      return make_problem(400, "key-malformed", "Idempotency key malformed", std::move(detail));
+    case KeyError::multiple:
+      return make_problem(400, "key-multiple", "Multiple idempotency keys", std::move(detail));
+  }
+  return bad_request_problem(detail);
+}
+
+Problem fingerprint_mismatch_problem(std::string_view header_name) {
+  return make_problem(422, "fingerprint-mismatch", "Idempotency key reused for a different request",
+                      "this " + std::string(header_name) +
+                          " value was already used for a different request (method, path, query, headers or "
+                          "body); use a new key for a new request");
+}
+
+Problem in_flight_problem(std::chrono::seconds retry_after) {
+  return make_problem(409, "request-in-flight", "Request in progress",
+                      "a request with this idempotency key is still being processed; retry in " +
+                          seconds_phrase(retry_after),
+                      retry_after);
+}
+
+Problem too_large_to_replay_problem(int original_status, std::size_t limit) {
+  return make_problem(409, "response-too-large-to-replay", "Response too large to replay",
+                      "the original request completed with status " + std::to_string(original_status) +
+                          " but its response exceeded the " + std::to_string(limit) +
+                          "-byte limit and cannot be replayed; it will not be executed again");
+}
+
+Problem outcome_unknown_problem() {
+  return make_problem(502, "outcome-unknown", "Outcome unknown",
+                      "the original request reached the upstream but no response came back; the outcome is "
+                      "unknown and must be reconciled by an operator; it will not be executed again");
+}
+
+Problem store_unavailable_problem(std::chrono::seconds retry_after) {
+  return make_problem(503, "store-unavailable", "Idempotency store unavailable",
+                      "the idempotency store cannot be reached, so the request was not forwarded; retry in " +
+                          seconds_phrase(retry_after),
+                      retry_after);
+}
+
+Problem upstream_unreachable_problem(std::string_view why) {
+  return make_problem(502, "upstream-unreachable", "Upstream unreachable",
+                      with_reason("the upstream service could not be reached", why));
+}
+
+Problem upstream_timeout_problem() {
+  return make_problem(504, "upstream-timeout", "Upstream timeout", "the upstream service did not answer in time");
+}
+
+Problem upstream_bad_response_problem(std::string_view why) {
+  return make_problem(502, "upstream-bad-response", "Bad upstream response",
+                      with_reason("the upstream service sent an invalid response", why));
+}
+
+Problem request_too_large_problem(std::size_t limit) {
+  return make_problem(413, "request-too-large", "Request too large",
+                      "the request body exceeds the " + std::to_string(limit) + "-byte limit");
+}
+
+Problem bad_request_problem(std::string_view why) {
+  return make_problem(400, "bad-request", "Bad request", with_reason("the request is invalid", why));
+}
+
+Problem internal_problem(std::string_view why) {
+  return make_problem(500, "internal", "Internal error", with_reason("the proxy failed to handle the request", why));
+}
+
+}  // namespace idem::core

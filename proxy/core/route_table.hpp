@@ -3,6 +3,7 @@
 // Path patterns: literal segments, `{name}` matches exactly one non-empty segment, and a final
 // `*` segment matches the rest of the path (zero or more segments): `/api/*` matches `/api`,
 // `/api/` and `/api/a/b`. The query string is never part of the match.
+// A trailing slash is significant: `/orders` does not match `/orders/` (list both routes if needed).
 #include <string_view>
 #include <vector>
 

@@ -1,0 +1,77 @@
+#include "crypto/sha256.hpp"
+
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+
+namespace idem::crypto {
+namespace {
+
+// SHA-256 and the CSPRNG only fail when OpenSSL itself is broken (no default provider, failed
+// self-test). No caller could do anything sensible with such an error, and continuing with a
+// wrong digest or a predictable token would be worse than stopping.
+[[noreturn]] void die(const char* what) {
+  std::fprintf(stderr, "idemproxy: fatal OpenSSL failure in %s: ", what);
+  ERR_print_errors_fp(stderr);
+  std::fputc('\n', stderr);
+  std::abort();
+}
+
+constexpr std::array<char, 16> kHexDigits = {'0', '1', '2', '3', '4', '5', '6', '7',
+                                             '8', '9', 'a', 'b', 'c', 'd', 'e', 'f'};
+
+std::string hex_encode(const std::uint8_t* bytes, std::size_t size) {
+  std::string hex;
+  hex.reserve(size * 2);
+  for (std::size_t i = 0; i < size; ++i) {
+    hex.push_back(kHexDigits[bytes[i] >> 4]);
+    hex.push_back(kHexDigits[bytes[i] & 0x0f]);
+  }
+  return hex;
+}
+
+}  // namespace
+
+void Sha256::Free::operator()(evp_md_ctx_st* ctx) const { EVP_MD_CTX_free(ctx); }
+
+Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
+  if (!ctx_) throw std::bad_alloc();
+  if (EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1) die("EVP_DigestInit_ex(SHA-256)");
+}
+
+Sha256::~Sha256() = default;
+
+void Sha256::update(std::string_view bytes) {
+  if (bytes.empty()) return;
+  if (EVP_DigestUpdate(ctx_.get(), bytes.data(), bytes.size()) != 1) die("EVP_DigestUpdate");
+}
+
+Digest Sha256::finish() {
+  Digest digest{};
+  unsigned int written = 0;
+  if (EVP_DigestFinal_ex(ctx_.get(), digest.data(), &written) != 1 || written != digest.size()) {
+    die("EVP_DigestFinal_ex");
+  }
+  return digest;
+}
+
+Digest sha256(std::string_view bytes) {
+  Sha256 hasher;
+  hasher.update(bytes);
+  return hasher.finish();
+}
+
+std::string to_hex(const Digest& digest) { return hex_encode(digest.data(), digest.size()); }
+
+std::string random_token() {
+  std::array<std::uint8_t, 16> bytes{};
+  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) die("RAND_bytes");
+  return hex_encode(bytes.data(), bytes.size());
+}
+
+}  // namespace idem::crypto

@@ -1,0 +1,127 @@
+#include "fingerprint/fingerprint.hpp"
+
+#include <array>
+#include <charconv>
+
+#include "crypto/sha256.hpp"
+#include "fingerprint/canonical_json.hpp"
+
+// v1 pre-images (frame(x) = "<decimal byte length of x>:" x ","):
+//   fingerprint: "idemproxy-fingerprint-v1" frame(method) frame(path) frame(query)
+//                then per configured header: frame("h+") frame(lower-case name) frame(value)
+//                                        or: frame("h-") frame(lower-case name)
+//                then frame("json") frame(JCS canonical body) or frame("raw") frame(body bytes)
+//   scope:       "idemproxy-scope-v1" then the header frames as above, in the route's order
+// tests/unit/fingerprint/fingerprint_test.cpp pins golden values of both.
+
+namespace idem::fingerprint {
+namespace {
+
+// Domain separation: a fingerprint pre-image can never be mistaken for a scope pre-image, and a
+// future v2 pre-image never equals a v1 one. Changing either string changes every stored value.
+constexpr std::string_view kFingerprintDomain = "idemproxy-fingerprint-v1";
+constexpr std::string_view kScopeDomain = "idemproxy-scope-v1";
+
+// Frame tags. A present header contributes its tag, name and value; an absent one only its tag
+// and name, so "absent" differs from every value including the empty one.
+constexpr std::string_view kHeaderPresent = "h+";
+constexpr std::string_view kHeaderAbsent = "h-";
+constexpr std::string_view kBodyJson = "json";
+constexpr std::string_view kBodyRaw = "raw";
+
+// SHA-256 over a sequence of netstring-like frames "<decimal length>:<bytes>,": the lengths make
+// the encoding injective, so different field sequences never share a pre-image.
+class FramedDigest {
+ public:
+  explicit FramedDigest(std::string_view domain) { hasher_.update(domain); }
+
+  void frame(std::string_view field) {
+    std::array<char, 24> length{};
+    const auto [end, error] = std::to_chars(length.data(), length.data() + length.size(), field.size());
+    (void)error;  // 24 characters hold any size_t
+    hasher_.update(std::string_view(length.data(), static_cast<std::size_t>(end - length.data())));
+    hasher_.update(":");
+    hasher_.update(field);
+    hasher_.update(",");
+  }
+
+  void header(std::string_view name, const std::optional<std::string>& value) {
+    frame(value ? kHeaderPresent : kHeaderAbsent);
+    frame(ascii_lower(name));
+    if (value) frame(*value);
+  }
+
+  std::string finish_hex() { return crypto::to_hex(hasher_.finish()); }
+
+ private:
+  // Header names are case-insensitive (RFC 9110 section 5.1).
+  static std::string ascii_lower(std::string_view text) {
+    std::string lower(text);
+    for (char& c : lower) {
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    }
+    return lower;
+  }
+
+  crypto::Sha256 hasher_;
+};
+
+bool iequals_ascii(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+std::string_view trim_ows(std::string_view text) {
+  const std::size_t first = text.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return {};
+  const std::size_t last = text.find_last_not_of(" \t");
+  return text.substr(first, last - first + 1);
+}
+
+}  // namespace
+
+std::string request_fingerprint(const RequestFacts& facts, const std::vector<std::string>& ignore_json) {
+  FramedDigest digest(kFingerprintDomain);
+  digest.frame(facts.method);
+  digest.frame(facts.path);
+  digest.frame(facts.query);
+  for (const auto& [name, value] : facts.headers) digest.header(name, value);
+
+  std::optional<std::string> canonical;
+  if (is_json_media_type(facts.content_type)) canonical = canonicalize_json(facts.body, ignore_json);
+  if (canonical) {
+    digest.frame(kBodyJson);
+    digest.frame(*canonical);
+  } else {
+    digest.frame(kBodyRaw);
+    digest.frame(facts.body);
+  }
+  return "v1:" + digest.finish_hex();
+}
+
+std::string record_scope(std::string_view route_name,
+                         const std::vector<std::pair<std::string_view, std::optional<std::string>>>& scope_values) {
+  std::string scope(route_name);
+  if (scope_values.empty()) return scope + "/-";
+  FramedDigest digest(kScopeDomain);
+  for (const auto& [name, value] : scope_values) digest.header(name, value);
+  return scope + "/v1:" + digest.finish_hex();
+}
+
+bool is_json_media_type(std::string_view content_type) {
+  const std::string_view media_type = trim_ows(content_type.substr(0, content_type.find(';')));
+  const std::size_t slash = media_type.find('/');
+  if (slash == std::string_view::npos || slash == 0) return false;
+  const std::string_view type = media_type.substr(0, slash);
+  const std::string_view subtype = media_type.substr(slash + 1);
+  if (iequals_ascii(type, "application") && iequals_ascii(subtype, "json")) return true;
+  constexpr std::string_view kJsonSuffix = "+json";  // structured syntax suffix, RFC 6839
+  return subtype.size() > kJsonSuffix.size() &&
+         iequals_ascii(subtype.substr(subtype.size() - kJsonSuffix.size()), kJsonSuffix);
+}
+
+}  // namespace idem::fingerprint

@@ -1,0 +1,524 @@
+#include "config/config_reader.hpp"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/addresses.hpp"
+#include "config/http_syntax.hpp"
+#include "config/units.hpp"
+#include "core/route_table.hpp"
+#include "fingerprint/canonical_json.hpp"
+
+namespace idem::config::detail {
+namespace {
+
+using Keys = std::vector<std::string_view>;
+
+const Keys kTopLevelKeys = {"listen", "workers", "drain_timeout", "limits", "upstream", "store", "defaults", "routes"};
+const Keys kLimitsKeys = {"max_request_body", "max_response_body", "max_header_bytes", "header_timeout",
+                          "body_timeout",     "idle_timeout",      "write_timeout"};
+const Keys kUpstreamKeys = {"url", "connect_timeout", "timeout", "max_connections", "idle_timeout"};
+const Keys kStoreKeys = {"postgres"};
+const Keys kPostgresKeys = {"dsn", "pool_size", "connect_timeout", "query_timeout", "acquire_timeout"};
+const Keys kPolicyKeys = {"key_header",       "key",              "max_key_length",  "ttl",       "lease",
+                          "max_stored_body",  "scope",            "fingerprint",     "release_statuses",
+                          "store_set_cookie", "unknown_outcome",  "store_unavailable", "in_flight", "wait_timeout"};
+const Keys kMatchKeys = {"method", "path"};
+const Keys kScopeKeys = {"headers"};
+const Keys kFingerprintKeys = {"headers", "ignore_json"};
+
+Keys route_keys() {
+  Keys keys = {"name", "match"};
+  keys.insert(keys.end(), kPolicyKeys.begin(), kPolicyKeys.end());
+  return keys;
+}
+
+// Bounds on inputs: generous for real deployments, tight enough to catch a typo'd extra digit.
+constexpr std::uint64_t kMaxWorkers = 1024;
+constexpr std::uint64_t kMaxUpstreamConnections = 100'000;
+constexpr std::uint64_t kMaxPoolSize = 1'000;
+constexpr std::uint64_t kMaxKeyLength = 1'024;
+constexpr std::size_t kMaxHeaderBytes = 1024 * 1024;
+constexpr std::size_t kMaxRouteNameLength = 64;
+constexpr int kMinStatus = 100;
+constexpr int kMaxStatus = 599;
+
+std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
+
+template <class T>
+void assign(std::optional<T> value, T& target) {
+  if (value) target = std::move(*value);
+}
+
+// Route names appear in record scopes, logs and metrics labels: keep them plain.
+bool is_route_name(std::string_view name) {
+  return !name.empty() && name.size() <= kMaxRouteNameLength && std::all_of(name.begin(), name.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+         });
+}
+
+// What the checks across options need to know about how a policy was read: where the route
+// itself set ttl and lease (the place to point at when they conflict), and whether the options
+// the checks look at parsed (a failed one keeps its default, and a check on it would mislead).
+struct PolicyOrigin {
+  std::optional<YAML::Mark> ttl;
+  std::optional<YAML::Mark> lease;
+  bool timing_valid = true;
+  bool scope_valid = true;
+};
+
+class ConfigReader {
+ public:
+  explicit ConfigReader(YamlReader& yaml) : yaml_(yaml), issues_(yaml.issues()) {}
+
+  Config read(const YAML::Node& root);
+
+ private:
+  void read_listen(const Field& field, ListenConfig& listen);
+  void read_limits(const Field& field, LimitsConfig& limits);
+  void read_upstream(const Field& field, UpstreamConfig& upstream);
+  void read_store(const Field* field, const YAML::Mark& top_level, StoreConfig& store);
+  void read_policy(const Fields& fields, std::string_view path, core::RoutePolicy& policy, PolicyOrigin& origin);
+  std::optional<std::vector<std::string>> read_header_names(const Field& field, std::string_view path);
+  std::optional<std::vector<std::string>> read_json_pointers(const Field& field, std::string_view path);
+  std::optional<std::vector<int>> read_statuses(const Field& field, std::string_view path);
+  void read_routes(const Field& field, const core::RoutePolicy& defaults, const PolicyOrigin& defaults_origin, Config& config);
+  void read_match(const Field& field, std::string_view path, const core::RoutePolicy& policy, core::RouteMatch& match);
+  void check_route(const core::Route& route, std::string_view path, const YAML::Mark& route_mark, const PolicyOrigin& origin,
+                   const Config& config);
+
+  YamlReader& yaml_;
+  IssueSink& issues_;
+  bool upstream_timeout_valid_ = true;
+};
+
+Config ConfigReader::read(const YAML::Node& root) {
+  Config config;
+  // An empty document has no position of its own: report its problems at 1:1.
+  const YAML::Mark start = root.IsNull() ? YAML::Mark() : root.Mark();
+  const std::optional<Fields> top = yaml_.mapping(root, start, "", kTopLevelKeys);
+  if (!top) return config;
+
+  if (const Field* field = top->find("listen")) read_listen(*field, config.listen);
+  if (const Field* field = top->find("workers")) {
+    if (auto workers = yaml_.integer(*field, "workers", 0, kMaxWorkers)) config.workers = static_cast<unsigned>(*workers);
+  }
+  if (const Field* field = top->find("drain_timeout")) assign(yaml_.duration(*field, "drain_timeout", true), config.drain_timeout);
+  if (const Field* field = top->find("limits")) read_limits(*field, config.limits);
+  if (const Field* field = top->find("upstream")) read_upstream(*field, config.upstream);
+  read_store(top->find("store"), top->mark(), config.store);
+
+  core::RoutePolicy defaults;
+  PolicyOrigin defaults_origin;
+  if (const Field* field = top->find("defaults")) {
+    if (auto fields = yaml_.mapping(field->value, field->key.Mark(), "defaults", kPolicyKeys)) {
+      read_policy(*fields, "defaults", defaults, defaults_origin);
+    }
+  }
+  if (const Field* field = top->find("routes")) read_routes(*field, defaults, defaults_origin, config);
+  return config;
+}
+
+void ConfigReader::read_listen(const Field& field, ListenConfig& listen) {
+  const std::optional<std::string> text = yaml_.string(field, "listen");
+  if (!text) return;
+  const std::optional<HostPort> address = parse_host_port(*text);
+  if (!address) {
+    issues_.error(field.value.Mark(),
+                  "bad listen address " + quoted(*text) + " (expected host:port, e.g. 127.0.0.1:8080 or \"[::1]:8080\")");
+    return;
+  }
+  listen.host = address->host;
+  listen.port = address->port;
+}
+
+void ConfigReader::read_limits(const Field& field, LimitsConfig& limits) {
+  const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "limits", kLimitsKeys);
+  if (!fields) return;
+  if (const Field* f = fields->find("max_request_body")) assign(yaml_.byte_size(*f, "limits.max_request_body"), limits.max_request_body);
+  if (const Field* f = fields->find("max_response_body")) {
+    assign(yaml_.byte_size(*f, "limits.max_response_body"), limits.max_response_body);
+  }
+  if (const Field* f = fields->find("max_header_bytes")) {
+    assign(yaml_.byte_size(*f, "limits.max_header_bytes", kMaxHeaderBytes), limits.max_header_bytes);
+  }
+  if (const Field* f = fields->find("header_timeout")) assign(yaml_.duration(*f, "limits.header_timeout", false), limits.header_timeout);
+  if (const Field* f = fields->find("body_timeout")) assign(yaml_.duration(*f, "limits.body_timeout", false), limits.body_timeout);
+  if (const Field* f = fields->find("idle_timeout")) assign(yaml_.duration(*f, "limits.idle_timeout", false), limits.idle_timeout);
+  if (const Field* f = fields->find("write_timeout")) assign(yaml_.duration(*f, "limits.write_timeout", false), limits.write_timeout);
+}
+
+void ConfigReader::read_upstream(const Field& field, UpstreamConfig& upstream) {
+  const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "upstream", kUpstreamKeys);
+  if (!fields) return;
+  if (const Field* f = fields->find("url")) {
+    if (const std::optional<std::string> url = yaml_.string(*f, "upstream.url")) {
+      const UpstreamUrl parsed = parse_upstream_url(*url);
+      switch (parsed.problem) {
+        case UrlProblem::none:
+          upstream.url = *url;
+          upstream.host = parsed.address.host;
+          upstream.port = parsed.address.port;
+          break;
+        case UrlProblem::https:
+          issues_.error(f->value.Mark(), "upstream.url must be http://host:port: https upstreams are not supported yet (got " +
+                                             quoted(*url) + ")");
+          break;
+        case UrlProblem::malformed:
+          issues_.error(f->value.Mark(), "upstream.url must be http://host:port, got " + quoted(*url));
+          break;
+      }
+    }
+  }
+  if (const Field* f = fields->find("connect_timeout")) {
+    assign(yaml_.duration(*f, "upstream.connect_timeout", false), upstream.connect_timeout);
+  }
+  if (const Field* f = fields->find("timeout")) {
+    const auto timeout = yaml_.duration(*f, "upstream.timeout", false);
+    upstream_timeout_valid_ = timeout.has_value();
+    assign(timeout, upstream.timeout);
+  }
+  if (const Field* f = fields->find("max_connections")) {
+    if (auto count = yaml_.integer(*f, "upstream.max_connections", 1, kMaxUpstreamConnections)) upstream.max_connections = *count;
+  }
+  if (const Field* f = fields->find("idle_timeout")) assign(yaml_.duration(*f, "upstream.idle_timeout", false), upstream.idle_timeout);
+}
+
+void ConfigReader::read_store(const Field* field, const YAML::Mark& top_level, StoreConfig& store) {
+  const std::optional<Fields> store_fields =
+      field ? yaml_.mapping(field->value, field->key.Mark(), "store", kStoreKeys) : std::optional<Fields>(Fields(top_level));
+  if (!store_fields) return;
+  const Field* postgres_field = store_fields->find("postgres");
+  const std::optional<Fields> fields =
+      postgres_field ? yaml_.mapping(postgres_field->value, postgres_field->key.Mark(), "store.postgres", kPostgresKeys)
+                     : std::optional<Fields>(Fields(store_fields->mark()));
+  if (!fields) return;
+
+  PostgresConfig& postgres = store.postgres;
+  constexpr std::string_view kDsnRequired = "store.postgres.dsn is required (e.g. dsn: \"${IDEMPROXY_PG_DSN}\")";
+  if (const Field* f = fields->find("dsn")) {
+    if (std::optional<std::string> dsn = yaml_.string(*f, "store.postgres.dsn")) {
+      if (dsn->empty()) {
+        issues_.error(f->value.Mark(), std::string(kDsnRequired));
+      } else {
+        postgres.dsn = std::move(*dsn);
+      }
+    }
+  } else {
+    issues_.error(fields->mark(), std::string(kDsnRequired));
+  }
+  if (const Field* f = fields->find("pool_size")) {
+    if (auto size = yaml_.integer(*f, "store.postgres.pool_size", 1, kMaxPoolSize)) postgres.pool_size = *size;
+  }
+  if (const Field* f = fields->find("connect_timeout")) {
+    assign(yaml_.duration(*f, "store.postgres.connect_timeout", false), postgres.connect_timeout);
+  }
+  if (const Field* f = fields->find("query_timeout")) {
+    assign(yaml_.duration(*f, "store.postgres.query_timeout", false), postgres.query_timeout);
+  }
+  if (const Field* f = fields->find("acquire_timeout")) {
+    assign(yaml_.duration(*f, "store.postgres.acquire_timeout", false), postgres.acquire_timeout);
+  }
+}
+
+void ConfigReader::read_policy(const Fields& fields, std::string_view path, core::RoutePolicy& policy, PolicyOrigin& origin) {
+  const auto at = [&](std::string_view key) { return join_path(path, key); };
+
+  if (const Field* f = fields.find("key_header")) {
+    if (std::optional<std::string> name = yaml_.string(*f, at("key_header"))) {
+      if (is_http_token(*name)) {
+        policy.key_header = std::move(*name);
+      } else {
+        issues_.error(f->value.Mark(), "bad header name " + quoted(*name) + " for " + at("key_header") + " (expected an RFC 9110 token)");
+      }
+    }
+  }
+  if (const Field* f = fields.find("key")) {
+    assign(yaml_.one_of<core::KeyRequirement>(*f, at("key"),
+                                              {{"required", core::KeyRequirement::required},
+                                               {"optional", core::KeyRequirement::optional},
+                                               {"off", core::KeyRequirement::off}}),
+           policy.key);
+  }
+  if (const Field* f = fields.find("max_key_length")) {
+    if (auto length = yaml_.integer(*f, at("max_key_length"), 1, kMaxKeyLength)) policy.max_key_length = *length;
+  }
+  if (const Field* f = fields.find("ttl")) {
+    const auto ttl = yaml_.duration(*f, at("ttl"), false);
+    origin.ttl = f->value.Mark();
+    origin.timing_valid = origin.timing_valid && ttl.has_value();
+    assign(ttl, policy.ttl);
+  }
+  if (const Field* f = fields.find("lease")) {
+    const auto lease = yaml_.duration(*f, at("lease"), false);
+    origin.lease = f->value.Mark();
+    origin.timing_valid = origin.timing_valid && lease.has_value();
+    assign(lease, policy.lease);
+  }
+  if (const Field* f = fields.find("max_stored_body")) assign(yaml_.byte_size(*f, at("max_stored_body")), policy.max_stored_body);
+  if (const Field* f = fields.find("scope")) {
+    if (auto scope = yaml_.mapping(f->value, f->key.Mark(), at("scope"), kScopeKeys)) {
+      if (const Field* headers = scope->find("headers")) {
+        auto names = read_header_names(*headers, at("scope.headers"));
+        origin.scope_valid = origin.scope_valid && names.has_value();
+        assign(std::move(names), policy.scope_headers);
+      }
+    } else {
+      origin.scope_valid = false;
+    }
+  }
+  if (const Field* f = fields.find("fingerprint")) {
+    if (auto fingerprint = yaml_.mapping(f->value, f->key.Mark(), at("fingerprint"), kFingerprintKeys)) {
+      if (const Field* headers = fingerprint->find("headers")) {
+        assign(read_header_names(*headers, at("fingerprint.headers")), policy.fingerprint_headers);
+      }
+      if (const Field* pointers = fingerprint->find("ignore_json")) {
+        assign(read_json_pointers(*pointers, at("fingerprint.ignore_json")), policy.ignore_json);
+      }
+    }
+  }
+  if (const Field* f = fields.find("release_statuses")) assign(read_statuses(*f, at("release_statuses")), policy.release_statuses);
+  if (const Field* f = fields.find("store_set_cookie")) assign(yaml_.boolean(*f, at("store_set_cookie")), policy.store_set_cookie);
+  if (const Field* f = fields.find("unknown_outcome")) {
+    assign(yaml_.one_of<core::UnknownOutcome>(*f, at("unknown_outcome"),
+                                              {{"lock", core::UnknownOutcome::lock}, {"retry", core::UnknownOutcome::retry}}),
+           policy.unknown_outcome);
+  }
+  if (const Field* f = fields.find("store_unavailable")) {
+    assign(yaml_.one_of<core::StoreUnavailable>(
+               *f, at("store_unavailable"),
+               {{"fail_closed", core::StoreUnavailable::fail_closed}, {"fail_open", core::StoreUnavailable::fail_open}}),
+           policy.store_unavailable);
+  }
+  if (const Field* f = fields.find("in_flight")) {
+    assign(yaml_.one_of<core::InFlightPolicy>(*f, at("in_flight"),
+                                              {{"reject", core::InFlightPolicy::reject}, {"wait", core::InFlightPolicy::wait}}),
+           policy.in_flight);
+  }
+  if (const Field* f = fields.find("wait_timeout")) assign(yaml_.duration(*f, at("wait_timeout"), false), policy.wait_timeout);
+}
+
+std::optional<std::vector<std::string>> ConfigReader::read_header_names(const Field& field, std::string_view path) {
+  const std::optional<std::vector<YAML::Node>> elements = yaml_.sequence(field, path);
+  if (!elements) return std::nullopt;
+  std::vector<std::string> names;
+  bool valid = true;
+  for (const YAML::Node& element : *elements) {
+    std::optional<std::string> name = yaml_.string(element, field.key.Mark(), path);
+    if (!name) {
+      valid = false;
+    } else if (!is_http_token(*name)) {
+      issues_.error(element.Mark(), "bad header name " + quoted(*name) + " in " + std::string(path) + " (expected an RFC 9110 token)");
+      valid = false;
+    } else if (std::any_of(names.begin(), names.end(), [&](const std::string& seen) { return iequals(seen, *name); })) {
+      // Header names are case-insensitive: "Authorization" and "authorization" are one header.
+      issues_.error(element.Mark(), "duplicate header " + quoted(*name) + " in " + std::string(path));
+      valid = false;
+    } else {
+      names.push_back(std::move(*name));
+    }
+  }
+  if (!valid) return std::nullopt;
+  return names;
+}
+
+std::optional<std::vector<std::string>> ConfigReader::read_json_pointers(const Field& field, std::string_view path) {
+  const std::optional<std::vector<YAML::Node>> elements = yaml_.sequence(field, path);
+  if (!elements) return std::nullopt;
+  std::vector<std::string> pointers;
+  bool valid = true;
+  for (const YAML::Node& element : *elements) {
+    std::optional<std::string> pointer = yaml_.string(element, field.key.Mark(), path);
+    if (!pointer) {
+      valid = false;
+      continue;
+    }
+    if (pointer->empty()) {
+      // "" is a valid pointer, to the whole document: the fingerprint would ignore every body.
+      issues_.error(element.Mark(), "JSON pointer \"\" in " + std::string(path) +
+                                        " addresses the whole body, which would leave it out of the fingerprint");
+      valid = false;
+      continue;
+    }
+    if (const std::string why = fingerprint::json_pointer_error(*pointer); !why.empty()) {
+      issues_.error(element.Mark(), "bad JSON pointer " + quoted(*pointer) + " in " + std::string(path) + ": " + why);
+      valid = false;
+      continue;
+    }
+    pointers.push_back(std::move(*pointer));
+  }
+  if (!valid) return std::nullopt;
+  return pointers;
+}
+
+std::optional<std::vector<int>> ConfigReader::read_statuses(const Field& field, std::string_view path) {
+  const std::optional<std::vector<YAML::Node>> elements = yaml_.sequence(field, path);
+  if (!elements) return std::nullopt;
+  std::vector<int> statuses;
+  bool valid = true;
+  for (const YAML::Node& element : *elements) {
+    const std::optional<std::string> text = yaml_.string(element, field.key.Mark(), path);
+    if (!text) {
+      valid = false;
+      continue;
+    }
+    const bool numeric = !text->empty() && text->size() <= 9 &&
+                         std::all_of(text->begin(), text->end(), [](char c) { return c >= '0' && c <= '9'; });
+    const int status = numeric ? std::stoi(*text) : 0;
+    if (!numeric || status < kMinStatus || status > kMaxStatus) {
+      issues_.error(element.Mark(), "bad status " + (numeric ? *text : quoted(*text)) + " in " + std::string(path) + " (expected " +
+                                        std::to_string(kMinStatus) + "-" + std::to_string(kMaxStatus) + ")");
+      valid = false;
+      continue;
+    }
+    if (std::find(statuses.begin(), statuses.end(), status) == statuses.end()) statuses.push_back(status);
+  }
+  if (!valid) return std::nullopt;
+  return statuses;
+}
+
+void ConfigReader::read_routes(const Field& field, const core::RoutePolicy& defaults, const PolicyOrigin& defaults_origin,
+                               Config& config) {
+  const std::optional<std::vector<YAML::Node>> elements = yaml_.sequence(field, "routes");
+  if (!elements) return;
+  const Keys keys = route_keys();
+  std::map<std::string, int, std::less<>> first_line_of_name;
+
+  for (std::size_t index = 0; index < elements->size(); ++index) {
+    const YAML::Node& element = (*elements)[index];
+    const std::string path = "routes[" + std::to_string(index) + "]";
+    const std::optional<Fields> fields = yaml_.mapping(element, element.Mark(), path, keys);
+    if (!fields) continue;
+    // Route-level problems are reported where the route's mapping starts (its first key).
+    const YAML::Mark route_mark = fields->mark();
+
+    core::Route route;
+    route.policy = defaults;
+    route.policy.name.clear();
+    PolicyOrigin origin{.ttl = std::nullopt,
+                        .lease = std::nullopt,
+                        .timing_valid = defaults_origin.timing_valid,
+                        .scope_valid = defaults_origin.scope_valid};
+
+    if (const Field* f = fields->find("name")) {
+      if (std::optional<std::string> name = yaml_.string(*f, join_path(path, "name"))) {
+        if (name->empty()) {
+          issues_.error(f->value.Mark(), "route without a name");
+        } else if (!is_route_name(*name)) {
+          issues_.error(f->value.Mark(), "bad route name " + quoted(*name) + " (expected up to " + std::to_string(kMaxRouteNameLength) +
+                                             " letters, digits, '.', '_' or '-')");
+        } else if (const auto first = first_line_of_name.find(*name); first != first_line_of_name.end()) {
+          issues_.error(f->value.Mark(), "duplicate route name " + quoted(*name) + " (first used at line " + std::to_string(first->second) + ")");
+        } else {
+          first_line_of_name.emplace(*name, f->value.Mark().line + 1);
+          route.policy.name = std::move(*name);
+        }
+      }
+    } else {
+      issues_.error(route_mark, "route without a name");
+    }
+
+    read_policy(*fields, path, route.policy, origin);
+
+    if (const Field* f = fields->find("match")) {
+      read_match(*f, join_path(path, "match"), route.policy, route.match);
+    } else {
+      issues_.error(route_mark, path + " has no match (e.g. match: { method: POST, path: /orders })");
+    }
+
+    check_route(route, path, route_mark, origin, config);
+    config.routes.push_back(std::move(route));
+  }
+}
+
+void ConfigReader::read_match(const Field& field, std::string_view path, const core::RoutePolicy& policy, core::RouteMatch& match) {
+  const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), path, kMatchKeys);
+  if (!fields) return;
+
+  if (const Field* f = fields->find("method")) {
+    const std::string method_path = join_path(path, "method");
+    std::vector<YAML::Node> elements;
+    if (f->value.IsSequence()) {
+      for (const YAML::Node& element : f->value) elements.push_back(element);
+      if (elements.empty()) issues_.error(f->value.Mark(), method_path + " is an empty list (leave method out to match every method)");
+    } else {
+      elements.push_back(f->value);
+    }
+    for (const YAML::Node& element : elements) {
+      const std::optional<std::string> method = yaml_.string(element, f->key.Mark(), method_path);
+      if (!method) continue;
+      if (!is_http_token(*method)) {
+        issues_.error(element.Mark(), "bad method " + quoted(*method) + " in " + method_path + " (expected an HTTP method such as POST)");
+      } else if (has_lower_case_letter(*method)) {
+        issues_.error(element.Mark(), "method " + quoted(*method) + " in " + method_path + " must be upper case (HTTP methods are case-sensitive)");
+      } else if (std::find(match.methods.begin(), match.methods.end(), *method) == match.methods.end()) {
+        if (core::is_safe_method(*method) && policy.key != core::KeyRequirement::off && !policy.name.empty()) {
+          issues_.warning(element.Mark(), "route " + quoted(policy.name) + " matches " + *method +
+                                              ", which is never subject to idempotency keys (GET, HEAD and OPTIONS pass through)");
+        }
+        match.methods.push_back(*method);
+      }
+    }
+  }
+
+  if (const Field* f = fields->find("path")) {
+    const std::string pattern_path = join_path(path, "path");
+    if (std::optional<std::string> pattern = yaml_.string(*f, pattern_path)) {
+      if (const std::string why = core::path_pattern_error(*pattern); !why.empty()) {
+        issues_.error(f->value.Mark(), "bad path pattern " + quoted(*pattern) + " in " + pattern_path + ": " + why);
+      } else {
+        match.path = std::move(*pattern);
+      }
+    }
+  } else {
+    issues_.error(fields->mark(), join_path(path, "path") + " is required (e.g. path: /orders)");
+  }
+}
+
+void ConfigReader::check_route(const core::Route& route, std::string_view path, const YAML::Mark& route_mark,
+                               const PolicyOrigin& origin, const Config& config) {
+  const core::RoutePolicy& policy = route.policy;
+  const std::string label = policy.name.empty() ? std::string(path) : "route " + quoted(policy.name);
+
+  if (origin.timing_valid && policy.ttl <= policy.lease) {
+    // The record must outlive its lease, or a claim could expire while it is still in flight.
+    issues_.error(origin.ttl.value_or(origin.lease.value_or(route_mark)),
+                  label + ": ttl (" + format_duration(policy.ttl) + ") must exceed lease (" + format_duration(policy.lease) + ")");
+  }
+  if (origin.timing_valid && upstream_timeout_valid_ && policy.lease <= config.upstream.timeout) {
+    issues_.error(origin.lease.value_or(route_mark),
+                  label + ": lease (" + format_duration(policy.lease) + ") must exceed upstream.timeout (" +
+                      format_duration(config.upstream.timeout) +
+                      ") (a lease that lapses while the upstream is still working lets a retry execute again)");
+  }
+  if (policy.key != core::KeyRequirement::off && origin.scope_valid && policy.scope_headers.empty() && !policy.name.empty()) {
+    issues_.warning(route_mark, "route " + quoted(policy.name) +
+                                    " declares no scope headers: every caller of this route shares one key space");
+  }
+  // An earlier route with the same pattern and a superset of the methods always wins the match.
+  if (route.match.path.empty()) return;
+  for (const core::Route& earlier : config.routes) {
+    if (earlier.match.path != route.match.path || earlier.policy.name.empty() || policy.name.empty()) continue;
+    const bool covers = earlier.match.methods.empty() ||
+                        (!route.match.methods.empty() &&
+                         std::all_of(route.match.methods.begin(), route.match.methods.end(), [&](const std::string& method) {
+                           return std::find(earlier.match.methods.begin(), earlier.match.methods.end(), method) !=
+                                  earlier.match.methods.end();
+                         }));
+    if (covers) {
+      issues_.warning(route_mark, "route " + quoted(policy.name) + " is never used: route " + quoted(earlier.policy.name) +
+                                      " before it matches the same requests");
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+Config read_config(const YAML::Node& root, YamlReader& reader) { return ConfigReader(reader).read(root); }
+
+}  // namespace idem::config::detail

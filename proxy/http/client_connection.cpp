@@ -1,0 +1,124 @@
+#include "http/client_connection.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <string>
+
+#include "core/problem.hpp"
+#include "http/forwarding.hpp"
+#include "http/request_handler.hpp"
+
+namespace idem::http {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+
+namespace {
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+constexpr std::size_t kFirstReadSize = 4096;
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+
+// A request the proxy refuses before reading it whole: answered, then the connection is closed
+// (the unread rest of the request would otherwise be taken for the next one).
+asio::awaitable<void> refuse(ClientConnection& connection, core::Problem problem, unsigned version,
+                             std::chrono::milliseconds write_timeout) {
+  Response response = problem_response(problem, version);
+  response.keep_alive(false);
+  connection.stream.expires_after(write_timeout);
+  co_await beast_http::async_write(connection.stream, response, use_tuple);
+}
+
+std::string client_address(ClientConnection& connection) {
+  boost::system::error_code ec;
+  const auto endpoint = connection.stream.socket().remote_endpoint(ec);
+  return ec ? std::string("unknown") : endpoint.address().to_string();
+}
+}  // namespace
+
+void ClientConnection::close() {
+  boost::system::error_code ignored;
+  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  stream.socket().close(ignored);
+}
+
+asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices& services, const bool& draining) {
+  const std::string address = client_address(connection);
+  beast::flat_buffer buffer;
+  for (;;) {
+    // Limits come from the configuration snapshot current when each request starts.
+    const config::LimitsConfig limits = services.config->config.limits;
+    if (buffer.size() == 0) {
+      // Idle keep-alive: wait for the first byte of the next request.
+      connection.stream.expires_after(limits.idle_timeout);
+      auto [ec, n] = co_await connection.stream.async_read_some(buffer.prepare(kFirstReadSize), use_tuple);
+      if (ec) co_return;
+      buffer.commit(n);
+    }
+    connection.in_request = true;
+
+    beast_http::request_parser<beast_http::string_body> parser;
+    parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
+    parser.body_limit(limits.max_request_body);
+    // The header deadline runs from the first byte: a client trickling headers (slowloris) is cut off.
+    connection.stream.expires_after(limits.header_timeout);
+    auto [header_ec, header_bytes] = co_await beast_http::async_read_header(connection.stream, buffer, parser, use_tuple);
+    if (header_ec) {
+      if (header_ec == beast_http::error::header_limit) {
+        auto problem = core::bad_request_problem("the request line and headers exceed limits.max_header_bytes");
+        problem.status = 431;
+        problem.title = "Request Header Fields Too Large";
+        co_await refuse(connection, std::move(problem), 11, limits.write_timeout);
+      } else if (header_ec != beast::error::timeout && header_ec != beast_http::error::end_of_stream &&
+                 header_ec != asio::error::eof && header_ec != asio::error::operation_aborted &&
+                 header_ec != asio::error::connection_reset) {
+        core::Problem problem = core::bad_request_problem("malformed HTTP request: " + header_ec.message());
+        co_await refuse(connection, std::move(problem), 11, limits.write_timeout);
+      }
+      co_return;
+    }
+    const unsigned version = parser.get().version();
+    if (const auto length = parser.content_length(); length && *length > limits.max_request_body) {
+      core::Problem problem = core::request_too_large_problem(limits.max_request_body);
+      co_await refuse(connection, std::move(problem), version, limits.write_timeout);
+      co_return;
+    }
+    if (version >= 11 && beast::iequals(parser.get()[beast_http::field::expect], "100-continue")) {
+      connection.stream.expires_after(limits.write_timeout);
+      auto [ec, n] = co_await asio::async_write(connection.stream, asio::buffer(kContinue), use_tuple);
+      if (ec) co_return;
+    }
+
+    connection.stream.expires_after(limits.body_timeout);
+    auto [body_ec, body_bytes] = co_await beast_http::async_read(connection.stream, buffer, parser, use_tuple);
+    if (body_ec) {
+      if (body_ec == beast_http::error::body_limit) {
+        core::Problem problem = core::request_too_large_problem(limits.max_request_body);
+        co_await refuse(connection, std::move(problem), version, limits.write_timeout);
+      }
+      co_return;
+    }
+
+    Request request = parser.release();
+    const bool client_keep_alive = request.keep_alive();
+    // While the request is handled nothing is read from the client: its going away must not
+    // cancel the upstream call or the store write (the handler's own deadlines bound them).
+    connection.stream.expires_never();
+    Response response = co_await handle_request(services, request, address);
+
+    const bool keep_alive = client_keep_alive && !draining;
+    response.keep_alive(keep_alive);
+    connection.stream.expires_after(limits.write_timeout);
+    auto [write_ec, written] = co_await beast_http::async_write(connection.stream, response, use_tuple);
+    connection.in_request = false;
+    if (write_ec || !keep_alive) co_return;
+  }
+}
+
+}  // namespace idem::http

@@ -1,0 +1,26 @@
+#pragma once
+// One client connection's request/response loop (HTTP/1.1 keep-alive), with a deadline on every
+// read and write and the configured bounds on headers and bodies.
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+
+#include "http/runtime.hpp"
+
+namespace idem::http {
+
+struct ClientConnection {
+  explicit ClientConnection(boost::asio::ip::tcp::socket socket) : stream(std::move(socket)) {}
+  void close();  // idempotent; cancels pending reads and writes
+
+  boost::beast::tcp_stream stream;
+  // From the first byte of a request until its response is written: a draining worker waits for
+  // such connections and closes the others.
+  bool in_request = false;
+};
+
+// Serves requests until the client closes, a deadline passes, an error occurs, or `draining`
+// becomes true (the response then carries Connection: close).
+boost::asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices& services, const bool& draining);
+
+}  // namespace idem::http

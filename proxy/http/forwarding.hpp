@@ -1,0 +1,29 @@
+#pragma once
+// Header rewriting at the proxy's two edges, and the responses the proxy builds itself.
+#include <string_view>
+
+#include "core/problem.hpp"
+#include "core/record.hpp"
+#include "http/message.hpp"
+
+namespace idem::http {
+
+// Turns the client's request into the upstream's, in place: hop-by-hop fields and Expect removed,
+// X-Forwarded-For appended with `client_address`, X-Forwarded-Proto set, keep-alive towards the
+// upstream, Content-Length recomputed. The Host header and the idempotency key header are kept.
+void prepare_upstream_request(Request& request, std::string_view client_address);
+
+// The upstream's response as the client sees it: hop-by-hop fields and Idempotency-Transient
+// removed, framing recomputed (Content-Length) unless it answers a HEAD request.
+void prepare_client_response(Response& response, bool head_request);
+
+// Status, headers and body from the record, plus `Idempotent-Replay: true`.
+Response replay_response(const core::StoredResponse& stored, unsigned version);
+
+// application/problem+json response, with Retry-After when the problem carries one.
+Response problem_response(const core::Problem& problem, unsigned version);
+
+// The response's header fields as an ordered list (for storage).
+core::HeaderList header_list(const Response& response);
+
+}  // namespace idem::http

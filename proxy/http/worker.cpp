@@ -1,0 +1,85 @@
+#include "http/worker.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/socket_base.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "http/client_connection.hpp"
+#include "http/upstream_pool.hpp"
+#include "log/log.hpp"
+
+namespace idem::http {
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+namespace {
+tcp::acceptor bind_acceptor(asio::io_context& io, const config::ListenConfig& listen) {
+  const tcp::endpoint endpoint(asio::ip::make_address(listen.host), listen.port);
+  tcp::acceptor acceptor(io);
+  acceptor.open(endpoint.protocol());
+  acceptor.set_option(asio::socket_base::reuse_address(true));
+  // Every worker binds the same address; the kernel balances new connections between them.
+  const int on = 1;
+  if (::setsockopt(acceptor.native_handle(), SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0) {
+    throw boost::system::system_error(errno, boost::system::system_category(), "SO_REUSEPORT");
+  }
+  acceptor.bind(endpoint);
+  acceptor.listen(asio::socket_base::max_listen_connections);
+  return acceptor;
+}
+}  // namespace
+
+Worker::Worker(asio::io_context& io, WorkerServices services)
+    : io_(io), services_(std::move(services)), acceptor_(bind_acceptor(io, services_.config->config.listen)) {}
+
+void Worker::start() { asio::co_spawn(io_, accept_loop(), asio::detached); }
+
+asio::awaitable<void> Worker::accept_loop() {
+  while (!draining_) {
+    auto [ec, socket] = co_await acceptor_.async_accept(asio::as_tuple(asio::use_awaitable));
+    if (ec) {
+      if (ec == asio::error::operation_aborted || draining_) break;
+      // EMFILE and friends: log and keep accepting rather than dying.
+      log::warn("accept_failed", {{"error", ec.message()}});
+      continue;
+    }
+    asio::co_spawn(io_, serve(std::move(socket)), asio::detached);
+  }
+}
+
+asio::awaitable<void> Worker::serve(tcp::socket socket) {
+  ClientConnection connection(std::move(socket));
+  connections_.insert(&connection);
+  co_await serve_client(connection, services_, draining_);
+  connection.close();
+  connections_.erase(&connection);
+  check_drained();
+}
+
+void Worker::drain(std::function<void()> on_drained) {
+  asio::post(io_, [this, on_drained = std::move(on_drained)]() mutable {
+    if (draining_) return;
+    draining_ = true;
+    on_drained_ = std::move(on_drained);
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    for (ClientConnection* connection : connections_) {
+      if (!connection->in_request) connection->close();
+    }
+    check_drained();
+  });
+}
+
+void Worker::check_drained() {
+  if (!draining_ || !connections_.empty() || !on_drained_) return;
+  services_.upstream.close_idle();
+  auto done = std::move(on_drained_);
+  on_drained_ = nullptr;
+  done();
+}
+
+}  // namespace idem::http

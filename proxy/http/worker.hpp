@@ -1,0 +1,49 @@
+#pragma once
+// One worker: an acceptor on the shared listen address (SO_REUSEPORT: the kernel spreads
+// connections across workers), the client connections it accepted, and their lifecycle.
+// Everything here runs on the worker's single io thread; drain() may be called from any thread.
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <functional>
+#include <memory>
+#include <unordered_set>
+
+#include "http/runtime.hpp"
+
+namespace idem::http {
+
+struct ClientConnection;
+
+class Worker {
+ public:
+  // Binds the listen address at once (throws boost::system::system_error when it cannot), so a
+  // bad address or a busy port fails start-up instead of a worker thread.
+  Worker(boost::asio::io_context& io, WorkerServices services);
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  void start();  // begins accepting (call before io.run())
+  // Graceful stop: no new connections; idle keep-alive connections are closed; requests in
+  // progress finish and their responses carry `Connection: close`. When the last connection is
+  // gone, `on_drained` runs on the io thread (the owner then stops the store so io.run() returns).
+  void drain(std::function<void()> on_drained);
+
+  std::size_t connection_count() const { return connections_.size(); }
+
+ private:
+  friend struct ClientSession;
+  boost::asio::awaitable<void> accept_loop();
+  boost::asio::awaitable<void> serve(boost::asio::ip::tcp::socket socket);
+  void check_drained();
+
+  boost::asio::io_context& io_;
+  WorkerServices services_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::unordered_set<ClientConnection*> connections_;
+  bool draining_ = false;
+  std::function<void()> on_drained_;
+};
+
+}  // namespace idem::http

@@ -1,0 +1,357 @@
+#include "store/pg/connection.hpp"
+
+#include <boost/asio/post.hpp>
+#include <openssl/ssl.h>
+
+#include <utility>
+#include <vector>
+
+#include "store/pg/counters.hpp"
+#include "store/pg/log.hpp"
+
+namespace idem::store::pg {
+
+Connection::Connection(boost::asio::io_context& io, LostHandler on_lost_while_idle)
+    : io_(io), on_lost_while_idle_(std::move(on_lost_while_idle)), socket_(io), deadline_(io) {}
+
+Connection::~Connection() { drop(); }
+
+void Connection::connect(const std::string& dsn, std::chrono::milliseconds timeout, ConnectHandler handler) {
+  if (state_ != State::fresh) {  // a caller bug; leave this connection as it is
+    boost::asio::post(io_, [handler = std::move(handler)] {
+      handler({PgErrorKind::internal, {}, "connect called twice on one connection"});
+    });
+    return;
+  }
+  connect_handler_ = std::move(handler);
+  state_ = State::connecting;
+  ++operation_;
+  arm_deadline(timeout);
+  // Note: a host name (not an address) in the DSN is resolved inside this call, synchronously.
+  conn_.reset(PQconnectStart(dsn.c_str()));
+  if (!conn_) {
+    fail(PgErrorKind::unavailable, "out of memory starting a connection", Delivery::posted);
+    return;
+  }
+  if (PQstatus(conn_.get()) == CONNECTION_BAD) {
+    fail(PgErrorKind::unavailable, PQerrorMessage(conn_.get()), Delivery::posted);
+    return;
+  }
+  // libpq's protocol: before the first PQconnectPoll, act as if it had asked for writability.
+  // Posted, so that no failure reaches the handler from inside this call.
+  boost::asio::post(io_, [self = shared_from_this(), operation = operation_] {
+    if (operation == self->operation_) self->continue_connect(PGRES_POLLING_WRITING);
+  });
+}
+
+void Connection::continue_connect(PostgresPollingStatusType poll_status) {
+  switch (poll_status) {
+    case PGRES_POLLING_OK:
+      if (PQsetnonblocking(conn_.get(), 1) != 0) {
+        fail(PgErrorKind::unavailable, PQerrorMessage(conn_.get()), Delivery::now);
+        return;
+      }
+      if (!watch_socket()) return;
+      finish_connect({}, Delivery::now);
+      return;
+    case PGRES_POLLING_FAILED:
+      fail(PgErrorKind::unavailable, PQerrorMessage(conn_.get()), Delivery::now);
+      return;
+    case PGRES_POLLING_READING:
+      // libpq may have closed the socket and opened another (next host, SSL fallback), possibly
+      // with the same number: re-register after every poll so the reactor never watches a stale fd.
+      if (watch_socket()) wait_socket(WaitType::wait_read, &Connection::on_connect_socket_ready);
+      return;
+    case PGRES_POLLING_WRITING:
+      if (watch_socket()) wait_socket(WaitType::wait_write, &Connection::on_connect_socket_ready);
+      return;
+    case PGRES_POLLING_ACTIVE:  // obsolete, never returned by current libpq: just poll again
+      boost::asio::post(io_, [self = shared_from_this(), operation = operation_] {
+        if (operation == self->operation_) self->on_connect_socket_ready();
+      });
+      return;
+  }
+  fail(PgErrorKind::internal, "unknown PQconnectPoll status", Delivery::now);
+}
+
+void Connection::on_connect_socket_ready() { continue_connect(PQconnectPoll(conn_.get())); }
+
+void Connection::execute(std::shared_ptr<const Statement> statement, std::chrono::milliseconds timeout,
+                         ExecuteHandler handler) {
+  if (state_ != State::idle) {
+    boost::asio::post(io_, [handler = std::move(handler)] {
+      handler({PgErrorKind::internal, {}, "statement on a connection that is not idle"}, nullptr);
+    });
+    return;
+  }
+  state_ = State::busy;
+  ++operation_;  // makes the idle watch stale
+  socket_.cancel();
+  execute_handler_ = std::move(handler);
+  statement_ = std::move(statement);
+  statement_error_ = {};
+  statement_result_.reset();
+  arm_deadline(timeout);
+
+  const std::vector<Param>& params = statement_->params;
+  std::vector<Oid> types;
+  std::vector<const char*> values;
+  std::vector<int> lengths;
+  std::vector<int> formats;
+  types.reserve(params.size());
+  values.reserve(params.size());
+  lengths.reserve(params.size());
+  formats.reserve(params.size());
+  for (const Param& param : params) {
+    types.push_back(param.type());
+    values.push_back(param.is_null() ? nullptr : param.bytes().data());
+    lengths.push_back(static_cast<int>(param.bytes().size()));
+    formats.push_back(1);
+  }
+  // Unnamed statement, no session state: works behind PgBouncer in transaction pooling mode.
+  const int sent = PQsendQueryParams(conn_.get(), statement_->sql, static_cast<int>(params.size()), types.data(),
+                                     values.data(), lengths.data(), formats.data(), /*resultFormat=*/1);
+  if (sent == 0) {
+    const PgErrorKind kind = PQstatus(conn_.get()) == CONNECTION_OK ? PgErrorKind::internal : PgErrorKind::unavailable;
+    fail(kind, PQerrorMessage(conn_.get()), Delivery::posted);
+    return;
+  }
+  pg_counters().statements_sent.fetch_add(1, std::memory_order_relaxed);
+  flush_statement(Delivery::posted);
+}
+
+void Connection::flush_statement(Delivery delivery) {
+  switch (PQflush(conn_.get())) {
+    case 0:
+      wait_socket(WaitType::wait_read, &Connection::on_readable);
+      return;
+    case 1:
+      wait_socket(WaitType::wait_write, &Connection::on_writable);
+      return;
+    default:
+      fail(PgErrorKind::unavailable, PQerrorMessage(conn_.get()), delivery);
+      return;
+  }
+}
+
+void Connection::on_writable() {
+  // libpq asks to absorb input while sending, so the server can never stall writing to us.
+  if (PQconsumeInput(conn_.get()) == 0) {
+    fail(PgErrorKind::unavailable, PQerrorMessage(conn_.get()), Delivery::now);
+    return;
+  }
+  flush_statement(Delivery::now);
+}
+
+void Connection::on_readable() {
+  if (PQconsumeInput(conn_.get()) == 0) {
+    fail(PgErrorKind::unavailable, PQerrorMessage(conn_.get()), Delivery::now);
+    return;
+  }
+  while (PQisBusy(conn_.get()) == 0) {
+    ResultHandle result(PQgetResult(conn_.get()));
+    if (!result) {  // the statement is over: report its first error, else its result
+      if (!statement_error_.ok()) {
+        finish_execute(std::move(statement_error_), nullptr, Delivery::now);
+      } else if (!statement_result_) {
+        finish_execute({PgErrorKind::internal, {}, "statement returned no result"}, nullptr, Delivery::now);
+      } else {
+        finish_execute({}, std::move(statement_result_), Delivery::now);
+      }
+      return;
+    }
+    switch (PQresultStatus(result.get())) {
+      case PGRES_TUPLES_OK:
+      case PGRES_COMMAND_OK:
+        statement_result_ = std::move(result);
+        break;
+      case PGRES_FATAL_ERROR:
+      case PGRES_NONFATAL_ERROR:
+      case PGRES_BAD_RESPONSE:
+        if (statement_error_.ok()) statement_error_ = error_from_result(result.get(), conn_.get());
+        break;
+      default:  // COPY, single-row and pipeline modes: never asked for
+        if (statement_error_.ok()) {
+          statement_error_ = {PgErrorKind::internal, {}, std::string("unexpected result status ") +
+                                                             PQresStatus(PQresultStatus(result.get()))};
+        }
+        break;
+    }
+  }
+  // Over TLS, libpq may have pulled a whole record off the socket and taken only part of it: the
+  // rest sits in OpenSSL's buffer and the socket may never become readable for it.
+  if (ssl_has_buffered_input()) {
+    boost::asio::post(io_, [self = shared_from_this(), operation = operation_] {
+      if (operation == self->operation_) self->on_readable();
+    });
+    return;
+  }
+  wait_socket(WaitType::wait_read, &Connection::on_readable);
+}
+
+bool Connection::ssl_has_buffered_input() const {
+  if (PQsslInUse(conn_.get()) == 0) return false;
+  const auto* ssl = static_cast<const SSL*>(PQsslStruct(conn_.get(), "OpenSSL"));
+  return ssl != nullptr && SSL_pending(ssl) > 0;
+}
+
+void Connection::watch_idle() {
+  wait_socket(WaitType::wait_read, &Connection::on_idle_readable);
+}
+
+void Connection::on_idle_readable() {
+  // Input on an idle connection is a notice, an error before a shutdown, or EOF.
+  if (PQconsumeInput(conn_.get()) == 0 || PQstatus(conn_.get()) != CONNECTION_OK) {
+    log_event("idle connection lost", PQerrorMessage(conn_.get()));
+    ++operation_;
+    drop();
+    if (on_lost_while_idle_) on_lost_while_idle_();
+    return;
+  }
+  watch_idle();
+}
+
+void Connection::close() {
+  switch (state_) {
+    case State::connecting:
+      fail(PgErrorKind::unavailable, "connection closed", Delivery::posted);
+      return;
+    case State::busy:
+      fail(PgErrorKind::unavailable, "connection closed while a statement was running", Delivery::posted);
+      return;
+    case State::fresh:
+    case State::idle:
+    case State::closed:
+      ++operation_;
+      drop();
+      return;
+  }
+}
+
+void Connection::on_deadline() {
+  switch (state_) {
+    case State::connecting:
+      fail(PgErrorKind::timeout, "connect timed out", Delivery::now);
+      return;
+    case State::busy:
+      pg_counters().query_timeouts.fetch_add(1, std::memory_order_relaxed);
+      fail(PgErrorKind::timeout, std::string(statement_->name) + " timed out", Delivery::now);
+      return;
+    case State::fresh:
+    case State::idle:
+    case State::closed:
+      return;  // unreachable: the deadline is cancelled when an operation ends
+  }
+}
+
+void Connection::wait_socket(WaitType type, Step next) {
+  socket_.async_wait(type, [self = shared_from_this(), operation = operation_, next](
+                               const boost::system::error_code& error) {
+    if (operation != self->operation_) return;
+    if (error) {
+      self->fail(PgErrorKind::unavailable, "socket wait failed: " + error.message(), Delivery::now);
+      return;
+    }
+    ((*self).*next)();
+  });
+}
+
+void Connection::arm_deadline(std::chrono::milliseconds timeout) {
+  deadline_.expires_after(timeout);
+  deadline_.async_wait([self = shared_from_this(), operation = operation_](const boost::system::error_code& error) {
+    if (error || operation != self->operation_) return;
+    self->on_deadline();
+  });
+}
+
+bool Connection::watch_socket() {
+  if (socket_.is_open()) socket_.release();
+  const int fd = PQsocket(conn_.get());
+  if (fd < 0) {
+    fail(PgErrorKind::unavailable, "libpq has no socket", Delivery::now);
+    return false;
+  }
+  boost::system::error_code error;
+  socket_.assign(fd, error);
+  if (error) {
+    fail(PgErrorKind::internal, "cannot watch the socket: " + error.message(), Delivery::now);
+    return false;
+  }
+  return true;
+}
+
+void Connection::drop() {
+  // release(), not close(): the descriptor is libpq's, and PQfinish closes it.
+  if (socket_.is_open()) socket_.release();
+  deadline_.cancel();
+  conn_.reset();
+  state_ = State::closed;
+}
+
+void Connection::fail(PgErrorKind kind, std::string message, Delivery delivery) {
+  PgError error{kind, {}, std::move(message)};
+  switch (state_) {
+    case State::connecting:
+      finish_connect(std::move(error), delivery);
+      return;
+    case State::busy:
+      finish_execute(std::move(error), nullptr, delivery);
+      return;
+    case State::fresh:
+    case State::idle:
+    case State::closed:
+      ++operation_;
+      drop();
+      return;
+  }
+}
+
+void Connection::finish_connect(PgError error, Delivery delivery) {
+  ++operation_;
+  deadline_.cancel();
+  if (error.ok()) {
+    state_ = State::idle;
+    watch_idle();
+  } else {
+    drop();
+  }
+  ConnectHandler handler = std::move(connect_handler_);
+  connect_handler_ = nullptr;
+  if (!handler) return;
+  if (delivery == Delivery::posted) {
+    boost::asio::post(io_, [handler = std::move(handler), error = std::move(error)]() mutable {
+      handler(std::move(error));
+    });
+  } else {
+    handler(std::move(error));
+  }
+}
+
+void Connection::finish_execute(PgError error, ResultHandle result, Delivery delivery) {
+  ++operation_;
+  deadline_.cancel();
+  // Keep the connection only when it is known to be healthy and between statements.
+  const bool healthy = conn_ && PQstatus(conn_.get()) == CONNECTION_OK &&
+                       (error.ok() || error.kind == PgErrorKind::retryable || error.kind == PgErrorKind::internal) &&
+                       PQtransactionStatus(conn_.get()) == PQTRANS_IDLE;
+  if (healthy) {
+    state_ = State::idle;
+    watch_idle();
+  } else {
+    drop();
+  }
+  statement_.reset();
+  statement_result_.reset();
+  ExecuteHandler handler = std::move(execute_handler_);
+  execute_handler_ = nullptr;
+  if (!handler) return;
+  if (delivery == Delivery::posted) {
+    boost::asio::post(io_, [handler = std::move(handler), error = std::move(error), result = std::move(result)]() mutable {
+      handler(std::move(error), std::move(result));
+    });
+  } else {
+    handler(std::move(error), std::move(result));
+  }
+}
+
+}  // namespace idem::store::pg

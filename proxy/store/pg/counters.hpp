@@ -1,0 +1,19 @@
+#pragma once
+// Process-wide counters of the Postgres store, for tests (round trips per operation, the claim
+// race) and later for metrics. Relaxed atomics: totals, not ordering.
+#include <atomic>
+#include <cstdint>
+
+namespace idem::store::pg {
+
+struct PgCounters {
+  std::atomic<std::uint64_t> statements_sent{0};  // PQsendQueryParams calls that succeeded
+  std::atomic<std::uint64_t> claim_reruns{0};     // claims run again after returning no row (the race)
+  std::atomic<std::uint64_t> connects_succeeded{0};
+  std::atomic<std::uint64_t> connects_failed{0};
+  std::atomic<std::uint64_t> query_timeouts{0};
+};
+
+PgCounters& pg_counters();
+
+}  // namespace idem::store::pg

@@ -1,0 +1,54 @@
+#include "store/pg/errors.hpp"
+
+namespace idem::store::pg {
+
+std::string_view pg_error_kind_name(PgErrorKind kind) {
+  switch (kind) {
+    case PgErrorKind::ok: return "ok";
+    case PgErrorKind::unavailable: return "unavailable";
+    case PgErrorKind::timeout: return "timeout";
+    case PgErrorKind::retryable: return "retryable";
+    case PgErrorKind::internal: return "internal";
+  }
+  return "invalid";
+}
+
+PgErrorKind classify_sqlstate(std::string_view code) {
+  if (code.starts_with(sqlstate::connection_exception_class) || code == sqlstate::too_many_connections ||
+      code == sqlstate::query_canceled || code == sqlstate::admin_shutdown ||
+      code == sqlstate::crash_shutdown || code == sqlstate::cannot_connect_now) {
+    return PgErrorKind::unavailable;
+  }
+  if (code == sqlstate::unique_violation || code == sqlstate::serialization_failure ||
+      code == sqlstate::deadlock_detected) {
+    return PgErrorKind::retryable;
+  }
+  return PgErrorKind::internal;
+}
+
+PgError error_from_result(const PGresult* result, const PGconn* connection) {
+  PgError error;
+  const char* code = result != nullptr ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+  if (code != nullptr) {
+    error.sqlstate = code;
+    error.kind = classify_sqlstate(error.sqlstate);
+  } else {
+    error.kind = PQstatus(connection) == CONNECTION_OK ? PgErrorKind::internal : PgErrorKind::unavailable;
+  }
+  const char* message = result != nullptr ? PQresultErrorMessage(result) : "";
+  error.message = (message != nullptr && *message != '\0') ? message : PQerrorMessage(connection);
+  return error;
+}
+
+StoreError to_store_error(PgErrorKind kind) {
+  switch (kind) {
+    case PgErrorKind::ok: return StoreError::ok;
+    case PgErrorKind::unavailable: return StoreError::unavailable;
+    case PgErrorKind::timeout: return StoreError::timeout;
+    case PgErrorKind::retryable: return StoreError::internal;
+    case PgErrorKind::internal: return StoreError::internal;
+  }
+  return StoreError::internal;
+}
+
+}  // namespace idem::store::pg

@@ -1,0 +1,52 @@
+#pragma once
+// What went wrong with a connection or a statement, and the one place where a SQLSTATE becomes
+// a named error.
+#include <libpq-fe.h>
+
+#include <string>
+#include <string_view>
+
+#include "store/store.hpp"
+
+namespace idem::store::pg {
+
+enum class PgErrorKind {
+  ok,
+  unavailable,  // no usable connection: connect failed, connection lost, server shutting down or full
+  timeout,      // our deadline passed; the connection was closed; the statement's effect is unknown
+  retryable,    // the statement changed nothing and may succeed when run again
+  internal,     // anything else: unexpected SQLSTATE, unexpected result shape, bad data
+};
+std::string_view pg_error_kind_name(PgErrorKind kind);
+
+struct PgError {
+  PgErrorKind kind = PgErrorKind::ok;
+  std::string sqlstate;  // five characters when the server sent one, else empty
+  std::string message;   // for logs
+
+  bool ok() const { return kind == PgErrorKind::ok; }
+};
+
+// SQLSTATEs the store tells apart (PostgreSQL, Appendix A "Error Codes").
+namespace sqlstate {
+inline constexpr std::string_view connection_exception_class = "08";  // the whole class
+inline constexpr std::string_view too_many_connections = "53300";
+inline constexpr std::string_view query_canceled = "57014";
+inline constexpr std::string_view admin_shutdown = "57P01";
+inline constexpr std::string_view crash_shutdown = "57P02";
+inline constexpr std::string_view cannot_connect_now = "57P03";  // starting up / recovering
+inline constexpr std::string_view unique_violation = "23505";
+inline constexpr std::string_view serialization_failure = "40001";
+inline constexpr std::string_view deadlock_detected = "40P01";
+}  // namespace sqlstate
+
+PgErrorKind classify_sqlstate(std::string_view code);
+
+// The error of a result whose status is not a success. Without a SQLSTATE (libpq's own errors,
+// e.g. "server closed the connection unexpectedly") the connection's status decides.
+PgError error_from_result(const PGresult* result, const PGconn* connection);
+
+// For the Store API. `retryable` here means retries ran out, which the caller cannot act on.
+StoreError to_store_error(PgErrorKind kind);
+
+}  // namespace idem::store::pg

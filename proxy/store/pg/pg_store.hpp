@@ -1,0 +1,45 @@
+#pragma once
+// Store over PostgreSQL through libpq's asynchronous API, driven by one io_context.
+// Owns a bounded pool of nonblocking connections on that io_context; nothing here blocks the
+// io thread (connect via PQconnectStart/PQconnectPoll, queries via PQsendQueryParams + PQflush +
+// PQconsumeInput on socket readiness, a deadline on every step).
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "store/store.hpp"
+
+namespace boost::asio { class io_context; }
+
+namespace idem::store::pg {
+
+struct PoolOptions {
+  std::string dsn;
+  std::size_t size = 4;                             // connections held by this pool
+  std::chrono::milliseconds connect_timeout{2'000};
+  std::chrono::milliseconds query_timeout{2'000};   // deadline per statement
+  std::chrono::milliseconds acquire_timeout{1'000}; // wait for a free connection, then `unavailable`
+};
+
+class PgStore final : public Store {
+ public:
+  // Must be constructed, used and destroyed on the thread running `io`.
+  PgStore(boost::asio::io_context& io, PoolOptions options);
+  ~PgStore() override;
+  PgStore(const PgStore&) = delete;
+  PgStore& operator=(const PgStore&) = delete;
+
+  void start();  // begins connecting the pool (returns at once; reconnects with backoff forever)
+  void stop();   // closes every connection; pending and later operations fail with `unavailable`
+  bool connected() const;  // at least one pooled connection is up (readiness)
+
+  void claim(const ClaimRequest& request, ClaimHandler handler) override;
+  void complete(const CompleteRequest& request, DoneHandler handler) override;
+  void release(const ReleaseRequest& request, DoneHandler handler) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace idem::store::pg

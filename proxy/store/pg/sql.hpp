@@ -1,0 +1,101 @@
+#pragma once
+// Every SQL statement of the Postgres store. Parameters are $n, sent in binary with explicit type
+// OIDs (statement.hpp). Sent as unnamed statements: no session state, so they work behind
+// PgBouncer in transaction pooling mode. The data-path statements stay within what CockroachDB,
+// YugabyteDB and Citus (distributed by scope) accept: single-row statements keyed by the
+// primary key, no advisory locks.
+#include <cstdint>
+
+namespace idem::store::pg::sql {
+
+// Columns every claim row has, in this order (record_codec.cpp decodes them).
+enum ClaimColumn : int {
+  claim_col_claimed = 0,       // bool
+  claim_col_fingerprint,       // text
+  claim_col_state,             // text
+  claim_col_response_status,   // int4, NULL until completed
+  claim_col_response_headers,  // bytea, NULL unless completed
+  claim_col_response_body,     // bytea, NULL unless completed
+  claim_col_lease_remaining,   // int8 milliseconds by the database clock, NULL unless in_flight
+  claim_column_count,
+};
+
+// Claim: ONE statement, ONE round trip, the primary key as arbiter.
+// $1 scope text, $2 key text, $3 fingerprint text, $4 owner text, $5 ttl_ms int8,
+// $6 lease_ms int8, $7 take_over_lapsed_lease bool.
+//
+// The INSERT either creates the in-flight record, or replaces the conflicting one when it has
+// expired, or (when asked) when it is an in-flight record of the same request whose lease lapsed;
+// the conflicting row is locked while its WHERE is checked, so exactly one concurrent claim wins.
+// Otherwise the CTE returns nothing and the second SELECT returns the live record.
+//
+// The race: when the conflicting row was inserted (or replaced) by a transaction that commits
+// while this statement waits on it, the second SELECT reads this statement's older snapshot and
+// finds no live row, so the statement returns NO row. The caller runs it again (bounded).
+inline constexpr const char* kClaim = R"sql(
+WITH claimed AS (
+  INSERT INTO idempotency_records AS r
+    (scope, key, fingerprint, state, owner, created_at, lease_expires_at, expires_at)
+  VALUES ($1, $2, $3, 'in_flight', $4, now(),
+          now() + $6 * interval '1 millisecond',
+          now() + $5 * interval '1 millisecond')
+  ON CONFLICT (scope, key) DO UPDATE
+    SET fingerprint = excluded.fingerprint,
+        state = excluded.state,
+        owner = excluded.owner,
+        created_at = excluded.created_at,
+        lease_expires_at = excluded.lease_expires_at,
+        completed_at = NULL,
+        expires_at = excluded.expires_at,
+        response_status = NULL,
+        response_headers = NULL,
+        response_body = NULL
+    WHERE r.expires_at <= now()
+       OR ($7 AND r.state = 'in_flight' AND r.lease_expires_at <= now()
+           AND r.fingerprint = excluded.fingerprint)
+  RETURNING true AS claimed, r.fingerprint, r.state, r.response_status, r.response_headers,
+            r.response_body, (extract(epoch FROM r.lease_expires_at - now()) * 1000)::bigint AS lease_remaining_ms
+)
+SELECT claimed, fingerprint, state, response_status, response_headers, response_body, lease_remaining_ms
+  FROM claimed
+UNION ALL
+SELECT false, r.fingerprint, r.state, r.response_status, r.response_headers, r.response_body,
+       (extract(epoch FROM r.lease_expires_at - now()) * 1000)::bigint
+  FROM idempotency_records AS r
+ WHERE r.scope = $1 AND r.key = $2 AND r.expires_at > now()
+   AND NOT EXISTS (SELECT 1 FROM claimed)
+)sql";
+
+// Complete: the in-flight record owned by $3 takes its final state and response. 0 rows: not ours.
+// expires_at is left alone: a key lives ttl from its first claim.
+// $1 scope text, $2 key text, $3 owner text, $4 state text, $5 status int4, $6 headers bytea,
+// $7 body bytea (NULL headers and body for too_large).
+inline constexpr const char* kComplete = R"sql(
+UPDATE idempotency_records
+   SET state = $4, response_status = $5, response_headers = $6, response_body = $7,
+       completed_at = now(), lease_expires_at = NULL
+ WHERE scope = $1 AND key = $2 AND owner = $3 AND state = 'in_flight'
+)sql";
+
+// Release: deletes the in-flight record owned by $3. 0 rows: not ours.
+// $1 scope text, $2 key text, $3 owner text.
+inline constexpr const char* kRelease = R"sql(
+DELETE FROM idempotency_records
+ WHERE scope = $1 AND key = $2 AND owner = $3 AND state = 'in_flight'
+)sql";
+
+// Migrations (blocking libpq, one transaction; see migrate.cpp).
+// Serializes concurrent migrators until the transaction ends. The key is arbitrary but fixed:
+// the bytes of "idemprox".
+inline constexpr std::int64_t kMigrationLockKey = 0x6964656d70726f78;
+inline constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock($1)";
+inline constexpr const char* kCreateSchemaMigrations = R"sql(
+CREATE TABLE IF NOT EXISTS schema_migrations (
+  version    integer     PRIMARY KEY,
+  applied_at timestamptz NOT NULL DEFAULT now()
+)
+)sql";
+inline constexpr const char* kAppliedVersions = "SELECT version FROM schema_migrations ORDER BY version";
+inline constexpr const char* kRecordMigration = "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, now())";
+
+}  // namespace idem::store::pg::sql

@@ -1,0 +1,50 @@
+#pragma once
+// One SQL statement with its parameters, ready for PQsendQueryParams. Every parameter travels in
+// binary format (text and bytea as raw bytes, so a NUL byte can never truncate a value), with
+// its type OID stated so the server never has to guess.
+#include <libpq-fe.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace idem::store::pg {
+
+// Type OIDs of the built-in types used by our statements (pg_type.dat; fixed since forever).
+namespace oid {
+inline constexpr Oid boolean = 16;
+inline constexpr Oid bytea = 17;
+inline constexpr Oid int8 = 20;
+inline constexpr Oid int4 = 23;
+inline constexpr Oid text = 25;
+}  // namespace oid
+
+class Param {
+ public:
+  static Param text(std::string value);
+  static Param bytea(std::string value);
+  static Param int8(std::int64_t value);
+  static Param int4(std::int32_t value);
+  static Param boolean(bool value);
+  static Param null(Oid type);
+
+  Oid type() const { return type_; }
+  bool is_null() const { return is_null_; }
+  const std::string& bytes() const { return bytes_; }  // binary wire representation
+
+ private:
+  Param(Oid type, std::string bytes, bool is_null) : type_(type), bytes_(std::move(bytes)), is_null_(is_null) {}
+  Oid type_;
+  std::string bytes_;
+  bool is_null_;
+};
+
+struct Statement {
+  std::string_view name;  // for logs ("claim", "complete"...)
+  const char* sql = nullptr;  // one of the constants in sql.hpp
+  std::vector<Param> params;
+};
+
+}  // namespace idem::store::pg

@@ -1,0 +1,16 @@
+#include "store/store.hpp"
+
+namespace idem::store {
+
+std::string_view store_error_name(StoreError error) {
+  switch (error) {
+    case StoreError::ok: return "ok";
+    case StoreError::unavailable: return "unavailable";
+    case StoreError::timeout: return "timeout";
+    case StoreError::not_owner: return "not_owner";
+    case StoreError::internal: return "internal";
+  }
+  return "invalid";
+}
+
+}  // namespace idem::store

@@ -1,0 +1,112 @@
+#include "conformance/store_harness.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+#include <thread>
+
+#include "store/memory_store.hpp"
+#include "store/pg/migrate.hpp"
+#include "store/pg/pg_store.hpp"
+
+namespace idem::test {
+namespace {
+
+constexpr std::chrono::seconds kOperationDeadline{10};
+
+}  // namespace
+
+ClaimOutcome StoreHarness::claim(const store::ClaimRequest& request) {
+  // Shared with the handler: should it run after a failed wait, it must not touch a dead frame.
+  auto outcome = std::make_shared<std::optional<ClaimOutcome>>();
+  store().claim(request, [outcome](store::StoreError error, core::ClaimResult result) {
+    *outcome = ClaimOutcome{error, std::move(result)};
+  });
+  if (!run_until([&] { return outcome->has_value(); })) {
+    ADD_FAILURE() << "claim handler did not run within the deadline";
+    return {};
+  }
+  return std::move(**outcome);
+}
+
+store::StoreError StoreHarness::complete(const store::CompleteRequest& request) {
+  auto outcome = std::make_shared<std::optional<store::StoreError>>();
+  store().complete(request, [outcome](store::StoreError error) { *outcome = error; });
+  if (!run_until([&] { return outcome->has_value(); })) {
+    ADD_FAILURE() << "complete handler did not run within the deadline";
+    return store::StoreError::internal;
+  }
+  return **outcome;
+}
+
+store::StoreError StoreHarness::release(const store::ReleaseRequest& request) {
+  auto outcome = std::make_shared<std::optional<store::StoreError>>();
+  store().release(request, [outcome](store::StoreError error) { *outcome = error; });
+  if (!run_until([&] { return outcome->has_value(); })) {
+    ADD_FAILURE() << "release handler did not run within the deadline";
+    return store::StoreError::internal;
+  }
+  return **outcome;
+}
+
+MemoryHarness::MemoryHarness() : store_(std::make_unique<store::MemoryStore>(clock_)) {}
+MemoryHarness::~MemoryHarness() = default;
+store::Store& MemoryHarness::store() { return *store_; }
+
+PgHarness::PgHarness() = default;
+
+PgHarness::~PgHarness() { tear_down(); }
+
+void PgHarness::set_up() {
+  const char* dsn = std::getenv("IDEMPROXY_TEST_PG_DSN");
+  if (dsn == nullptr || *dsn == '\0') {
+    GTEST_FAIL() << "IDEMPROXY_TEST_PG_DSN is not set: the Postgres conformance tests need a real server "
+                    "(e.g. IDEMPROXY_TEST_PG_DSN='host=127.0.0.1 port=55432 user=postgres dbname=postgres')";
+  }
+  static const store::pg::MigrateResult migrated = store::pg::migrate(dsn);
+  ASSERT_TRUE(migrated.ok) << "migrate: " << migrated.error;
+
+  io_ = std::make_unique<boost::asio::io_context>(1);
+  store_ = std::make_unique<store::pg::PgStore>(
+      *io_, store::pg::PoolOptions{.dsn = dsn,
+                                   .size = 2,
+                                   .connect_timeout = std::chrono::seconds(5),
+                                   .query_timeout = std::chrono::seconds(5),
+                                   .acquire_timeout = std::chrono::seconds(5)});
+  store_->start();
+  ASSERT_TRUE(run_until([this] { return store_->connected(); })) << "no connection to " << dsn;
+}
+
+void PgHarness::tear_down() {
+  if (!store_) return;
+  store_->stop();
+  store_.reset();
+  io_->restart();
+  io_->poll();  // handlers posted by stop()
+}
+
+store::Store& PgHarness::store() { return *store_; }
+
+void PgHarness::let_time_pass(std::chrono::milliseconds duration) { std::this_thread::sleep_for(duration); }
+
+bool PgHarness::run_until(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + kOperationDeadline;
+  io_->restart();
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    io_->run_one_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+std::string fresh_scope(const std::string& prefix) {
+  static std::mt19937_64 random(std::random_device{}());
+  static const char* const digits = "0123456789abcdef";
+  std::string scope = prefix + "-";
+  for (std::uint64_t bits = random(), i = 0; i < 16; ++i, bits >>= 4) scope.push_back(digits[bits & 0xF]);
+  return scope;
+}
+
+}  // namespace idem::test

@@ -1,0 +1,90 @@
+#pragma once
+// Runs Store operations to completion for the conformance suite, one backend per harness.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/clock.hpp"
+#include "store/store.hpp"
+
+namespace boost::asio { class io_context; }
+namespace idem::store { class MemoryStore; }
+namespace idem::store::pg { class PgStore; }
+
+namespace idem::test {
+
+struct ClaimOutcome {
+  store::StoreError error = store::StoreError::internal;
+  core::ClaimResult result;
+};
+
+class StoreHarness {
+ public:
+  virtual ~StoreHarness() = default;
+
+  // Called from the fixture's SetUp; a fatal gtest failure here skips the test body.
+  virtual void set_up() = 0;
+  virtual void tear_down() {}
+  virtual store::Store& store() = 0;
+  // Lets `duration` pass as the store sees time: a hand-driven clock, or a real sleep.
+  virtual void let_time_pass(std::chrono::milliseconds duration) = 0;
+
+  // Each runs one operation until its handler has run; a handler that does not run within the
+  // harness deadline is a test failure (and the result then says `internal`).
+  ClaimOutcome claim(const store::ClaimRequest& request);
+  store::StoreError complete(const store::CompleteRequest& request);
+  store::StoreError release(const store::ReleaseRequest& request);
+
+ protected:
+  // Drives the backend until `done()` holds or the deadline passes; true when done.
+  virtual bool run_until(const std::function<bool()>& done) = 0;
+};
+
+class ManualClock final : public core::Clock {
+ public:
+  std::chrono::steady_clock::time_point now() const override { return now_; }
+  void advance(std::chrono::milliseconds duration) { now_ += duration; }
+
+ private:
+  std::chrono::steady_clock::time_point now_{std::chrono::hours(1)};
+};
+
+class MemoryHarness final : public StoreHarness {
+ public:
+  MemoryHarness();
+  ~MemoryHarness() override;
+  void set_up() override {}
+  store::Store& store() override;
+  void let_time_pass(std::chrono::milliseconds duration) override { clock_.advance(duration); }
+
+ protected:
+  bool run_until(const std::function<bool()>& done) override { return done(); }  // handlers run inline
+
+ private:
+  ManualClock clock_;
+  std::unique_ptr<store::MemoryStore> store_;
+};
+
+class PgHarness final : public StoreHarness {
+ public:
+  PgHarness();
+  ~PgHarness() override;
+  void set_up() override;  // needs IDEMPROXY_TEST_PG_DSN; migrates once per process
+  void tear_down() override;
+  store::Store& store() override;
+  void let_time_pass(std::chrono::milliseconds duration) override;
+
+ protected:
+  bool run_until(const std::function<bool()>& done) override;
+
+ private:
+  std::unique_ptr<boost::asio::io_context> io_;
+  std::unique_ptr<store::pg::PgStore> store_;
+};
+
+// A scope no other test (or earlier run) has used.
+std::string fresh_scope(const std::string& prefix);
+
+}  // namespace idem::test

@@ -1,0 +1,155 @@
+// The command line: --check (config validation with file:line:col), --migrate, and shutdown on
+// SIGTERM.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <future>
+#include <regex>
+#include <sstream>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "e2e/e2e_support.hpp"
+#include "support/env.hpp"
+#include "support/ports.hpp"
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+
+namespace idem::test::e2e {
+namespace {
+
+constexpr std::chrono::seconds kCommandTimeout{30};
+
+class Cli : public ::testing::Test {
+ protected:
+  std::filesystem::path write_config(std::string_view name, std::string_view text) {
+    const auto path = dir_.path() / std::string(name);
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+  }
+
+  RunResult run(std::vector<std::string> args) {
+    return run_to_exit(ProcessSpec{idemproxy_binary(), std::move(args), {}, dir_.path() / "logs", "idemproxy"},
+                       kCommandTimeout);
+  }
+
+  // The e2e config, valid, pointing at ports nothing listens on and at dsn.
+  std::string valid_config(std::string_view dsn) const {
+    return render_template(default_config_template(), {{"PROXY_PORT", std::to_string(free_port())},
+                                                        {"UPSTREAM_PORT", std::to_string(free_port())},
+                                                        {"UPSTREAM_TIMEOUT", "5s"},
+                                                        {"PG_DSN", yaml_quoted(dsn)}});
+  }
+
+  TempDir dir_{"idem-cli"};
+};
+
+std::string output_of(const RunResult& result) { return result.stdout_text + result.stderr_text; }
+
+// --check: a valid config exits 0. Validation needs no database (the DSN here leads nowhere).
+TEST_F(Cli, CheckAcceptsAValidConfigWithoutTouchingTheDatabase) {
+  const auto path = write_config("good.yaml", valid_config("host=127.0.0.1 port=1 user=nobody dbname=none"));
+  const auto result = run({"--config", path.string(), "--check"});
+  ASSERT_TRUE(result.exit_status.has_value()) << "--check did not finish";
+  EXPECT_EQ(*result.exit_status, 0) << output_of(result);
+}
+
+// --check: every problem is reported as file:line:col: message, and the exit status is non-zero.
+TEST_F(Cli, CheckReportsEveryProblemWithFileLineAndColumn) {
+  const auto path = write_config("bad.yaml",
+                                 "listen: 127.0.0.1:18080\n"                                   // 1
+                                 "upstream: { url: \"http://127.0.0.1:18081\" }\n"            // 2
+                                 "store: { postgres: { dsn: \"host=127.0.0.1 port=1\" } }\n"  // 3
+                                 "defaults: { ttl: forever, lease: 10s }\n"                   // 4: bad duration
+                                 "routes:\n"                                                  // 5
+                                 "  - match: { method: POST, path: /orders }\n"               // 6: no name
+                                 "bogus_key: 1\n");                                           // 7: unknown key
+  const auto result = run({"--config", path.string(), "--check"});
+  ASSERT_TRUE(result.exit_status.has_value()) << "--check did not finish";
+  EXPECT_NE(*result.exit_status, 0) << output_of(result);
+
+  const std::string output = output_of(result);
+  const std::regex issue("^" + std::regex_replace(path.string(), std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
+                         R"(:(\d+):(\d+): (.+)$)");
+  std::vector<int> lines;
+  std::istringstream stream(output);
+  for (std::string line; std::getline(stream, line);) {
+    std::smatch match;
+    if (!std::regex_match(line, match, issue)) continue;
+    lines.push_back(std::stoi(match[1].str()));
+    EXPECT_GE(std::stoi(match[2].str()), 1) << line;
+  }
+  const auto reported = [&](int line) { return std::find(lines.begin(), lines.end(), line) != lines.end(); };
+  EXPECT_TRUE(reported(4)) << "bad duration on line 4 not reported:\n" << output;
+  EXPECT_TRUE(reported(6)) << "route without a name on line 6 not reported:\n" << output;
+  EXPECT_TRUE(reported(7)) << "unknown key on line 7 not reported:\n" << output;
+}
+
+// --check: an unreadable file is an error too.
+TEST_F(Cli, CheckFailsOnAMissingFile) {
+  const auto result = run({"--config", (dir_.path() / "missing.yaml").string(), "--check"});
+  ASSERT_TRUE(result.exit_status.has_value());
+  EXPECT_NE(*result.exit_status, 0);
+  EXPECT_NE(output_of(result).find("missing.yaml"), std::string::npos) << output_of(result);
+}
+
+// Unknown arguments are refused.
+TEST_F(Cli, UnknownArgumentIsRefused) {
+  const auto result = run({"--no-such-flag"});
+  ASSERT_TRUE(result.exit_status.has_value());
+  EXPECT_NE(*result.exit_status, 0);
+}
+
+// --migrate is idempotent: applying the schema twice succeeds both times.
+TEST_F(Cli, MigrateTwiceSucceeds) {
+  const auto path = write_config("migrate.yaml", valid_config(pg_dsn()));
+  for (int round = 0; round < 2; ++round) {
+    const auto result = run({"--config", path.string(), "--migrate"});
+    ASSERT_TRUE(result.exit_status.has_value()) << "--migrate did not finish";
+    EXPECT_EQ(*result.exit_status, 0) << output_of(result);
+  }
+}
+
+// --migrate against an unreachable database fails with a non-zero status.
+TEST_F(Cli, MigrateFailsWhenTheDatabaseIsUnreachable) {
+  const auto path = write_config("nodb.yaml", valid_config("host=127.0.0.1 port=" + std::to_string(free_port()) +
+                                                           " user=postgres dbname=postgres connect_timeout=2"));
+  const auto result = run({"--config", path.string(), "--migrate"});
+  ASSERT_TRUE(result.exit_status.has_value()) << "--migrate hung on an unreachable database";
+  EXPECT_NE(*result.exit_status, 0) << output_of(result);
+}
+
+// SIGTERM: the proxy drains and exits 0.
+using Shutdown = ProxyTest;
+
+TEST_F(Shutdown, SigtermExitsZero) {
+  const auto response = send(order(unique_key("shutdown")));
+  ASSERT_EQ(response.status, 200) << describe(response);
+  const auto status = proxy().stop_proxy(std::chrono::seconds(10));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(*status, 0) << "idemproxy did not exit cleanly on SIGTERM";
+}
+
+// SIGTERM while a request is in flight: the request still gets its answer before the exit.
+TEST_F(Shutdown, SigtermLetsAnInFlightRequestFinish) {
+  const std::string key = unique_key("drain");
+  auto in_flight = std::async(std::launch::async, [&] { return send(order(key).with("X-Test-Delay-Ms", "800")); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (upstream_count(key) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(upstream_count(key), 1u);
+  ASSERT_TRUE(proxy().proxy_process()->signal(SIGTERM));
+  const auto response = in_flight.get();
+  ASSERT_TRUE(response.ok()) << response.error;
+  EXPECT_EQ(response.status, 200) << describe(response);
+  const auto status = proxy().proxy_process()->wait_exit(std::chrono::seconds(10));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(*status, 0);
+}
+
+}  // namespace
+}  // namespace idem::test::e2e

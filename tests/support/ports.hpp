@@ -1,0 +1,19 @@
+#pragma once
+// Loopback port helpers for tests that start servers.
+#include <chrono>
+#include <cstdint>
+
+namespace idem::test {
+
+// A port that was free on 127.0.0.1 a moment ago (bound to :0, read back, closed). Another process
+// may take it before the caller binds it; callers that can, retry with a fresh port.
+// Throws std::runtime_error when no socket can be bound.
+std::uint16_t free_port();
+
+// True when a TCP connect to 127.0.0.1:port succeeds now.
+bool port_accepts(std::uint16_t port);
+
+// Polls port_accepts until it succeeds or timeout passes.
+bool wait_for_port(std::uint16_t port, std::chrono::milliseconds timeout);
+
+}  // namespace idem::test

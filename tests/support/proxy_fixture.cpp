@@ -1,0 +1,206 @@
+#include "support/proxy_fixture.hpp"
+
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "support/env.hpp"
+#include "support/ports.hpp"
+
+namespace idem::test {
+
+namespace {
+
+constexpr std::chrono::milliseconds kMigrateTimeout{60'000};
+constexpr std::chrono::milliseconds kStartupTimeout{20'000};
+// A port picked by free_port() can be taken by a parallel test before the proxy binds it.
+constexpr int kStartAttempts = 3;
+
+constexpr std::string_view kDefaultConfig = R"(# e2e config rendered by tests/support/proxy_fixture.cpp
+listen: 127.0.0.1:${PROXY_PORT}
+workers: 2
+upstream: { url: "http://127.0.0.1:${UPSTREAM_PORT}", connect_timeout: 1s, timeout: ${UPSTREAM_TIMEOUT} }
+store: { postgres: { dsn: ${PG_DSN}, pool_size: 4 } }
+defaults: { ttl: 1h, lease: 10s }
+routes:
+  - name: orders
+    match: { method: POST, path: /orders }
+    scope: { headers: [X-Tenant-Id] }
+  - name: refunds
+    match: { method: POST, path: "/orders/{id}/refunds" }
+    scope: { headers: [X-Tenant-Id] }
+    fingerprint: { headers: [Content-Type], ignore_json: [/client_timestamp] }
+  - name: webhooks
+    match: { method: POST, path: /webhooks/* }
+    key_header: webhook-id
+    key: optional
+  - name: off-route
+    match: { path: /plain/* }
+    key: off
+  - name: small
+    match: { method: POST, path: /small }
+    max_stored_body: 1KiB
+    scope: { headers: [X-Tenant-Id] }
+limits: { max_request_body: 8MiB }
+)";
+
+std::string hex_random(std::size_t digits) {
+  thread_local std::mt19937_64 generator{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < digits; ++i) out.push_back(kHex[generator() % 16]);
+  return out;
+}
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+std::string format_run(const RunResult& result) {
+  std::ostringstream out;
+  out << "exit status: " << (result.exit_status ? std::to_string(*result.exit_status) : "timeout") << "\n"
+      << "--- stdout ---\n" << result.stdout_text << "\n--- stderr ---\n" << result.stderr_text << "\n";
+  return out.str();
+}
+
+}  // namespace
+
+std::string_view default_config_template() { return kDefaultConfig; }
+
+std::string render_template(std::string_view text, const std::map<std::string, std::string>& variables) {
+  std::string out;
+  std::size_t position = 0;
+  while (position < text.size()) {
+    const auto open = text.find("${", position);
+    if (open == std::string_view::npos) break;
+    const auto close = text.find('}', open);
+    if (close == std::string_view::npos) break;
+    out.append(text.substr(position, open - position));
+    const auto it = variables.find(std::string(text.substr(open + 2, close - open - 2)));
+    if (it != variables.end()) {
+      out += it->second;
+    } else {
+      out.append(text.substr(open, close - open + 1));
+    }
+    position = close + 1;
+  }
+  out.append(text.substr(position));
+  return out;
+}
+
+std::string yaml_quoted(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back('"');
+  return out;
+}
+
+std::string unique_key(std::string_view label) { return std::string(label) + "-" + hex_random(16); }
+
+ProxyHarness::ProxyHarness(ProxyOptions options) : options_(std::move(options)), work_dir_("idem-e2e") {}
+
+ProxyHarness::~ProxyHarness() { stop(); }
+
+std::string ProxyHarness::render_config() const {
+  std::map<std::string, std::string> variables{
+      {"PROXY_PORT", std::to_string(proxy_port_)},
+      {"UPSTREAM_PORT", std::to_string(upstream_port_)},
+      {"UPSTREAM_TIMEOUT", "5s"},
+      {"PG_DSN", yaml_quoted(pg_dsn())},
+  };
+  for (const auto& [name, value] : options_.variables) variables[name] = value;
+  const std::string_view source =
+      options_.config_template.empty() ? default_config_template() : std::string_view(options_.config_template);
+  return render_template(source, variables);
+}
+
+void ProxyHarness::start() {
+  if (options_.start_upstream) {
+    upstream_.emplace(start_test_upstream(work_dir_.path()));
+    upstream_port_ = upstream_->port;
+  } else {
+    upstream_port_ = options_.upstream_port != 0 ? options_.upstream_port : free_port();
+  }
+  config_path_ = work_dir_.path() / "idemproxy.yaml";
+  bool migrated = false;
+  std::string last_failure;
+  for (int attempt = 1; attempt <= kStartAttempts; ++attempt) {
+    proxy_port_ = free_port();
+    config_text_ = render_config();
+    write_text(config_path_, config_text_);
+    if (!migrated) {
+      ProcessSpec migrate{idemproxy_binary(), {"--config", config_path_.string(), "--migrate"}, options_.env,
+                          work_dir_.path(), "migrate"};
+      const RunResult result = run_to_exit(migrate, kMigrateTimeout);
+      if (result.exit_status != 0)
+        throw std::runtime_error("idemproxy --migrate failed:\n" + format_run(result) + "--- config ---\n" + config_text_);
+      migrated = true;
+    }
+    ProcessSpec spec{idemproxy_binary(), {"--config", config_path_.string()}, options_.env, work_dir_.path(),
+                     "proxy-" + std::to_string(attempt)};
+    proxy_.emplace(Process::start(spec));
+    const auto deadline = std::chrono::steady_clock::now() + kStartupTimeout;
+    while (proxy_->running() && !port_accepts(proxy_port_) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (proxy_->running() && port_accepts(proxy_port_)) return;
+    last_failure = proxy_->describe();
+    proxy_->terminate(std::chrono::seconds(2));
+    proxy_.reset();
+  }
+  throw std::runtime_error("idemproxy did not start listening on 127.0.0.1:" + std::to_string(proxy_port_) + ":\n" +
+                           last_failure + "--- config ---\n" + config_text_);
+}
+
+std::optional<int> ProxyHarness::stop_proxy(std::chrono::milliseconds grace) {
+  if (!proxy_) return std::nullopt;
+  return proxy_->terminate(grace);
+}
+
+void ProxyHarness::stop() {
+  stop_proxy();
+  if (upstream_) upstream_->process.terminate(std::chrono::seconds(5));
+}
+
+void ProxyHarness::start_upstream_now() {
+  if (upstream_ && upstream_->process.running()) return;
+  upstream_.emplace(start_test_upstream(work_dir_.path(), upstream_port_, "late-upstream"));
+}
+
+std::uint64_t ProxyHarness::upstream_count(std::string_view key) const {
+  return upstream_count_for_key(upstream_port_, key);
+}
+
+std::uint64_t ProxyHarness::upstream_webhook_count(std::string_view webhook_id) const {
+  return upstream_count_for_webhook_id(upstream_port_, webhook_id);
+}
+
+std::uint64_t ProxyHarness::upstream_total() const { return test::upstream_total(upstream_port_); }
+
+std::string ProxyHarness::diagnostics() {
+  std::ostringstream out;
+  out << "=== config " << config_path_.string() << " ===\n" << config_text_ << "\n";
+  if (proxy_) out << "=== idemproxy ===\n" << proxy_->describe() << "\n";
+  if (upstream_) out << "=== idem-test-upstream ===\n" << upstream_->process.describe(2048) << "\n";
+  return out.str();
+}
+
+void ProxyTest::SetUp() {
+  harness_ = std::make_unique<ProxyHarness>(proxy_options());
+  harness_->start();
+}
+
+void ProxyTest::TearDown() {
+  if (!harness_) return;
+  harness_->stop();
+  if (HasFailure()) std::cerr << harness_->diagnostics();
+}
+
+}  // namespace idem::test

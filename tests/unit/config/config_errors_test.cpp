@@ -1,0 +1,235 @@
+// Every validation error: exact message and exact file:line:col of the offending node.
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "config/config.hpp"
+#include "config_test_support.hpp"
+#include "core/route_table.hpp"
+#include "fingerprint/canonical_json.hpp"
+
+namespace idem::config {
+namespace {
+
+using test::all_issues;
+using test::load;
+
+struct ErrorCase {
+  const char* name;
+  std::string yaml;
+  std::string expected;  // the one issue's to_string(): "test.yaml:line:col: message"
+};
+
+void PrintTo(const ErrorCase& error_case, std::ostream* out) { *out << error_case.name; }
+
+// Line 1 of most cases: a valid store, so the case's own error is the only one.
+const std::string kStore = "store: { postgres: { dsn: x } }\n";
+// Lines 1-5: a valid route whose 6th line is the case's.
+const std::string kRoute = kStore + "routes:\n  - name: a\n    match: { path: /a }\n    scope: { headers: [Authorization] }\n";
+const std::string kLeaseMessageTail = " (a lease that lapses while the upstream is still working lets a retry execute again)";
+
+std::vector<ErrorCase> error_cases() {
+  return {
+      {"unknown_top_level_key", kStore + "lisen: 127.0.0.1:8080\n",
+       "test.yaml:2:1: unknown key \"lisen\" at the top level (expected one of: listen, workers, drain_timeout, limits, "
+       "upstream, store, defaults, routes)"},
+      {"unknown_route_key", kRoute + "    foo: 1\n",
+       "test.yaml:6:5: unknown key \"foo\" in routes[0] (expected one of: name, match, key_header, key, max_key_length, ttl, "
+       "lease, max_stored_body, scope, fingerprint, release_statuses, store_set_cookie, unknown_outcome, store_unavailable, "
+       "in_flight, wait_timeout)"},
+      {"unknown_limits_key", kStore + "limits:\n  max_body: 1MiB\n",
+       "test.yaml:3:3: unknown key \"max_body\" in limits (expected one of: max_request_body, max_response_body, "
+       "max_header_bytes, header_timeout, body_timeout, idle_timeout, write_timeout)"},
+      {"unknown_match_key", kStore + "routes:\n  - name: a\n    match: { path: /a, verb: POST }\n    scope: { headers: [Authorization] }\n",
+       "test.yaml:4:24: unknown key \"verb\" in routes[0].match (expected one of: method, path)"},
+      {"duplicate_key", kStore + "workers: 2\nworkers: 4\n",
+       "test.yaml:3:1: duplicate key \"workers\" at the top level (first given at line 2)"},
+      {"bad_duration", kStore + "defaults:\n  ttl: 5x\n",
+       "test.yaml:3:8: bad duration \"5x\" for defaults.ttl (expected e.g. 250ms, 30s, 5m, 24h)"},
+      {"negative_duration", kRoute + "    lease: -5s\n",
+       "test.yaml:6:12: bad duration \"-5s\" for routes[0].lease (expected e.g. 250ms, 30s, 5m, 24h)"},
+      {"duration_without_unit", kStore + "drain_timeout: 30\n",
+       "test.yaml:2:16: bad duration \"30\" for drain_timeout (expected e.g. 250ms, 30s, 5m, 24h)"},
+      {"zero_timeout", kStore + "upstream:\n  timeout: 0\n", "test.yaml:3:12: upstream.timeout must be greater than 0"},
+      {"bad_size", kStore + "limits:\n  max_request_body: 10XB\n",
+       "test.yaml:3:21: bad size \"10XB\" for limits.max_request_body (expected e.g. 512, 64KiB, 10MiB, 1GB)"},
+      {"header_limit_too_large", kStore + "limits:\n  max_header_bytes: 2MiB\n",
+       "test.yaml:3:21: limits.max_header_bytes must be at most 1048576 bytes (got 2MiB)"},
+      {"zero_size", kStore + "defaults:\n  max_stored_body: 0\n", "test.yaml:3:20: defaults.max_stored_body must be greater than 0"},
+      {"status_out_of_range", kRoute + "    release_statuses: [408, 1000]\n",
+       "test.yaml:6:29: bad status 1000 in routes[0].release_statuses (expected 100-599)"},
+      {"status_not_a_number", kRoute + "    release_statuses: [408, abc]\n",
+       "test.yaml:6:29: bad status \"abc\" in routes[0].release_statuses (expected 100-599)"},
+      {"statuses_not_a_list", kRoute + "    release_statuses: 503\n",
+       "test.yaml:6:23: routes[0].release_statuses must be a list, not a single value"},
+      {"route_without_name", kStore + "routes:\n  - match: { path: /a }\n    scope: { headers: [Authorization] }\n",
+       "test.yaml:3:5: route without a name"},
+      {"route_with_empty_name", kStore + "routes:\n  - name: \"\"\n    match: { path: /a }\n    scope: { headers: [Authorization] }\n",
+       "test.yaml:3:11: route without a name"},
+      {"duplicate_route_name", kRoute + "  - name: a\n    match: { path: /b }\n    scope: { headers: [Authorization] }\n",
+       "test.yaml:6:11: duplicate route name \"a\" (first used at line 3)"},
+      {"bad_route_name", kStore + "routes:\n  - name: \"create order\"\n    match: { path: /a }\n    scope: { headers: [Authorization] }\n",
+       "test.yaml:3:11: bad route name \"create order\" (expected up to 64 letters, digits, '.', '_' or '-')"},
+      {"route_without_match", kStore + "routes:\n  - name: a\n    scope: { headers: [Authorization] }\n",
+       "test.yaml:3:5: routes[0] has no match (e.g. match: { method: POST, path: /orders })"},
+      {"match_without_path", kStore + "routes:\n  - name: a\n    match: { method: POST }\n    scope: { headers: [Authorization] }\n",
+       "test.yaml:4:12: routes[0].match.path is required (e.g. path: /orders)"},
+      {"lower_case_method", kStore + "routes:\n  - name: a\n    match: { method: post, path: /a }\n    scope: { headers: [Authorization] }\n",
+       "test.yaml:4:22: method \"post\" in routes[0].match.method must be upper case (HTTP methods are case-sensitive)"},
+      {"bad_method", kStore + "routes:\n  - name: a\n    match: { method: [POST, \"GO AWAY\"], path: /a }\n    scope: { headers: [Authorization] }\n",
+       "test.yaml:4:29: bad method \"GO AWAY\" in routes[0].match.method (expected an HTTP method such as POST)"},
+      {"empty_method_list", kStore + "routes:\n  - name: a\n    match: { method: [], path: /a }\n    scope: { headers: [Authorization] }\n",
+       "test.yaml:4:22: routes[0].match.method is an empty list (leave method out to match every method)"},
+      {"empty_json_pointer", kRoute + "    fingerprint: { ignore_json: [\"\"] }\n",
+       "test.yaml:6:34: JSON pointer \"\" in routes[0].fingerprint.ignore_json addresses the whole body, which would leave it out "
+       "of the fingerprint"},
+      {"https_upstream", kStore + "upstream:\n  url: https://api.internal:8443\n",
+       "test.yaml:3:8: upstream.url must be http://host:port: https upstreams are not supported yet (got "
+       "\"https://api.internal:8443\")"},
+      {"upstream_with_path", kStore + "upstream:\n  url: http://backend/api\n",
+       "test.yaml:3:8: upstream.url must be http://host:port, got \"http://backend/api\""},
+      {"upstream_bad_port", kStore + "upstream:\n  url: http://backend:70000\n",
+       "test.yaml:3:8: upstream.url must be http://host:port, got \"http://backend:70000\""},
+      {"missing_dsn", "listen: 127.0.0.1:8080\nstore:\n  postgres:\n    pool_size: 4\n",
+       "test.yaml:4:5: store.postgres.dsn is required (e.g. dsn: \"${IDEMPROXY_PG_DSN}\")"},
+      {"missing_store", "\nlisten: 127.0.0.1:8080\n",
+       "test.yaml:2:1: store.postgres.dsn is required (e.g. dsn: \"${IDEMPROXY_PG_DSN}\")"},
+      {"empty_document", "# nothing yet\n", "test.yaml:1:1: store.postgres.dsn is required (e.g. dsn: \"${IDEMPROXY_PG_DSN}\")"},
+      {"unknown_variable", "store:\n  postgres:\n    dsn: \"${PG_DSN}\"\n",
+       "test.yaml:3:10: unknown variable ${PG_DSN} in store.postgres.dsn (set it or give a default with ${PG_DSN:-value})"},
+      {"listen_without_port", kStore + "listen: localhost\n",
+       "test.yaml:2:9: bad listen address \"localhost\" (expected host:port, e.g. 127.0.0.1:8080 or \"[::1]:8080\")"},
+      {"listen_port_zero", kStore + "listen: 127.0.0.1:0\n",
+       "test.yaml:2:9: bad listen address \"127.0.0.1:0\" (expected host:port, e.g. 127.0.0.1:8080 or \"[::1]:8080\")"},
+      {"listen_unbracketed_ipv6", kStore + "listen: \"::1:8080\"\n",
+       "test.yaml:2:9: bad listen address \"::1:8080\" (expected host:port, e.g. 127.0.0.1:8080 or \"[::1]:8080\")"},
+      {"bad_scope_header", kStore + "routes:\n  - name: a\n    match: { path: /a }\n    scope:\n      headers:\n        - Authorization\n        - \"X Tenant\"\n",
+       "test.yaml:8:11: bad header name \"X Tenant\" in routes[0].scope.headers (expected an RFC 9110 token)"},
+      {"bad_key_header", kRoute + "    key_header: \"Idempotency Key\"\n",
+       "test.yaml:6:17: bad header name \"Idempotency Key\" for routes[0].key_header (expected an RFC 9110 token)"},
+      {"duplicate_scope_header", kStore + "routes:\n  - name: a\n    match: { path: /a }\n    scope: { headers: [Authorization, authorization] }\n",
+       "test.yaml:5:39: duplicate header \"authorization\" in routes[0].scope.headers"},
+      {"pool_size_zero", "store:\n  postgres:\n    dsn: x\n    pool_size: 0\n",
+       "test.yaml:4:16: store.postgres.pool_size must be at least 1 (got 0)"},
+      {"workers_not_a_number", kStore + "workers: -1\n", "test.yaml:2:10: bad number \"-1\" for workers (expected an integer from 0 to 1024)"},
+      {"key_length_too_large", kStore + "defaults:\n  max_key_length: 5000\n",
+       "test.yaml:3:19: defaults.max_key_length must be at most 1024 (got 5000)"},
+      {"ttl_not_above_lease", kRoute + "    ttl: 30s\n", "test.yaml:6:10: route \"a\": ttl (30s) must exceed lease (60s)"},
+      {"ttl_not_above_lease_from_defaults",
+       kStore + "defaults: { ttl: 1m }\nroutes:\n  - name: a\n    match: { path: /a }\n    scope: { headers: [Authorization] }\n",
+       "test.yaml:4:5: route \"a\": ttl (60s) must exceed lease (60s)"},
+      {"lease_not_above_upstream_timeout",
+       kStore + "upstream: { timeout: 90s }\nroutes:\n  - name: a\n    match: { path: /a }\n    scope: { headers: [Authorization] }\n",
+       "test.yaml:4:5: route \"a\": lease (60s) must exceed upstream.timeout (90s)" + kLeaseMessageTail},
+      {"bad_key_requirement", kRoute + "    key: maybe\n",
+       "test.yaml:6:10: bad value \"maybe\" for routes[0].key (expected required | optional | off)"},
+      {"bad_unknown_outcome", kStore + "defaults:\n  unknown_outcome: unlock\n",
+       "test.yaml:3:20: bad value \"unlock\" for defaults.unknown_outcome (expected lock | retry)"},
+      {"bad_store_unavailable", kStore + "defaults:\n  store_unavailable: open\n",
+       "test.yaml:3:22: bad value \"open\" for defaults.store_unavailable (expected fail_closed | fail_open)"},
+      {"bad_in_flight", kStore + "defaults:\n  in_flight: queue\n",
+       "test.yaml:3:14: bad value \"queue\" for defaults.in_flight (expected reject | wait)"},
+      {"bad_boolean", kStore + "defaults:\n  store_set_cookie: yes\n",
+       "test.yaml:3:21: bad boolean \"yes\" for defaults.store_set_cookie (expected true or false)"},
+      {"section_of_wrong_type", kStore + "limits: [1, 2]\n", "test.yaml:2:9: limits must be a mapping of options, not a list"},
+      {"scalar_of_wrong_type", kStore + "workers: [1]\n", "test.yaml:2:10: workers must be a single value, not a list"},
+      {"routes_of_wrong_type", kStore + "routes: { name: a }\n", "test.yaml:2:9: routes must be a list, not a mapping"},
+      {"value_missing", kStore + "defaults:\n  ttl:\n  lease: 30s\n", "test.yaml:3:3: defaults.ttl has no value"},
+      {"top_level_not_a_mapping", "- listen\n- store\n", "test.yaml:1:1: the config must be a mapping of options, not a list"},
+      {"yaml_syntax_error", "a: b\n  c: d\n", "test.yaml:2:4: invalid YAML: illegal map value"},
+      {"second_document", kStore + "---\nworkers: 2\n", "test.yaml:3:1: a config file holds one YAML document; found a second one here"},
+  };
+}
+
+class ConfigError : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(ConfigError, IsReportedAloneAtItsPosition) {
+  const LoadResult result = load(GetParam().yaml);
+  EXPECT_FALSE(result.config);
+  ASSERT_EQ(result.issues.size(), 1u) << all_issues(result);
+  EXPECT_FALSE(result.issues[0].warning);
+  EXPECT_EQ(result.issues[0].to_string(), GetParam().expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, ConfigError, ::testing::ValuesIn(error_cases()),
+                         [](const ::testing::TestParamInfo<ErrorCase>& info) { return std::string(info.param.name); });
+
+// The explanations come from the modules that own the syntax; the config adds the position.
+TEST(ConfigErrors, BadPathPatternCarriesTheRouteTablesReason) {
+  const std::string why = core::path_pattern_error("orders");
+  ASSERT_FALSE(why.empty());
+  const LoadResult result = load(kStore + "routes:\n  - name: a\n    match: { path: orders }\n    scope: { headers: [Authorization] }\n");
+  ASSERT_EQ(result.issues.size(), 1u) << all_issues(result);
+  EXPECT_EQ(result.issues[0].to_string(), "test.yaml:4:20: bad path pattern \"orders\" in routes[0].match.path: " + why);
+}
+
+TEST(ConfigErrors, BadJsonPointerCarriesTheFingerprintReason) {
+  const std::string why = fingerprint::json_pointer_error("client_timestamp");
+  ASSERT_FALSE(why.empty());
+  const LoadResult result = load(kRoute + "    fingerprint: { ignore_json: [/ok, client_timestamp] }\n");
+  ASSERT_EQ(result.issues.size(), 1u) << all_issues(result);
+  EXPECT_EQ(result.issues[0].to_string(),
+            "test.yaml:6:39: bad JSON pointer \"client_timestamp\" in routes[0].fingerprint.ignore_json: " + why);
+}
+
+TEST(ConfigErrors, LeaseIsCheckedAgainstUpstreamTimeoutForEveryRoute) {
+  const LoadResult result = load(kStore + R"yaml(upstream: { timeout: 90s }
+routes:
+  - name: a
+    match: { path: /a }
+    scope: { headers: [Authorization] }
+  - name: b
+    match: { path: /b }
+    scope: { headers: [Authorization] }
+    lease: 90s
+  - name: c
+    match: { path: /c }
+    scope: { headers: [Authorization] }
+    lease: 91s
+)yaml");
+  EXPECT_FALSE(result.config);
+  ASSERT_EQ(result.issues.size(), 2u) << all_issues(result);
+  EXPECT_EQ(result.issues[0].to_string(), "test.yaml:4:5: route \"a\": lease (60s) must exceed upstream.timeout (90s)" + kLeaseMessageTail);
+  EXPECT_EQ(result.issues[1].to_string(), "test.yaml:10:12: route \"b\": lease (90s) must exceed upstream.timeout (90s)" + kLeaseMessageTail);
+}
+
+TEST(ConfigErrors, EveryProblemIsReportedInFileOrder) {
+  const LoadResult result = load(R"yaml(listen: nowhere
+workers: -1
+store:
+  postgres:
+    dsn: x
+    pool_size: 0
+defaults:
+  ttl: 5x
+  key: maybe
+routes:
+  - match: { method: POST, path: /a }
+    scope: { headers: [Authorization] }
+    bogus: true
+  - name: b
+    match: { path: /b }
+    release_statuses: [1000]
+)yaml");
+  EXPECT_FALSE(result.config);
+  std::vector<std::string> lines;
+  for (const ConfigIssue& issue : result.issues) lines.push_back(issue.to_string());
+  const std::vector<std::string> expected = {
+      "test.yaml:1:9: bad listen address \"nowhere\" (expected host:port, e.g. 127.0.0.1:8080 or \"[::1]:8080\")",
+      "test.yaml:2:10: bad number \"-1\" for workers (expected an integer from 0 to 1024)",
+      "test.yaml:6:16: store.postgres.pool_size must be at least 1 (got 0)",
+      "test.yaml:8:8: bad duration \"5x\" for defaults.ttl (expected e.g. 250ms, 30s, 5m, 24h)",
+      "test.yaml:9:8: bad value \"maybe\" for defaults.key (expected required | optional | off)",
+      "test.yaml:11:5: route without a name",
+      "test.yaml:13:5: unknown key \"bogus\" in routes[0] (expected one of: name, match, key_header, key, max_key_length, ttl, "
+      "lease, max_stored_body, scope, fingerprint, release_statuses, store_set_cookie, unknown_outcome, store_unavailable, "
+      "in_flight, wait_timeout)",
+      "test.yaml:14:5: warning: route \"b\" declares no scope headers: every caller of this route shares one key space",
+      "test.yaml:16:24: bad status 1000 in routes[1].release_statuses (expected 100-599)",
+  };
+  EXPECT_EQ(lines, expected);
+}
+
+}  // namespace
+}  // namespace idem::config

@@ -1,0 +1,467 @@
+// Loading valid configs: every field as given, defaults, route merging, ${VAR} expansion, warnings,
+// and the shipped example file.
+#include "config/config.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "config_test_support.hpp"
+
+namespace idem::config {
+namespace {
+
+using namespace std::chrono_literals;
+using test::all_issues;
+using test::fake_env;
+using test::load;
+
+using Strings = std::vector<std::string>;
+
+constexpr std::string_view kFullConfig = R"yaml(
+listen: 0.0.0.0:9090
+workers: 6
+drain_timeout: 45s
+limits:
+  max_request_body: 5MiB
+  max_response_body: 100MB
+  max_header_bytes: 32KiB
+  header_timeout: 5s
+  body_timeout: 1m
+  idle_timeout: 2m
+  write_timeout: 15s
+upstream:
+  url: http://orders.internal:8081/
+  connect_timeout: 500ms
+  timeout: 45s
+  max_connections: 64
+  idle_timeout: 10s
+store:
+  postgres:
+    dsn: "host=db user=idem"
+    pool_size: 16
+    connect_timeout: 3s
+    query_timeout: 1500ms
+    acquire_timeout: 250ms
+defaults:
+  key_header: X-Request-Key
+  key: optional
+  max_key_length: 128
+  ttl: 48h
+  lease: 2m
+  max_stored_body: 256KiB
+  scope: { headers: [Authorization] }
+  fingerprint: { headers: [Content-Type, Accept], ignore_json: [/nonce] }
+  release_statuses: [503]
+  store_set_cookie: true
+  unknown_outcome: retry
+  store_unavailable: fail_open
+  in_flight: wait
+  wait_timeout: 2.5s
+routes:
+  - name: create-order
+    match: { method: POST, path: /orders }
+    scope: { headers: [Authorization, X-Tenant-Id] }
+    fingerprint: { ignore_json: [/client_timestamp, /meta/trace~1id] }
+    release_statuses: [408, 425, 429, 503]
+  - name: webhooks
+    match: { method: [POST, PUT], path: /webhooks/* }
+    key_header: webhook-id
+    key: required
+    max_key_length: 64
+    ttl: 7d
+    lease: 90s
+    max_stored_body: 2MiB
+    store_set_cookie: false
+    unknown_outcome: lock
+    store_unavailable: fail_closed
+    in_flight: reject
+    wait_timeout: 1s
+  - name: refunds
+    match: { path: "/orders/{id}/refunds" }
+    key: "off"
+)yaml";
+
+TEST(ConfigLoad, FullConfigLoadsEveryFieldAsGiven) {
+  const LoadResult result = load(kFullConfig);
+  ASSERT_TRUE(result.config) << all_issues(result);
+  EXPECT_TRUE(result.issues.empty()) << all_issues(result);
+  const Config& config = *result.config;
+
+  EXPECT_EQ(config.source_path, "");
+  EXPECT_EQ(config.listen.host, "0.0.0.0");
+  EXPECT_EQ(config.listen.port, 9090);
+  EXPECT_EQ(config.workers, 6u);
+  EXPECT_EQ(config.drain_timeout, 45s);
+
+  EXPECT_EQ(config.limits.max_request_body, 5u * 1024 * 1024);
+  EXPECT_EQ(config.limits.max_response_body, 100'000'000u);
+  EXPECT_EQ(config.limits.max_header_bytes, 32u * 1024);
+  EXPECT_EQ(config.limits.header_timeout, 5s);
+  EXPECT_EQ(config.limits.body_timeout, 1min);
+  EXPECT_EQ(config.limits.idle_timeout, 2min);
+  EXPECT_EQ(config.limits.write_timeout, 15s);
+
+  EXPECT_EQ(config.upstream.url, "http://orders.internal:8081/");
+  EXPECT_EQ(config.upstream.host, "orders.internal");
+  EXPECT_EQ(config.upstream.port, 8081);
+  EXPECT_EQ(config.upstream.connect_timeout, 500ms);
+  EXPECT_EQ(config.upstream.timeout, 45s);
+  EXPECT_EQ(config.upstream.max_connections, 64u);
+  EXPECT_EQ(config.upstream.idle_timeout, 10s);
+
+  EXPECT_EQ(config.store.postgres.dsn, "host=db user=idem");
+  EXPECT_EQ(config.store.postgres.pool_size, 16u);
+  EXPECT_EQ(config.store.postgres.connect_timeout, 3s);
+  EXPECT_EQ(config.store.postgres.query_timeout, 1500ms);
+  EXPECT_EQ(config.store.postgres.acquire_timeout, 250ms);
+
+  ASSERT_EQ(config.routes.size(), 3u);
+
+  // Route 0 overrides scope, fingerprint.ignore_json and release_statuses; the rest is defaults.
+  const core::Route& orders = config.routes[0];
+  EXPECT_EQ(orders.match.methods, Strings{"POST"});
+  EXPECT_EQ(orders.match.path, "/orders");
+  EXPECT_EQ(orders.policy.name, "create-order");
+  EXPECT_EQ(orders.policy.key, core::KeyRequirement::optional);
+  EXPECT_EQ(orders.policy.key_header, "X-Request-Key");
+  EXPECT_EQ(orders.policy.max_key_length, 128u);
+  EXPECT_EQ(orders.policy.scope_headers, (Strings{"Authorization", "X-Tenant-Id"}));
+  EXPECT_EQ(orders.policy.fingerprint_headers, (Strings{"Content-Type", "Accept"}));  // from defaults
+  EXPECT_EQ(orders.policy.ignore_json, (Strings{"/client_timestamp", "/meta/trace~1id"}));
+  EXPECT_EQ(orders.policy.release_statuses, (std::vector<int>{408, 425, 429, 503}));
+  EXPECT_EQ(orders.policy.ttl, 48h);
+  EXPECT_EQ(orders.policy.lease, 2min);
+  EXPECT_EQ(orders.policy.max_stored_body, 256u * 1024);
+  EXPECT_TRUE(orders.policy.store_set_cookie);
+  EXPECT_EQ(orders.policy.unknown_outcome, core::UnknownOutcome::retry);
+  EXPECT_EQ(orders.policy.store_unavailable, core::StoreUnavailable::fail_open);
+  EXPECT_EQ(orders.policy.in_flight, core::InFlightPolicy::wait);
+  EXPECT_EQ(orders.policy.wait_timeout, 2500ms);
+
+  // Route 1 overrides every scalar policy option.
+  const core::Route& webhooks = config.routes[1];
+  EXPECT_EQ(webhooks.match.methods, (Strings{"POST", "PUT"}));
+  EXPECT_EQ(webhooks.match.path, "/webhooks/*");
+  EXPECT_EQ(webhooks.policy.name, "webhooks");
+  EXPECT_EQ(webhooks.policy.key_header, "webhook-id");  // the user's spelling is kept
+  EXPECT_EQ(webhooks.policy.key, core::KeyRequirement::required);
+  EXPECT_EQ(webhooks.policy.max_key_length, 64u);
+  EXPECT_EQ(webhooks.policy.scope_headers, Strings{"Authorization"});  // from defaults
+  EXPECT_EQ(webhooks.policy.ignore_json, Strings{"/nonce"});           // from defaults
+  EXPECT_EQ(webhooks.policy.release_statuses, std::vector<int>{503});  // from defaults
+  EXPECT_EQ(webhooks.policy.ttl, 7 * 24h);
+  EXPECT_EQ(webhooks.policy.lease, 90s);
+  EXPECT_EQ(webhooks.policy.max_stored_body, 2u * 1024 * 1024);
+  EXPECT_FALSE(webhooks.policy.store_set_cookie);
+  EXPECT_EQ(webhooks.policy.unknown_outcome, core::UnknownOutcome::lock);
+  EXPECT_EQ(webhooks.policy.store_unavailable, core::StoreUnavailable::fail_closed);
+  EXPECT_EQ(webhooks.policy.in_flight, core::InFlightPolicy::reject);
+  EXPECT_EQ(webhooks.policy.wait_timeout, 1s);
+
+  const core::Route& refunds = config.routes[2];
+  EXPECT_TRUE(refunds.match.methods.empty());  // omitted: any method
+  EXPECT_EQ(refunds.match.path, "/orders/{id}/refunds");
+  EXPECT_EQ(refunds.policy.key, core::KeyRequirement::off);
+}
+
+TEST(ConfigLoad, DefaultsApplyWhenOptionsAreOmitted) {
+  const LoadResult result = load(R"yaml(
+store:
+  postgres:
+    dsn: postgresql:///idem
+routes:
+  - name: orders
+    match: { path: /orders }
+    scope: { headers: [Authorization] }
+)yaml");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  EXPECT_TRUE(result.issues.empty()) << all_issues(result);
+  const Config& config = *result.config;
+
+  EXPECT_EQ(config.listen.host, "127.0.0.1");
+  EXPECT_EQ(config.listen.port, 8080);
+  EXPECT_EQ(config.workers, 0u);
+  EXPECT_EQ(config.drain_timeout, 30s);
+  EXPECT_EQ(config.limits.max_request_body, 10u * 1024 * 1024);
+  EXPECT_EQ(config.limits.max_response_body, 64u * 1024 * 1024);
+  EXPECT_EQ(config.limits.max_header_bytes, 16u * 1024);
+  EXPECT_EQ(config.limits.header_timeout, 10s);
+  EXPECT_EQ(config.limits.body_timeout, 30s);
+  EXPECT_EQ(config.limits.idle_timeout, 60s);
+  EXPECT_EQ(config.limits.write_timeout, 30s);
+  EXPECT_EQ(config.upstream.url, "http://127.0.0.1:3000");
+  EXPECT_EQ(config.upstream.host, "127.0.0.1");
+  EXPECT_EQ(config.upstream.port, 3000);
+  EXPECT_EQ(config.upstream.connect_timeout, 1s);
+  EXPECT_EQ(config.upstream.timeout, 30s);
+  EXPECT_EQ(config.upstream.max_connections, 256u);
+  EXPECT_EQ(config.upstream.idle_timeout, 4s);
+  EXPECT_EQ(config.store.postgres.dsn, "postgresql:///idem");
+  EXPECT_EQ(config.store.postgres.pool_size, 8u);
+  EXPECT_EQ(config.store.postgres.connect_timeout, 2s);
+  EXPECT_EQ(config.store.postgres.query_timeout, 2s);
+  EXPECT_EQ(config.store.postgres.acquire_timeout, 1s);
+
+  ASSERT_EQ(config.routes.size(), 1u);
+  const core::RoutePolicy& policy = config.routes[0].policy;
+  EXPECT_EQ(policy.name, "orders");
+  EXPECT_EQ(policy.key, core::KeyRequirement::required);
+  EXPECT_EQ(policy.key_header, "Idempotency-Key");
+  EXPECT_EQ(policy.max_key_length, 255u);
+  EXPECT_EQ(policy.fingerprint_headers, Strings{"Content-Type"});
+  EXPECT_TRUE(policy.ignore_json.empty());
+  EXPECT_EQ(policy.release_statuses, (std::vector<int>{408, 425, 429, 503}));
+  EXPECT_EQ(policy.ttl, 24h);
+  EXPECT_EQ(policy.lease, 60s);
+  EXPECT_EQ(policy.max_stored_body, 1024u * 1024);
+  EXPECT_FALSE(policy.store_set_cookie);
+  EXPECT_EQ(policy.unknown_outcome, core::UnknownOutcome::lock);
+  EXPECT_EQ(policy.store_unavailable, core::StoreUnavailable::fail_closed);
+  EXPECT_EQ(policy.in_flight, core::InFlightPolicy::reject);
+  EXPECT_EQ(policy.wait_timeout, 5s);
+}
+
+TEST(ConfigLoad, EmptySectionsAndNoRoutesAreAccepted) {
+  // A section whose entries are all commented out is null in YAML: it means "all defaults".
+  const LoadResult result = load("limits:\nupstream:\nstore:\n  postgres:\n    dsn: x\ndefaults:\nroutes:\n");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  EXPECT_TRUE(result.config->routes.empty());
+  EXPECT_EQ(result.config->limits.max_request_body, 10u * 1024 * 1024);
+}
+
+TEST(ConfigLoad, Ipv6ListenAndUpstreamWithoutPort) {
+  const LoadResult result = load(R"yaml(
+listen: "[::1]:8443"
+upstream: { url: "http://[fd00::5]" }
+store: { postgres: { dsn: x } }
+)yaml");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  EXPECT_EQ(result.config->listen.host, "::1");
+  EXPECT_EQ(result.config->listen.port, 8443);
+  EXPECT_EQ(result.config->upstream.host, "fd00::5");
+  EXPECT_EQ(result.config->upstream.port, 80);
+}
+
+TEST(ConfigLoad, UpstreamHostWithoutPortDefaultsTo80) {
+  const LoadResult result = load("upstream: { url: http://backend }\nstore: { postgres: { dsn: x } }\n");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  EXPECT_EQ(result.config->upstream.host, "backend");
+  EXPECT_EQ(result.config->upstream.port, 80);
+}
+
+TEST(ConfigLoad, RepeatedMethodsAndStatusesAreKeptOnce) {
+  const LoadResult result = load(R"yaml(
+store: { postgres: { dsn: x } }
+routes:
+  - name: a
+    match: { method: [POST, PATCH, POST], path: /a }
+    scope: { headers: [Authorization] }
+    release_statuses: [503, 429, 503]
+)yaml");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  EXPECT_EQ(result.config->routes[0].match.methods, (Strings{"POST", "PATCH"}));
+  EXPECT_EQ(result.config->routes[0].policy.release_statuses, (std::vector<int>{503, 429}));
+}
+
+// ---- warnings -------------------------------------------------------------------------------
+
+TEST(ConfigWarnings, RouteWithoutScopeHeadersWarnsButLoads) {
+  const LoadResult result = load(R"yaml(store: { postgres: { dsn: x } }
+routes:
+  - name: shared
+    match: { method: POST, path: /shared }
+  - name: unkeyed
+    match: { method: POST, path: /unkeyed }
+    key: "off"
+)yaml");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  ASSERT_EQ(result.issues.size(), 1u) << all_issues(result);  // key: off needs no scope
+  const ConfigIssue& issue = result.issues[0];
+  EXPECT_TRUE(issue.warning);
+  EXPECT_EQ(issue.line, 3);
+  EXPECT_EQ(issue.column, 5);
+  EXPECT_EQ(issue.message, "route \"shared\" declares no scope headers: every caller of this route shares one key space");
+  EXPECT_EQ(issue.to_string(),
+            "test.yaml:3:5: warning: route \"shared\" declares no scope headers: every caller of this route shares one key space");
+}
+
+TEST(ConfigWarnings, SafeMethodAndShadowedRouteWarn) {
+  const LoadResult result = load(R"yaml(store: { postgres: { dsn: x } }
+routes:
+  - name: first
+    match: { method: [POST, GET], path: /things }
+    scope: { headers: [Authorization] }
+  - name: second
+    match: { method: POST, path: /things }
+    scope: { headers: [Authorization] }
+)yaml");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  ASSERT_EQ(result.issues.size(), 2u) << all_issues(result);
+  EXPECT_EQ(result.issues[0].to_string(),
+            "test.yaml:4:29: warning: route \"first\" matches GET, which is never subject to idempotency keys "
+            "(GET, HEAD and OPTIONS pass through)");
+  EXPECT_EQ(result.issues[1].to_string(),
+            "test.yaml:6:5: warning: route \"second\" is never used: route \"first\" before it matches the same requests");
+}
+
+// ---- ${VAR} expansion -----------------------------------------------------------------------
+
+TEST(ConfigEnv, ExpandsVariablesDefaultsAndEscapes) {
+  const LoadResult result = load(R"yaml(
+listen: "${HOST:-127.0.0.1}:${PORT}"
+store:
+  postgres:
+    dsn: "postgresql://${PG_USER}:$${PG_PASS}@${PG_HOST:-localhost}:${PG_PORT:-5432}/idem?x=$1"
+    pool_size: ${POOL:-16}
+)yaml",
+                                 fake_env({{"PORT", "9000"}, {"PG_USER", "alice"}, {"PG_PORT", ""}}));
+  ASSERT_TRUE(result.config) << all_issues(result);
+  EXPECT_EQ(result.config->listen.host, "127.0.0.1");
+  EXPECT_EQ(result.config->listen.port, 9000);
+  // $$ is a literal $; an empty variable with a default takes the default; a lone $ stays.
+  EXPECT_EQ(result.config->store.postgres.dsn, "postgresql://alice:${PG_PASS}@localhost:5432/idem?x=$1");
+  EXPECT_EQ(result.config->store.postgres.pool_size, 16u);
+}
+
+TEST(ConfigEnv, VariableValueIsUsedOverItsDefault) {
+  const LoadResult result = load("store: { postgres: { dsn: \"${DSN:-fallback}\", pool_size: \"${POOL:-16}\" } }\n",
+                                 fake_env({{"DSN", "from-env"}, {"POOL", "3"}}));
+  ASSERT_TRUE(result.config) << all_issues(result);
+  EXPECT_EQ(result.config->store.postgres.dsn, "from-env");
+  EXPECT_EQ(result.config->store.postgres.pool_size, 3u);
+}
+
+TEST(ConfigEnv, ExpandedValueIsValidatedLikeAWrittenOne) {
+  const LoadResult result = load("store: { postgres: { dsn: x } }\ndefaults:\n  ttl: ${TTL}\n", fake_env({{"TTL", "soon"}}));
+  ASSERT_FALSE(result.config);
+  ASSERT_EQ(result.issues.size(), 1u) << all_issues(result);
+  EXPECT_EQ(result.issues[0].to_string(), "test.yaml:3:8: bad duration \"soon\" for defaults.ttl (expected e.g. 250ms, 30s, 5m, 24h)");
+}
+
+TEST(ConfigEnv, UnsetVariableWithoutDefaultIsAnErrorAtTheValue) {
+  const LoadResult result = load("listen: 127.0.0.1:8080\nstore:\n  postgres:\n    dsn: \"host=${PG_HOST} port=${PG_PORT}\"\n",
+                                 fake_env({{"PG_HOST", "db"}}));
+  ASSERT_FALSE(result.config);
+  ASSERT_EQ(result.issues.size(), 1u) << all_issues(result);
+  EXPECT_EQ(result.issues[0].to_string(),
+            "test.yaml:4:10: unknown variable ${PG_PORT} in store.postgres.dsn (set it or give a default with ${PG_PORT:-value})");
+}
+
+TEST(ConfigEnv, MalformedReferencesAreErrors) {
+  const LoadResult result = load("listen: \"${1HOST}:80\"\nstore:\n  postgres:\n    dsn: \"host=${PG_HOST\"\n");
+  ASSERT_FALSE(result.config);
+  ASSERT_EQ(result.issues.size(), 2u) << all_issues(result);
+  EXPECT_EQ(result.issues[0].to_string(),
+            "test.yaml:1:9: bad variable reference \"${1HOST}\" in listen (expected ${NAME} or ${NAME:-default}; write $$ for a "
+            "literal $)");
+  EXPECT_EQ(result.issues[1].to_string(),
+            "test.yaml:4:10: unterminated \"${PG_HOST\" in store.postgres.dsn (expected ${NAME} or ${NAME:-default}; write $$ "
+            "for a literal $)");
+}
+
+TEST(ConfigEnv, ProcessEnvironmentReadsTheRealEnvironment) {
+  ASSERT_EQ(::setenv("IDEMPROXY_CONFIG_TEST_DSN", "dbname=from_process_env", 1), 0);
+  const LoadResult result = load("store: { postgres: { dsn: \"${IDEMPROXY_CONFIG_TEST_DSN}\" } }\n", process_environment());
+  ::unsetenv("IDEMPROXY_CONFIG_TEST_DSN");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  EXPECT_EQ(result.config->store.postgres.dsn, "dbname=from_process_env");
+  EXPECT_EQ(process_environment()("IDEMPROXY_CONFIG_TEST_DSN"), std::nullopt);
+}
+
+// ---- files ----------------------------------------------------------------------------------
+
+#ifdef IDEMPROXY_EXAMPLE_CONFIG
+const std::filesystem::path kExampleConfig = IDEMPROXY_EXAMPLE_CONFIG;
+#else
+// CMake hands the compiler absolute source paths, so the repository is found from this file.
+const std::filesystem::path kExampleConfig =
+    std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().parent_path() / "config" / "idemproxy.example.yaml";
+#endif
+
+TEST(ConfigFile, ShippedExampleLoadsWithoutAnyIssue) {
+  const LoadResult result =
+      load_config_file(kExampleConfig.string(), fake_env({{"IDEMPROXY_PG_DSN", "postgresql://idem@localhost/idem"}}));
+  ASSERT_TRUE(result.config) << kExampleConfig << "\n" << all_issues(result);
+  EXPECT_TRUE(result.issues.empty()) << all_issues(result);
+  const Config& config = *result.config;
+  EXPECT_EQ(config.source_path, kExampleConfig.string());
+  EXPECT_EQ(config.store.postgres.dsn, "postgresql://idem@localhost/idem");
+
+  // The example documents the defaults: its values must be the built-in ones.
+  const Config built_in;
+  EXPECT_EQ(config.listen.host, built_in.listen.host);
+  EXPECT_EQ(config.listen.port, built_in.listen.port);
+  EXPECT_EQ(config.workers, built_in.workers);
+  EXPECT_EQ(config.drain_timeout, built_in.drain_timeout);
+  EXPECT_EQ(config.limits.max_request_body, built_in.limits.max_request_body);
+  EXPECT_EQ(config.limits.max_response_body, built_in.limits.max_response_body);
+  EXPECT_EQ(config.limits.max_header_bytes, built_in.limits.max_header_bytes);
+  EXPECT_EQ(config.limits.header_timeout, built_in.limits.header_timeout);
+  EXPECT_EQ(config.limits.body_timeout, built_in.limits.body_timeout);
+  EXPECT_EQ(config.limits.idle_timeout, built_in.limits.idle_timeout);
+  EXPECT_EQ(config.limits.write_timeout, built_in.limits.write_timeout);
+  EXPECT_EQ(config.upstream.url, built_in.upstream.url);
+  EXPECT_EQ(config.upstream.host, built_in.upstream.host);
+  EXPECT_EQ(config.upstream.port, built_in.upstream.port);
+  EXPECT_EQ(config.upstream.connect_timeout, built_in.upstream.connect_timeout);
+  EXPECT_EQ(config.upstream.timeout, built_in.upstream.timeout);
+  EXPECT_EQ(config.upstream.max_connections, built_in.upstream.max_connections);
+  EXPECT_EQ(config.upstream.idle_timeout, built_in.upstream.idle_timeout);
+  EXPECT_EQ(config.store.postgres.pool_size, built_in.store.postgres.pool_size);
+  EXPECT_EQ(config.store.postgres.connect_timeout, built_in.store.postgres.connect_timeout);
+  EXPECT_EQ(config.store.postgres.query_timeout, built_in.store.postgres.query_timeout);
+  EXPECT_EQ(config.store.postgres.acquire_timeout, built_in.store.postgres.acquire_timeout);
+
+  ASSERT_EQ(config.routes.size(), 3u);
+  EXPECT_EQ(config.routes[0].policy.name, "create-order");
+  EXPECT_EQ(config.routes[0].policy.ignore_json, Strings{"/client_timestamp"});
+  EXPECT_EQ(config.routes[2].policy.key_header, "webhook-id");
+  EXPECT_EQ(config.routes[2].policy.key, core::KeyRequirement::optional);
+  // The refund route sets nothing but its scope: the rest is the documented defaults.
+  const core::RoutePolicy defaults;
+  const core::RoutePolicy& refund = config.routes[1].policy;
+  EXPECT_EQ(refund.key, defaults.key);
+  EXPECT_EQ(refund.key_header, defaults.key_header);
+  EXPECT_EQ(refund.max_key_length, defaults.max_key_length);
+  EXPECT_EQ(refund.fingerprint_headers, defaults.fingerprint_headers);
+  EXPECT_EQ(refund.ignore_json, defaults.ignore_json);
+  EXPECT_EQ(refund.release_statuses, defaults.release_statuses);
+  EXPECT_EQ(refund.ttl, defaults.ttl);
+  EXPECT_EQ(refund.lease, defaults.lease);
+  EXPECT_EQ(refund.max_stored_body, defaults.max_stored_body);
+  EXPECT_EQ(refund.store_set_cookie, defaults.store_set_cookie);
+  EXPECT_EQ(refund.unknown_outcome, defaults.unknown_outcome);
+  EXPECT_EQ(refund.store_unavailable, defaults.store_unavailable);
+  EXPECT_EQ(refund.in_flight, defaults.in_flight);
+  EXPECT_EQ(refund.wait_timeout, defaults.wait_timeout);
+}
+
+TEST(ConfigFile, UnreadableFileIsAnIssueWithoutPosition) {
+  const std::string path = (std::filesystem::temp_directory_path() / "idemproxy-config-test-missing.yaml").string();
+  std::filesystem::remove(path);
+  const LoadResult result = load_config_file(path, fake_env());
+  ASSERT_FALSE(result.config);
+  ASSERT_EQ(result.issues.size(), 1u);
+  EXPECT_EQ(result.issues[0].line, 0);
+  EXPECT_EQ(result.issues[0].column, 0);
+  EXPECT_EQ(result.issues[0].to_string(), path + ": cannot read config file: No such file or directory");
+}
+
+TEST(ConfigFile, IssuesInAFileNameTheFile) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "idemproxy-config-test-bad.yaml";
+  {
+    std::ofstream out(path);
+    out << "store: { postgres: { dsn: x } }\nworkers: many\n";
+  }
+  const LoadResult result = load_config_file(path.string(), fake_env());
+  std::filesystem::remove(path);
+  ASSERT_FALSE(result.config);
+  ASSERT_EQ(result.issues.size(), 1u) << all_issues(result);
+  EXPECT_EQ(result.issues[0].to_string(), path.string() + ":2:10: bad number \"many\" for workers (expected an integer from 0 to 1024)");
+}
+
+}  // namespace
+}  // namespace idem::config

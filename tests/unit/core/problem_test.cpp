@@ -1,0 +1,108 @@
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/problem.hpp"
+
+namespace idem::core {
+namespace {
+
+using std::chrono::seconds;
+using namespace std::string_literals;
+
+TEST(ProblemJson, ExactCompactOutput) {
+  const Problem problem = in_flight_problem(seconds(3));
+  EXPECT_EQ(problem_json(problem),
+            R"({"type":"urn:idemproxy:problem:request-in-flight","title":"Request in progress","status":409,)"
+            R"("detail":"a request with this idempotency key is still being processed; retry in 3 seconds"})");
+}
+
+TEST(ProblemJson, EscapesQuotesBackslashesAndControlCharacters) {
+  Problem problem;
+  problem.status = 400;
+  problem.type = "t";
+  problem.title = "say \"hi\"";
+  problem.detail = "a\\b\n\t\r\x01\x1f\0\x7f end"s;  // embedded NUL kept by the s suffix
+  EXPECT_EQ(problem_json(problem), R"({"type":"t","title":"say \"hi\"","status":400,)"
+                                   R"("detail":"a\\b\u000a\u0009\u000d\u0001\u001f\u0000)"
+                                   "\x7f end\"}");
+}
+
+TEST(ProblemJson, Utf8PassesThrough) {
+  Problem problem;
+  problem.detail = "caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80";
+  EXPECT_NE(problem_json(problem).find("\"detail\":\"caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80\""), std::string::npos);
+}
+
+struct ExpectedProblem {
+  Problem problem;
+  int status;
+  std::string slug;
+};
+
+TEST(Problems, StatusAndTypeForEverySituation) {
+  const std::vector<ExpectedProblem> cases = {
+      {key_problem(KeyError::missing, "Idempotency-Key", 255), 400, "key-missing"},
+      {key_problem(KeyError::empty, "Idempotency-Key", 255), 400, "key-empty"},
+      {key_problem(KeyError::too_long, "Idempotency-Key", 255), 400, "key-too-long"},
+      {key_problem(KeyError::malformed, "Idempotency-Key", 255), 400, "key-malformed"},
+      {key_problem(KeyError::multiple, "Idempotency-Key", 255), 400, "key-multiple"},
+      {fingerprint_mismatch_problem("Idempotency-Key"), 422, "fingerprint-mismatch"},
+      {in_flight_problem(seconds(1)), 409, "request-in-flight"},
+      {too_large_to_replay_problem(201, 1024), 409, "response-too-large-to-replay"},
+      {outcome_unknown_problem(), 502, "outcome-unknown"},
+      {store_unavailable_problem(seconds(2)), 503, "store-unavailable"},
+      {upstream_unreachable_problem("connection refused"), 502, "upstream-unreachable"},
+      {upstream_timeout_problem(), 504, "upstream-timeout"},
+      {upstream_bad_response_problem("bad chunk size"), 502, "upstream-bad-response"},
+      {request_too_large_problem(1024), 413, "request-too-large"},
+      {bad_request_problem("bad target"), 400, "bad-request"},
+      {internal_problem("oops"), 500, "internal"},
+  };
+  for (const ExpectedProblem& c : cases) {
+    EXPECT_EQ(c.problem.status, c.status) << c.slug;
+    EXPECT_EQ(c.problem.type, "urn:idemproxy:problem:" + c.slug);
+    EXPECT_FALSE(c.problem.title.empty()) << c.slug;
+    EXPECT_FALSE(c.problem.detail.empty()) << c.slug;
+    const bool has_retry_after = c.slug == "request-in-flight" || c.slug == "store-unavailable";
+    EXPECT_EQ(c.problem.retry_after.has_value(), has_retry_after) << c.slug;
+  }
+}
+
+TEST(Problems, KeyProblemCarriesTheKeyErrorDetail) {
+  const Problem problem = key_problem(KeyError::too_long, "webhook-id", 64);
+  EXPECT_EQ(problem.detail, key_error_detail(KeyError::too_long, "webhook-id", 64));
+  EXPECT_NE(problem.detail.find("64"), std::string::npos);
+}
+
+TEST(Problems, RetryAfterIsCarried) {
+  EXPECT_EQ(in_flight_problem(seconds(7)).retry_after, seconds(7));
+  EXPECT_EQ(store_unavailable_problem(seconds(4)).retry_after, seconds(4));
+  EXPECT_NE(in_flight_problem(seconds(1)).detail.find("1 second"), std::string::npos);
+  EXPECT_EQ(in_flight_problem(seconds(1)).detail.find("1 seconds"), std::string::npos);
+}
+
+TEST(Problems, TooLargeToReplaySaysStatusLimitAndNoReExecution) {
+  EXPECT_EQ(too_large_to_replay_problem(201, 1048576).detail,
+            "the original request completed with status 201 but its response exceeded the 1048576-byte limit "
+            "and cannot be replayed; it will not be executed again");
+}
+
+TEST(Problems, OutcomeUnknownSaysNoReExecution) {
+  const std::string detail = outcome_unknown_problem().detail;
+  EXPECT_NE(detail.find("no response came back"), std::string::npos);
+  EXPECT_NE(detail.find("operator"), std::string::npos);
+  EXPECT_NE(detail.find("will not be executed again"), std::string::npos);
+}
+
+TEST(Problems, ReasonIsAppendedWhenGiven) {
+  EXPECT_EQ(upstream_unreachable_problem("connection refused").detail,
+            "the upstream service could not be reached: connection refused");
+  EXPECT_EQ(upstream_unreachable_problem("").detail, "the upstream service could not be reached");
+  EXPECT_NE(request_too_large_problem(5000).detail.find("5000-byte"), std::string::npos);
+  EXPECT_NE(fingerprint_mismatch_problem("webhook-id").detail.find("webhook-id"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace idem::core
