@@ -85,6 +85,7 @@ struct WorkerSlot {
   boost::asio::io_context io{1};
   std::unique_ptr<store::pg::PgStore> store;
   std::unique_ptr<http::UpstreamPool> upstream;
+  http::BackgroundTasks background;
   std::unique_ptr<http::Worker> worker;
   std::thread thread;
 };
@@ -104,6 +105,7 @@ int run_proxy(config::Config loaded) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  std::atomic<std::size_t> waiting_duplicates{0};
   std::vector<std::unique_ptr<WorkerSlot>> slots;
   try {
     for (unsigned i = 0; i < workers; ++i) {
@@ -117,7 +119,8 @@ int run_proxy(config::Config loaded) {
       slot->store = std::make_unique<store::pg::PgStore>(slot->io, pool);
       slot->upstream = std::make_unique<http::UpstreamPool>(
           slot->io, config.upstream, share(config.upstream.max_connections, workers), config.limits.max_response_body);
-      slot->worker = std::make_unique<http::Worker>(slot->io, http::WorkerServices{runtime, *slot->store, *slot->upstream});
+      slot->worker = std::make_unique<http::Worker>(
+          slot->io, http::WorkerServices{runtime, *slot->store, *slot->upstream, slot->background, waiting_duplicates});
       slots.push_back(std::move(slot));
     }
   } catch (const std::exception& e) {

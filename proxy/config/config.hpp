@@ -27,6 +27,7 @@ struct LimitsConfig {
   std::chrono::milliseconds body_timeout{30'000};      // time to receive a request's body
   std::chrono::milliseconds idle_timeout{60'000};      // keep-alive idle time before the proxy closes
   std::chrono::milliseconds write_timeout{30'000};     // time to write a response to the client
+  std::size_t max_waiting = 1024;  // duplicates waiting (in_flight: wait) per process; beyond, 409 at once
 };
 
 struct UpstreamConfig {

@@ -20,7 +20,7 @@ using Keys = std::vector<std::string_view>;
 
 const Keys kTopLevelKeys = {"listen", "workers", "drain_timeout", "limits", "upstream", "store", "defaults", "routes"};
 const Keys kLimitsKeys = {"max_request_body", "max_response_body", "max_header_bytes", "header_timeout",
-                          "body_timeout",     "idle_timeout",      "write_timeout"};
+                          "body_timeout",     "idle_timeout",      "write_timeout",    "max_waiting"};
 const Keys kUpstreamKeys = {"url", "connect_timeout", "timeout", "max_connections", "idle_timeout"};
 const Keys kStoreKeys = {"postgres"};
 const Keys kPostgresKeys = {"dsn", "pool_size", "connect_timeout", "query_timeout", "acquire_timeout"};
@@ -150,6 +150,9 @@ void ConfigReader::read_limits(const Field& field, LimitsConfig& limits) {
   if (const Field* f = fields->find("body_timeout")) assign(yaml_.duration(*f, "limits.body_timeout", false), limits.body_timeout);
   if (const Field* f = fields->find("idle_timeout")) assign(yaml_.duration(*f, "limits.idle_timeout", false), limits.idle_timeout);
   if (const Field* f = fields->find("write_timeout")) assign(yaml_.duration(*f, "limits.write_timeout", false), limits.write_timeout);
+  if (const Field* f = fields->find("max_waiting")) {
+    if (const auto n = yaml_.integer(*f, "limits.max_waiting", 0, 1'000'000)) limits.max_waiting = static_cast<std::size_t>(*n);
+  }
 }
 
 void ConfigReader::read_upstream(const Field& field, UpstreamConfig& upstream) {

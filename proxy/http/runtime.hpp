@@ -1,6 +1,10 @@
 #pragma once
-// What a worker's request handling needs: the current configuration snapshot and the worker's
-// own store and upstream pool. All of it belongs to one io thread.
+// What a worker's request handling needs: the current configuration snapshot, the worker's own
+// store and upstream pool, and the bookkeeping a graceful drain waits on. All of it belongs to
+// one io thread, except the process-wide counter of waiting duplicates.
+#include <atomic>
+#include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "config/config.hpp"
@@ -20,10 +24,28 @@ struct RuntimeConfig {
   explicit RuntimeConfig(config::Config loaded) : config(std::move(loaded)), routes(config.routes) {}
 };
 
+// Work that outlives the request that started it (a completion write retried in the background).
+// A draining worker waits until there is none left.
+class BackgroundTasks {
+ public:
+  void started() { ++count_; }
+  void finished() {
+    if (--count_ == 0 && on_idle_) on_idle_();
+  }
+  std::size_t count() const { return count_; }
+  void on_idle(std::function<void()> callback) { on_idle_ = std::move(callback); }
+
+ private:
+  std::size_t count_ = 0;
+  std::function<void()> on_idle_;
+};
+
 struct WorkerServices {
   std::shared_ptr<const RuntimeConfig> config;
   store::Store& store;
   UpstreamPool& upstream;
+  BackgroundTasks& background;
+  std::atomic<std::size_t>& waiting;  // duplicates currently waiting, across all workers
 };
 
 }  // namespace idem::http

@@ -36,7 +36,10 @@ tcp::acceptor bind_acceptor(asio::io_context& io, const config::ListenConfig& li
 Worker::Worker(asio::io_context& io, WorkerServices services)
     : io_(io), services_(std::move(services)), acceptor_(bind_acceptor(io, services_.config->config.listen)) {}
 
-void Worker::start() { asio::co_spawn(io_, accept_loop(), asio::detached); }
+void Worker::start() {
+  services_.background.on_idle([this] { check_drained(); });
+  asio::co_spawn(io_, accept_loop(), asio::detached);
+}
 
 asio::awaitable<void> Worker::accept_loop() {
   while (!draining_) {
@@ -75,7 +78,7 @@ void Worker::drain(std::function<void()> on_drained) {
 }
 
 void Worker::check_drained() {
-  if (!draining_ || !connections_.empty() || !on_drained_) return;
+  if (!draining_ || !connections_.empty() || services_.background.count() != 0 || !on_drained_) return;
   services_.upstream.close_idle();
   auto done = std::move(on_drained_);
   on_drained_ = nullptr;

@@ -175,8 +175,11 @@ struct HttpConnection::Impl {
     std::string_view failed_step = "write";
     const auto ec = runner.run(io, socket, [&](auto done) {
       http::async_write(socket, message, [&, done](beast::error_code write_ec, std::size_t) {
-        if (write_ec) return done(write_ec);
-        failed_step = "read";
+        // A server may answer early (413, 400) and close before taking the whole body: its response
+        // can still be waiting in our receive buffer.
+        const bool peer_stopped_reading = write_ec == net::error::broken_pipe || write_ec == net::error::connection_reset;
+        if (write_ec && !peer_stopped_reading) return done(write_ec);
+        failed_step = write_ec ? "write (then read)" : "read";
         http::async_read(socket, buffer, parser, [done](beast::error_code read_ec, std::size_t) { done(read_ec); });
       });
     });

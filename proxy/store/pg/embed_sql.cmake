@@ -33,7 +33,7 @@ foreach(name IN LISTS sql_files)
   string(APPEND entries "    {${version}, \"${name}\", R\"${delimiter}(${body})${delimiter}\"},\n")
 endforeach()
 
-set(source "// Generated from ${SQL_DIR} by proxy/store/pg/embed_sql.cmake. Do not edit.
+set(source "// Generated from config/sql/*.sql by proxy/store/pg/embed_sql.cmake. Do not edit.
 #include \"store/pg/embedded_migrations.hpp\"
 
 namespace idem::store::pg {

@@ -1,0 +1,21 @@
+#pragma once
+// The idempotency flow for one request on a route that enforces keys:
+// scope + fingerprint -> claim -> decision -> (forward -> complete | release) -> response.
+#include <boost/asio/awaitable.hpp>
+#include <string>
+#include <string_view>
+
+#include "core/route.hpp"
+#include "http/message.hpp"
+#include "http/runtime.hpp"
+
+namespace idem::http {
+
+// `key` is the parsed idempotency key; `path`/`query` split from the request target. The record is
+// completed (or released) before this returns, so the response is stored before the client sees
+// it; a completion write that fails is retried in the background until the lease ends.
+boost::asio::awaitable<Response> run_idempotent_exchange(WorkerServices& services, const core::RoutePolicy& policy,
+                                                         Request& request, std::string_view client_address,
+                                                         std::string key, std::string_view path, std::string_view query);
+
+}  // namespace idem::http
