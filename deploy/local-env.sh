@@ -48,8 +48,8 @@ idem_port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # A port nothing listens on, below Linux's ephemeral range so outgoing connections never hold it.
 idem_free_port() {
-  local attempt port
-  for attempt in $(seq 1 200); do
+  local port
+  for _ in $(seq 1 200); do
     port=$((20000 + RANDOM % 12000))
     if ! idem_port_in_use "$port"; then
       echo "$port"
@@ -171,12 +171,12 @@ idem_start_redis() {
 
 # idem_stop_pid PID: SIGTERM, up to 10 s grace, then SIGKILL. Only ever our own children.
 idem_stop_pid() {
-  local pid=$1 i
+  local pid=$1
   if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
     return 0
   fi
   kill -TERM "$pid" 2>/dev/null || true
-  for i in $(seq 1 100); do
+  for _ in $(seq 1 100); do
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done

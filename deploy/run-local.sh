@@ -101,13 +101,26 @@ BODY='{"item": "book", "quantity": 1}'
 OTHER_BODY='{"item": "book", "quantity": 2}'
 failures=0
 
+# Arguments as a copy-pasteable shell line: single quotes only where needed.
+shell_quote() {
+  local arg out=()
+  for arg in "$@"; do
+    if [[ "$arg" =~ ^[A-Za-z0-9_./:=@%+-]+$ ]]; then
+      out+=("$arg")
+    else
+      out+=("'${arg//\'/\'\\\'\'}'")
+    fi
+  done
+  printf '%s' "${out[*]}"
+}
+
 # show TITLE EXPECTED_STATUS EXPECT_REPLAY(yes|no) CURL_ARGS...: prints the command, runs it, checks it.
 show() {
   local title=$1 expected=$2 replay=$3
   shift 3
   local output status
   printf '\n### %s\n$ curl -si' "$title"
-  printf " %q" "$@"
+  printf ' %s' "$(shell_quote "$@")"
   printf '\n'
   output=$(curl -si --max-time 10 "$@") || { echo "(curl failed)"; failures=$((failures + 1)); return 0; }
   printf '%s\n' "$output"

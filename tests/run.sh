@@ -4,6 +4,7 @@
 # then runs ctest. Extra arguments go to ctest (e.g. -L e2e, -R Replay).
 #
 #   IDEMPROXY_BUILD_DIR   build directory (default: build)
+#   IDEMPROXY_SKIP_BUILD=1  test what is already built (no apt, no build)
 #   IDEMPROXY_TEST_KEEP_TMP=1  keep the work directory (server logs, test temp dirs) for a post-mortem
 set -euo pipefail
 
@@ -16,8 +17,10 @@ source "$REPO/deploy/local-env.sh"
 BUILD_DIR=${IDEMPROXY_BUILD_DIR:-build}
 started=$SECONDS
 
-idem_install_dependencies
-idem_build "$BUILD_DIR"
+if [ "${IDEMPROXY_SKIP_BUILD:-0}" != 1 ]; then
+  idem_install_dependencies
+  idem_build "$BUILD_DIR"
+fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/idemproxy-tests.XXXXXX")
 IDEM_REDIS_PID=

@@ -18,8 +18,11 @@
 #include <thread>
 #include <vector>
 
+#include "app/record_commands.hpp"
 #include "config/config.hpp"
 #include "http/runtime.hpp"
+#include "http/reaper.hpp"
+#include "http/replay_cache.hpp"
 #include "http/upstream_pool.hpp"
 #include "http/worker.hpp"
 #include "log/log.hpp"
@@ -35,11 +38,15 @@ using namespace idem;
 
 constexpr std::string_view kUsage =
     "usage: idemproxy --config FILE [--check | --migrate]\n"
+    "       idemproxy --config FILE (--inspect | --release) ROUTE KEY [--header 'Name: value']...\n"
     "       idemproxy --version\n"
     "\n"
     "  --config FILE  YAML configuration (see config/idemproxy.example.yaml)\n"
     "  --check        validate the configuration, print every problem as file:line:col, exit 1 if any\n"
     "  --migrate      apply the database schema (idempotent; safe from several pods at once)\n"
+    "  --inspect      print the record of KEY on ROUTE as JSON (state, fingerprint, times, status)\n"
+    "  --release      release an 'unknown' or in-flight record so the next retry executes\n"
+    "  --header       a scope header of the original request (e.g. 'X-Tenant-Id: acme'), repeatable\n"
     "  --version      print the version\n"
     "\n"
     "Signals: SIGTERM/SIGINT drain and exit 0 (a second one exits at once).\n";
@@ -49,6 +56,7 @@ struct Options {
   bool check = false;
   bool migrate = false;
   bool version = false;
+  std::optional<app::RecordCommand> record_command;
 };
 
 std::optional<Options> parse_options(int argc, char** argv) {
@@ -65,6 +73,22 @@ std::optional<Options> parse_options(int argc, char** argv) {
       options.migrate = true;
     } else if (arg == "--version") {
       options.version = true;
+    } else if ((arg == "--inspect" || arg == "--release") && i + 2 < argc) {
+      options.record_command.emplace();
+      options.record_command->kind =
+          arg == "--inspect" ? app::RecordCommand::Kind::inspect : app::RecordCommand::Kind::release;
+      options.record_command->route = argv[++i];
+      options.record_command->key = argv[++i];
+    } else if (arg == "--header" && i + 1 < argc && options.record_command) {
+      const std::string_view header = argv[++i];
+      const auto colon = header.find(':');
+      if (colon == std::string_view::npos) {
+        std::cerr << "idemproxy: --header expects 'Name: value'\n";
+        return std::nullopt;
+      }
+      std::string_view value = header.substr(colon + 1);
+      while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+      options.record_command->headers.emplace_back(std::string(header.substr(0, colon)), std::string(value));
     } else {
       std::cerr << "idemproxy: unknown argument '" << arg << "'\n\n" << kUsage;
       return std::nullopt;
@@ -106,6 +130,7 @@ int run_proxy(config::Config loaded) {
   std::signal(SIGPIPE, SIG_IGN);
 
   std::atomic<std::size_t> waiting_duplicates{0};
+  http::ReplayCache replay_cache(config.replay_cache.max_bytes);
   std::vector<std::unique_ptr<WorkerSlot>> slots;
   try {
     for (unsigned i = 0; i < workers; ++i) {
@@ -120,13 +145,18 @@ int run_proxy(config::Config loaded) {
       slot->upstream = std::make_unique<http::UpstreamPool>(
           slot->io, config.upstream, share(config.upstream.max_connections, workers), config.limits.max_response_body);
       slot->worker = std::make_unique<http::Worker>(
-          slot->io, http::WorkerServices{runtime, *slot->store, *slot->upstream, slot->background, waiting_duplicates});
+          slot->io, http::WorkerServices{runtime, *slot->store, *slot->upstream, slot->background, waiting_duplicates,
+                                     replay_cache});
       slots.push_back(std::move(slot));
     }
   } catch (const std::exception& e) {
     log::error("startup_failed", {{"error", e.what()}, {"listen", config.listen.host + ":" + std::to_string(config.listen.port)}});
     return 1;
   }
+
+  // One reaper per process, on the first worker's thread.
+  http::Reaper reaper(slots.front()->io, *slots.front()->store, config.reaper);
+  reaper.start();
 
   std::atomic<unsigned> running{workers};
   for (auto& slot : slots) {
@@ -154,7 +184,11 @@ int run_proxy(config::Config loaded) {
       drain_deadline = std::chrono::steady_clock::now() + drain_timeout;
       log::info("draining", {{"signal", sig}, {"drain_timeout_ms", static_cast<std::int64_t>(drain_timeout.count())}});
       for (auto& slot : slots) {
-        slot->worker->drain([store = slot->store.get()] { store->stop(); });
+        const bool reaps = slot == slots.front();
+        slot->worker->drain([store = slot->store.get(), reaps, &reaper] {
+          if (reaps) reaper.stop();
+          store->stop();
+        });
       }
     } else if (sig == SIGHUP) {
       log::warn("reload_not_supported", {});
@@ -188,6 +222,7 @@ int main(int argc, char** argv) {
     std::cout << options->config_path << ": configuration OK (" << loaded.config->routes.size() << " routes)\n";
     return 0;
   }
+  if (options->record_command) return app::run_record_command(*loaded.config, *options->record_command);
   if (options->migrate) {
     const auto result = store::pg::migrate(loaded.config->store.postgres.dsn);
     if (!result.ok) {

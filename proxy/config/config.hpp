@@ -48,6 +48,17 @@ struct PostgresConfig {
   std::chrono::milliseconds acquire_timeout{1'000};     // wait for a free pooled connection
 };
 
+// Deletes expired records in small batches. Several proxies may run it at once.
+struct ReaperConfig {
+  std::chrono::milliseconds interval{30'000};  // 0 disables this process's reaper
+  std::size_t batch = 500;                      // rows per statement; batches repeat while full
+};
+
+// In-process cache of finished records (replays without a store round trip).
+struct ReplayCacheConfig {
+  std::size_t max_bytes = 16 * 1024 * 1024;  // 0 disables it
+};
+
 struct StoreConfig {
   PostgresConfig postgres;
 };
@@ -60,6 +71,8 @@ struct Config {
   LimitsConfig limits;
   UpstreamConfig upstream;
   StoreConfig store;
+  ReaperConfig reaper;
+  ReplayCacheConfig replay_cache;
   std::vector<core::Route> routes;
 };
 

@@ -18,7 +18,9 @@ namespace {
 
 using Keys = std::vector<std::string_view>;
 
-const Keys kTopLevelKeys = {"listen", "workers", "drain_timeout", "limits", "upstream", "store", "defaults", "routes"};
+const Keys kTopLevelKeys = {"listen", "workers", "drain_timeout", "limits", "upstream", "store", "reaper", "replay_cache", "defaults", "routes"};
+const Keys kReplayCacheKeys = {"max_bytes"};
+const Keys kReaperKeys = {"interval", "batch"};
 const Keys kLimitsKeys = {"max_request_body", "max_response_body", "max_header_bytes", "header_timeout",
                           "body_timeout",     "idle_timeout",      "write_timeout",    "max_waiting"};
 const Keys kUpstreamKeys = {"url", "connect_timeout", "timeout", "max_connections", "idle_timeout"};
@@ -80,6 +82,8 @@ class ConfigReader {
  private:
   void read_listen(const Field& field, ListenConfig& listen);
   void read_limits(const Field& field, LimitsConfig& limits);
+  void read_reaper(const Field& field, ReaperConfig& reaper);
+  void read_replay_cache(const Field& field, ReplayCacheConfig& cache);
   void read_upstream(const Field& field, UpstreamConfig& upstream);
   void read_store(const Field* field, const YAML::Mark& top_level, StoreConfig& store);
   void read_policy(const Fields& fields, std::string_view path, core::RoutePolicy& policy, PolicyOrigin& origin);
@@ -109,6 +113,8 @@ Config ConfigReader::read(const YAML::Node& root) {
   }
   if (const Field* field = top->find("drain_timeout")) assign(yaml_.duration(*field, "drain_timeout", true), config.drain_timeout);
   if (const Field* field = top->find("limits")) read_limits(*field, config.limits);
+  if (const Field* field = top->find("reaper")) read_reaper(*field, config.reaper);
+  if (const Field* field = top->find("replay_cache")) read_replay_cache(*field, config.replay_cache);
   if (const Field* field = top->find("upstream")) read_upstream(*field, config.upstream);
   read_store(top->find("store"), top->mark(), config.store);
 
@@ -152,6 +158,27 @@ void ConfigReader::read_limits(const Field& field, LimitsConfig& limits) {
   if (const Field* f = fields->find("write_timeout")) assign(yaml_.duration(*f, "limits.write_timeout", false), limits.write_timeout);
   if (const Field* f = fields->find("max_waiting")) {
     if (const auto n = yaml_.integer(*f, "limits.max_waiting", 0, 1'000'000)) limits.max_waiting = static_cast<std::size_t>(*n);
+  }
+}
+
+void ConfigReader::read_reaper(const Field& field, ReaperConfig& reaper) {
+  const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "reaper", kReaperKeys);
+  if (!fields) return;
+  if (const Field* f = fields->find("interval")) assign(yaml_.duration(*f, "reaper.interval", true), reaper.interval);
+  if (const Field* f = fields->find("batch")) {
+    if (const auto n = yaml_.integer(*f, "reaper.batch", 1, 100'000)) reaper.batch = static_cast<std::size_t>(*n);
+  }
+}
+
+void ConfigReader::read_replay_cache(const Field& field, ReplayCacheConfig& cache) {
+  const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "replay_cache", kReplayCacheKeys);
+  if (!fields) return;
+  if (const Field* f = fields->find("max_bytes")) {
+    if (f->value.IsScalar() && f->value.Scalar() == "0") {
+      cache.max_bytes = 0;
+    } else {
+      assign(yaml_.byte_size(*f, "replay_cache.max_bytes"), cache.max_bytes);
+    }
   }
 }
 

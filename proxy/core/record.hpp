@@ -29,6 +29,8 @@ struct Record {
   StoredResponse response;  // status set for completed and too_large; headers/body for completed only
   // Time left on the in-flight lease as measured by the store's clock (<= 0: lapsed).
   std::chrono::milliseconds lease_remaining{0};
+  // Time left until the record expires, by the store's clock (bounds how long a copy may be cached).
+  std::chrono::milliseconds expires_in{0};
 };
 
 }  // namespace idem::core

@@ -19,6 +19,7 @@
 #include "fingerprint/fingerprint.hpp"
 #include "http/forwarding.hpp"
 #include "http/proxying.hpp"
+#include "http/replay_cache.hpp"
 #include "http/store_awaitable.hpp"
 #include "http/upstream_pool.hpp"
 #include "log/log.hpp"
@@ -105,8 +106,12 @@ class IdempotentExchange {
     claim_.lease = policy_.lease;
     claim_.take_over_lapsed_lease = policy_.unknown_outcome == core::UnknownOutcome::retry;
 
+    if (auto cached = services_.cache.find(claim_.scope, claim_.key)) co_return answer_from_cache(*cached);
+
+    claim_sent_at_ = Clock::now();
     auto [error, claimed] = co_await async_claim(services_.store, claim_, use_awaitable);
     if (error != store::StoreError::ok) co_return co_await store_unavailable(error);
+    remember_if_finished(claimed);
     core::Decision decision = core::decide(claimed, claim_.fingerprint, policy_);
     if (decision.action == core::Action::in_flight && policy_.in_flight == core::InFlightPolicy::wait) {
       co_return co_await wait_for_first(decision);
@@ -127,6 +132,39 @@ class IdempotentExchange {
   }
 
   Response problem(const core::Problem& p) const { return problem_response(p, request_.version()); }
+
+  // A finished record is immutable until it expires: the same decision the store's copy would
+  // give, without a round trip.
+  Response answer_from_cache(const CachedRecord& cached) const {
+    if (cached.fingerprint != claim_.fingerprint) return problem(core::fingerprint_mismatch_problem(policy_.key_header));
+    if (cached.state == core::RecordState::too_large) {
+      return problem(core::too_large_to_replay_problem(cached.response.status, policy_.max_stored_body));
+    }
+    return replay_response(cached.response, request_.version());
+  }
+
+  void remember_if_finished(const core::ClaimResult& claimed) {
+    const core::Record& record = claimed.existing;
+    if (claimed.claimed || !services_.cache.enabled()) return;
+    if (record.state != core::RecordState::completed && record.state != core::RecordState::too_large) return;
+    auto cached = std::make_shared<CachedRecord>();
+    cached->fingerprint = record.fingerprint;
+    cached->state = record.state;
+    cached->response = record.response;
+    cached->expires_at = claim_sent_at_ + record.expires_in;
+    services_.cache.insert(claim_.scope, claim_.key, std::move(cached));
+  }
+
+  void remember_completion(const store::CompleteRequest& completed) {
+    if (!services_.cache.enabled()) return;
+    auto cached = std::make_shared<CachedRecord>();
+    cached->fingerprint = claim_.fingerprint;
+    cached->state = completed.state;
+    cached->response = completed.response;
+    // The store set expires_at from its clock when the claim arrived, after claim_sent_at_.
+    cached->expires_at = claim_sent_at_ + policy_.ttl;
+    services_.cache.insert(claim_.scope, claim_.key, std::move(cached));
+  }
 
   asio::awaitable<Response> act(const core::Decision& decision, const core::ClaimResult& claimed) {
     switch (decision.action) {
@@ -162,8 +200,10 @@ class IdempotentExchange {
       timer.expires_after(delay);
       co_await timer.async_wait(asio::as_tuple(use_awaitable));
       delay = std::min(delay * 2, milliseconds{200});
+      claim_sent_at_ = Clock::now();
       auto [error, claimed] = co_await async_claim(services_.store, claim_, use_awaitable);
       if (error != store::StoreError::ok) co_return co_await store_unavailable(error);
+      remember_if_finished(claimed);
       decision = core::decide(claimed, claim_.fingerprint, policy_);
       if (decision.action != core::Action::in_flight) co_return co_await act(decision, claimed);
     }
@@ -182,7 +222,6 @@ class IdempotentExchange {
 
   asio::awaitable<Response> execute() {
     const unsigned version = request_.version();
-    claimed_at_ = Clock::now();
     prepare_upstream_request(request_, client_address_);
     UpstreamResult result = co_await services_.upstream.exchange(request_);
 
@@ -193,9 +232,13 @@ class IdempotentExchange {
         // The upstream executed and answered; only the body is beyond what the proxy handles.
         core::StoredResponse stored = status_only(result.response);
         co_await complete(core::RecordState::too_large, std::move(stored));
+      } else if (policy_.unknown_outcome == core::UnknownOutcome::lock) {
+        // The request reached the upstream and no answer came back: at most once means the
+        // record turns terminal `unknown` now, and every retry is told so.
+        co_await mark_unknown(result.failure);
       }
-      // Otherwise the outcome is unknown: the record stays in flight until its lease lapses, and
-      // the route's unknown_outcome policy decides what a retry gets then.
+      // unknown_outcome: retry leaves the record in flight; the first retry after the lease takes
+      // it over and executes again (for upstreams that deduplicate on the forwarded key).
       co_return upstream_failure_response(result.failure, version);
     }
 
@@ -228,15 +271,31 @@ class IdempotentExchange {
     request.state = state;
     request.response = std::move(stored);
     const store::StoreError error = co_await async_complete(services_.store, request, use_awaitable);
-    if (error == store::StoreError::ok) co_return;
+    if (error == store::StoreError::ok) {
+      remember_completion(request);
+      co_return;
+    }
     log::error("complete_failed", {{"route", policy_.name}, {"key_sha256", key_hash(claim_.key)},
                                    {"error", store::store_error_name(error)}});
     if (worth_retrying(error)) {
       services_.background.started();
       asio::co_spawn(co_await asio::this_coro::executor,
-                     retry_complete_in_background(services_, std::move(request), claimed_at_ + policy_.lease, policy_.name),
+                     retry_complete_in_background(services_, std::move(request), claim_sent_at_ + policy_.lease, policy_.name),
                      asio::detached);
     }
+  }
+
+  asio::awaitable<void> mark_unknown(UpstreamFailure failure) {
+    store::ReleaseRequest request;
+    request.scope = claim_.scope;
+    request.key = claim_.key;
+    request.owner = claim_.owner;
+    const store::StoreError error = co_await async_mark_unknown(services_.store, request, use_awaitable);
+    // Logged either way: an unknown outcome is what an operator must reconcile. If the write
+    // failed, the record stays in flight and reads as unknown once its lease lapses.
+    log::error("outcome_unknown", {{"route", policy_.name}, {"key_sha256", key_hash(claim_.key)},
+                                   {"upstream_failure", upstream_failure_name(failure)},
+                                   {"store", store::store_error_name(error)}});
   }
 
   asio::awaitable<void> release() {
@@ -258,7 +317,7 @@ class IdempotentExchange {
   Request& request_;
   std::string_view client_address_;
   store::ClaimRequest claim_;
-  Clock::time_point claimed_at_{};
+  Clock::time_point claim_sent_at_{};  // lease and expiry are measured from here (a lower bound)
 };
 
 }  // namespace

@@ -15,6 +15,7 @@ namespace idem::store { class Store; }
 namespace idem::http {
 
 class UpstreamPool;
+class ReplayCache;
 
 // An immutable configuration snapshot. Requests hold a shared_ptr to the one they started with,
 // so a reload never changes the rules under a request in progress.
@@ -46,6 +47,7 @@ struct WorkerServices {
   UpstreamPool& upstream;
   BackgroundTasks& background;
   std::atomic<std::size_t>& waiting;  // duplicates currently waiting, across all workers
+  ReplayCache& cache;                 // shared by all workers
 };
 
 }  // namespace idem::http

@@ -44,4 +44,18 @@ auto async_release(store::Store& store, const store::ReleaseRequest& request, To
       token);
 }
 
+template <class Token>
+auto async_mark_unknown(store::Store& store, const store::ReleaseRequest& request, Token&& token) {
+  return boost::asio::async_initiate<Token, void(store::StoreError)>(
+      [&store, &request](auto handler) { store.mark_unknown(request, detail::shared_completion(std::move(handler))); },
+      token);
+}
+
+template <class Token>
+auto async_sweep_expired(store::Store& store, std::size_t batch, Token&& token) {
+  return boost::asio::async_initiate<Token, void(store::StoreError, std::size_t)>(
+      [&store, batch](auto handler) { store.sweep_expired(batch, detail::shared_completion(std::move(handler))); },
+      token);
+}
+
 }  // namespace idem::http

@@ -1,8 +1,19 @@
 #include "store/memory_store.hpp"
 
-namespace idem::store {
+#include <algorithm>
+#include <vector>
 
-MemoryStore::MemoryStore(const core::Clock& clock) : clock_(clock) {}
+namespace idem::store {
+namespace {
+
+std::chrono::milliseconds until(std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(to - from);
+}
+
+}  // namespace
+
+MemoryStore::MemoryStore(const core::Clock& clock)
+    : clock_(clock), clock_at_construction_(clock.now()), epoch_at_construction_(std::chrono::system_clock::now()) {}
 
 void MemoryStore::claim(const ClaimRequest& request, ClaimHandler handler) {
   core::ClaimResult result;
@@ -13,6 +24,7 @@ void MemoryStore::claim(const ClaimRequest& request, ClaimHandler handler) {
     Entry& entry = it->second;
     // Same rule as the Postgres claim: an expired record counts as absent; a lapsed lease is taken
     // over only when asked, and only by the same request (else the caller must see the mismatch).
+    // An `unknown` record is never taken over: it waits for an operator or its expiry.
     const bool replace = inserted || entry.expires_at <= now ||
                          (request.take_over_lapsed_lease && entry.state == core::RecordState::in_flight &&
                           entry.lease_expires_at <= now && entry.fingerprint == request.fingerprint);
@@ -20,21 +32,34 @@ void MemoryStore::claim(const ClaimRequest& request, ClaimHandler handler) {
       entry = Entry{.fingerprint = request.fingerprint,
                     .state = core::RecordState::in_flight,
                     .owner = request.owner,
+                    .created_at = now,
                     .lease_expires_at = now + request.lease,
+                    .completed_at = {},
                     .expires_at = now + request.ttl,
                     .response = {}};
       result.claimed = true;
+      result.existing.expires_in = request.ttl;
     } else {
       result.existing.fingerprint = entry.fingerprint;
       result.existing.state = entry.state;
       result.existing.response = entry.response;
       if (entry.state == core::RecordState::in_flight) {
-        result.existing.lease_remaining =
-            std::chrono::duration_cast<std::chrono::milliseconds>(entry.lease_expires_at - now);
+        result.existing.lease_remaining = until(now, entry.lease_expires_at);
       }
+      result.existing.expires_in = until(now, entry.expires_at);
     }
   }
   handler(StoreError::ok, std::move(result));  // outside the lock: the handler may call us again
+}
+
+std::map<MemoryStore::ScopedKey, MemoryStore::Entry>::iterator MemoryStore::find_owned(const std::string& scope,
+                                                                                       const std::string& key,
+                                                                                       const std::string& owner) {
+  const auto it = records_.find(ScopedKey{scope, key});
+  if (it == records_.end() || it->second.owner != owner || it->second.state != core::RecordState::in_flight) {
+    return records_.end();
+  }
+  return it;
 }
 
 void MemoryStore::complete(const CompleteRequest& request, DoneHandler handler) {
@@ -45,11 +70,11 @@ void MemoryStore::complete(const CompleteRequest& request, DoneHandler handler) 
   StoreError error = StoreError::not_owner;
   {
     const std::lock_guard lock(mutex_);
-    const auto it = records_.find(ScopedKey{request.scope, request.key});
-    if (it != records_.end() && it->second.owner == request.owner &&
-        it->second.state == core::RecordState::in_flight) {
+    const auto it = find_owned(request.scope, request.key, request.owner);
+    if (it != records_.end()) {
       Entry& entry = it->second;
       entry.state = request.state;
+      entry.completed_at = clock_.now();
       entry.response.status = request.response.status;
       if (request.state == core::RecordState::completed) {
         entry.response.headers = request.response.headers;
@@ -66,9 +91,8 @@ void MemoryStore::release(const ReleaseRequest& request, DoneHandler handler) {
   StoreError error = StoreError::not_owner;
   {
     const std::lock_guard lock(mutex_);
-    const auto it = records_.find(ScopedKey{request.scope, request.key});
-    if (it != records_.end() && it->second.owner == request.owner &&
-        it->second.state == core::RecordState::in_flight) {
+    const auto it = find_owned(request.scope, request.key, request.owner);
+    if (it != records_.end()) {
       records_.erase(it);
       error = StoreError::ok;
     }
@@ -76,9 +100,97 @@ void MemoryStore::release(const ReleaseRequest& request, DoneHandler handler) {
   handler(error);
 }
 
+void MemoryStore::mark_unknown(const ReleaseRequest& request, DoneHandler handler) {
+  StoreError error = StoreError::not_owner;
+  {
+    const std::lock_guard lock(mutex_);
+    const auto it = find_owned(request.scope, request.key, request.owner);
+    if (it != records_.end()) {
+      it->second.state = core::RecordState::unknown;  // the lease no longer means anything
+      error = StoreError::ok;
+    }
+  }
+  handler(error);
+}
+
+void MemoryStore::force_release(const RecordKey& key, DoneHandler handler) {
+  StoreError error = StoreError::not_found;
+  {
+    const std::lock_guard lock(mutex_);
+    const auto it = records_.find(ScopedKey{key.scope, key.key});
+    if (it != records_.end() && it->second.expires_at > clock_.now() &&
+        (it->second.state == core::RecordState::in_flight || it->second.state == core::RecordState::unknown)) {
+      records_.erase(it);
+      error = StoreError::ok;
+    }
+  }
+  handler(error);
+}
+
+void MemoryStore::sweep_expired(std::size_t batch, SweepHandler handler) {
+  std::size_t deleted = 0;
+  {
+    const std::lock_guard lock(mutex_);
+    const TimePoint now = clock_.now();
+    std::vector<std::map<ScopedKey, Entry>::iterator> expired;
+    for (auto it = records_.begin(); it != records_.end(); ++it) {
+      if (it->second.expires_at <= now) expired.push_back(it);
+    }
+    // Oldest first, as the Postgres sweep walks its expiry index.
+    const std::size_t count = std::min(batch, expired.size());
+    std::partial_sort(expired.begin(), expired.begin() + static_cast<std::ptrdiff_t>(count), expired.end(),
+                      [](const auto& a, const auto& b) { return a->second.expires_at < b->second.expires_at; });
+    for (std::size_t i = 0; i < count; ++i) records_.erase(expired[i]);
+    deleted = count;
+  }
+  handler(StoreError::ok, deleted);
+}
+
+void MemoryStore::inspect(const RecordKey& key, InspectHandler handler) {
+  StoreError error = StoreError::not_found;
+  RecordInfo info;
+  {
+    const std::lock_guard lock(mutex_);
+    const auto it = records_.find(ScopedKey{key.scope, key.key});
+    if (it != records_.end() && it->second.expires_at > clock_.now()) {
+      const Entry& entry = it->second;
+      info.fingerprint = entry.fingerprint;
+      info.state = entry.state;
+      info.created_at_ms = epoch_ms(entry.created_at);
+      info.expires_at_ms = epoch_ms(entry.expires_at);
+      // Which times and response fields mean something depends on the state, as in the table.
+      switch (entry.state) {
+        case core::RecordState::in_flight:
+          info.lease_expires_at_ms = epoch_ms(entry.lease_expires_at);
+          break;
+        case core::RecordState::completed:
+        case core::RecordState::too_large:
+          info.completed_at_ms = epoch_ms(entry.completed_at);
+          info.response_status = entry.response.status;
+          info.body_bytes = entry.response.body.size();
+          break;
+        case core::RecordState::unknown:
+          break;
+      }
+      error = StoreError::ok;
+    }
+  }
+  handler(error, std::move(info));
+}
+
+std::int64_t MemoryStore::epoch_ms(TimePoint time) const {
+  const auto since_epoch = epoch_at_construction_.time_since_epoch() + (time - clock_at_construction_);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(since_epoch).count();
+}
+
 std::size_t MemoryStore::size() const {
   const std::lock_guard lock(mutex_);
   return records_.size();
+}
+
+bool MemoryStore::contains(const RecordKey& key) const {
+  const std::lock_guard lock(mutex_);
+  return records_.contains(ScopedKey{key.scope, key.key});
 }
 
 }  // namespace idem::store

@@ -1,7 +1,8 @@
 #pragma once
 // Store kept in a process-local map, with the same semantics as the Postgres store (expiry, lease,
-// owner checks, take-over of lapsed leases). For unit tests, the conformance suite and demos: it
-// is not shared between processes and forgets everything on exit.
+// owner checks, take-over of lapsed leases, `unknown` records, the operator's force_release and
+// inspect, batched sweeps). For unit tests, the conformance suite and demos: it is not shared
+// between processes and forgets everything on exit.
 //
 // Handlers run inline, before the call returns. Thread-safe (one mutex), though the Store
 // contract only asks for use from one thread.
@@ -16,14 +17,22 @@ namespace idem::store {
 
 class MemoryStore final : public Store {
  public:
-  // `clock` must outlive the store; tests pass a clock they advance by hand.
+  // `clock` must outlive the store; tests pass a clock they advance by hand. inspect() reports
+  // times on the Unix epoch: the clock's readings shifted by the offset seen at construction.
   explicit MemoryStore(const core::Clock& clock);
 
   void claim(const ClaimRequest& request, ClaimHandler handler) override;
   void complete(const CompleteRequest& request, DoneHandler handler) override;
   void release(const ReleaseRequest& request, DoneHandler handler) override;
+  void mark_unknown(const ReleaseRequest& request, DoneHandler handler) override;
+  void force_release(const RecordKey& key, DoneHandler handler) override;
+  // Scans every record (O(n log n)): fine for the sizes this store is meant for.
+  void sweep_expired(std::size_t batch, SweepHandler handler) override;
+  void inspect(const RecordKey& key, InspectHandler handler) override;
 
-  std::size_t size() const;  // records held, expired ones included (nothing reaps them)
+  // For tests: what is held, expired records included until a sweep deletes them.
+  std::size_t size() const;
+  bool contains(const RecordKey& key) const;
 
  private:
   using TimePoint = std::chrono::steady_clock::time_point;
@@ -31,13 +40,22 @@ class MemoryStore final : public Store {
     std::string fingerprint;
     core::RecordState state = core::RecordState::in_flight;
     std::string owner;
+    TimePoint created_at;
     TimePoint lease_expires_at;  // meaningful while in_flight
+    TimePoint completed_at;      // meaningful once completed or too_large
     TimePoint expires_at;
     core::StoredResponse response;
   };
   using ScopedKey = std::pair<std::string, std::string>;  // (scope, key), as the table's primary key
 
+  // The record (scope, key) when `owner` holds it in flight, else records_.end().
+  std::map<ScopedKey, Entry>::iterator find_owned(const std::string& scope, const std::string& key,
+                                                  const std::string& owner);
+  std::int64_t epoch_ms(TimePoint time) const;
+
   const core::Clock& clock_;
+  const TimePoint clock_at_construction_;
+  const std::chrono::system_clock::time_point epoch_at_construction_;
   mutable std::mutex mutex_;
   std::map<ScopedKey, Entry> records_;
 };

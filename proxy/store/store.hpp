@@ -22,7 +22,8 @@ enum class StoreError {
   ok,
   unavailable,  // no connection could be had (server down, pool exhausted past acquire_timeout)
   timeout,      // the statement passed its deadline; its effect is unknown
-  not_owner,    // complete/release: the record is no longer ours (lease taken over, released, expired)
+  not_owner,    // complete/release/mark_unknown: the record is no longer ours (lease taken over, released, expired)
+  not_found,    // force_release/inspect: no live record for (scope, key), or not in a releasable state
   internal,     // anything else (bad data, unexpected SQLSTATE): logged by the store
 };
 std::string_view store_error_name(StoreError error);
@@ -52,8 +53,28 @@ struct ReleaseRequest {
   std::string owner;
 };
 
+// (scope, key) as an operator names a record.
+struct RecordKey {
+  std::string scope;
+  std::string key;
+};
+
+// A record as an operator sees it: everything but the stored headers and body.
+struct RecordInfo {
+  std::string fingerprint;
+  core::RecordState state = core::RecordState::in_flight;
+  std::int64_t created_at_ms = 0;        // Unix epoch milliseconds (database clock)
+  std::int64_t lease_expires_at_ms = 0;  // 0 once completed
+  std::int64_t completed_at_ms = 0;      // 0 while in flight
+  std::int64_t expires_at_ms = 0;
+  int response_status = 0;               // 0 while in flight / unknown
+  std::size_t body_bytes = 0;
+};
+
 using ClaimHandler = std::function<void(StoreError, core::ClaimResult)>;
 using DoneHandler = std::function<void(StoreError)>;
+using SweepHandler = std::function<void(StoreError, std::size_t deleted)>;
+using InspectHandler = std::function<void(StoreError, RecordInfo)>;
 
 class Store {
  public:
@@ -65,6 +86,17 @@ class Store {
   virtual void complete(const CompleteRequest& request, DoneHandler handler) = 0;
   // Deletes the in-flight record owned by `owner`. not_owner when it is not ours any more.
   virtual void release(const ReleaseRequest& request, DoneHandler handler) = 0;
+  // The request reached the upstream and no answer came back: the in-flight record owned by
+  // `owner` becomes `unknown` (terminal: never re-executed, until an operator releases it).
+  virtual void mark_unknown(const ReleaseRequest& request, DoneHandler handler) = 0;
+  // Operator action: deletes the record if it is `unknown` or `in_flight`, whoever owns it, so the
+  // next retry executes. Completed records are never released (not_found).
+  virtual void force_release(const RecordKey& key, DoneHandler handler) = 0;
+  // Deletes at most `batch` records past their expiry (oldest first; uses the expiry index; safe
+  // to run from several processes at once: rows locked by another sweeper are skipped).
+  virtual void sweep_expired(std::size_t batch, SweepHandler handler) = 0;
+  // Operator view of a live record; not_found when absent or expired.
+  virtual void inspect(const RecordKey& key, InspectHandler handler) = 0;
 };
 
 }  // namespace idem::store

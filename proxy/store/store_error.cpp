@@ -8,6 +8,7 @@ std::string_view store_error_name(StoreError error) {
     case StoreError::unavailable: return "unavailable";
     case StoreError::timeout: return "timeout";
     case StoreError::not_owner: return "not_owner";
+    case StoreError::not_found: return "not_found";
     case StoreError::internal: return "internal";
   }
   return "invalid";

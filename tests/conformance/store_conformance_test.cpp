@@ -3,6 +3,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "core/route.hpp"
 
 #include "conformance/store_harness.hpp"
 
@@ -41,6 +44,7 @@ class StoreConformance : public ::testing::Test {
   store::ReleaseRequest release_request(const std::string& key, const std::string& owner) const {
     return store::ReleaseRequest{.scope = scope_, .key = key, .owner = owner};
   }
+  store::RecordKey record_key(const std::string& key) const { return store::RecordKey{.scope = scope_, .key = key}; }
 
   Harness harness_;
   std::string scope_;
@@ -296,6 +300,289 @@ TYPED_TEST(StoreConformance, SameKeyInTwoScopesIsTwoRecords) {
   ASSERT_FALSE(b_again.result.claimed);
   EXPECT_EQ(b_again.result.existing.state, RecordState::in_flight);  // A's completion did not leak into B
   EXPECT_EQ(b_again.result.existing.fingerprint, "v1:b");
+}
+
+// --- unknown records: mark_unknown -------------------------------------------------------------
+
+TYPED_TEST(StoreConformance, MarkUnknownByTheOwnerMakesTheRecordUnknown) {
+  ASSERT_TRUE(this->harness_.claim(this->claim_request("k1", "owner-1")).result.claimed);
+  ASSERT_EQ(this->harness_.mark_unknown(this->release_request("k1", "owner-1")), StoreError::ok);
+
+  const ClaimOutcome later = this->harness_.claim(this->claim_request("k1", "owner-2"));
+  ASSERT_EQ(later.error, StoreError::ok);
+  ASSERT_FALSE(later.result.claimed);
+  EXPECT_EQ(later.result.existing.state, RecordState::unknown);
+  EXPECT_EQ(later.result.existing.fingerprint, "v1:fingerprint-a");
+  EXPECT_EQ(later.result.existing.response.status, 0);
+  const core::RoutePolicy lock_policy;  // unknown_outcome=lock
+  EXPECT_EQ(core::decide(later.result, "v1:fingerprint-a", lock_policy).action, core::Action::outcome_unknown);
+
+  // Terminal for its owner too: nothing more to complete, release or mark.
+  EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "owner-1", binary_response())), StoreError::not_owner);
+  EXPECT_EQ(this->harness_.release(this->release_request("k1", "owner-1")), StoreError::not_owner);
+  EXPECT_EQ(this->harness_.mark_unknown(this->release_request("k1", "owner-1")), StoreError::not_owner);
+}
+
+TYPED_TEST(StoreConformance, MarkUnknownByAnotherOwnerChangesNothing) {
+  ASSERT_TRUE(this->harness_.claim(this->claim_request("k1", "owner-1")).result.claimed);
+  EXPECT_EQ(this->harness_.mark_unknown(this->release_request("k1", "intruder")), StoreError::not_owner);
+  EXPECT_EQ(this->harness_.mark_unknown(this->release_request("missing", "owner-1")), StoreError::not_owner);
+
+  const ClaimOutcome probe = this->harness_.claim(this->claim_request("k1", "owner-2"));
+  ASSERT_EQ(probe.error, StoreError::ok);
+  ASSERT_FALSE(probe.result.claimed);
+  EXPECT_EQ(probe.result.existing.state, RecordState::in_flight);
+  EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "owner-1", binary_response())), StoreError::ok);
+}
+
+TYPED_TEST(StoreConformance, MarkUnknownOfAFinishedRecordIsNotOwned) {
+  ASSERT_TRUE(this->harness_.claim(this->claim_request("k1", "owner-1")).result.claimed);
+  ASSERT_EQ(this->harness_.complete(this->complete_request("k1", "owner-1", binary_response())), StoreError::ok);
+  EXPECT_EQ(this->harness_.mark_unknown(this->release_request("k1", "owner-1")), StoreError::not_owner);
+  const ClaimOutcome replay = this->harness_.claim(this->claim_request("k1", "owner-2"));
+  ASSERT_EQ(replay.error, StoreError::ok);
+  ASSERT_FALSE(replay.result.claimed);
+  EXPECT_EQ(replay.result.existing.state, RecordState::completed);
+}
+
+TYPED_TEST(StoreConformance, UnknownRecordIsNeverTakenOverEvenWhenAsked) {
+  store::ClaimRequest request = this->claim_request("k1", "owner-1");
+  request.lease = 200ms;
+  ASSERT_TRUE(this->harness_.claim(request).result.claimed);
+  ASSERT_EQ(this->harness_.mark_unknown(this->release_request("k1", "owner-1")), StoreError::ok);
+  this->harness_.let_time_pass(350ms);  // the original lease has lapsed long ago
+
+  request.owner = "owner-2";
+  request.take_over_lapsed_lease = true;  // what unknown_outcome=retry sends
+  const ClaimOutcome retry = this->harness_.claim(request);
+  ASSERT_EQ(retry.error, StoreError::ok);
+  ASSERT_FALSE(retry.result.claimed);
+  EXPECT_EQ(retry.result.existing.state, RecordState::unknown);
+  core::RoutePolicy retry_policy;
+  retry_policy.unknown_outcome = core::UnknownOutcome::retry;
+  EXPECT_EQ(core::decide(retry.result, request.fingerprint, retry_policy).action, core::Action::outcome_unknown);
+}
+
+// --- force_release ------------------------------------------------------------------------------
+
+TYPED_TEST(StoreConformance, ForceReleaseOfAnUnknownRecordLetsTheNextClaimClaim) {
+  ASSERT_TRUE(this->harness_.claim(this->claim_request("k1", "owner-1")).result.claimed);
+  ASSERT_EQ(this->harness_.mark_unknown(this->release_request("k1", "owner-1")), StoreError::ok);
+  ASSERT_EQ(this->harness_.force_release(this->record_key("k1")), StoreError::ok);
+  EXPECT_EQ(this->harness_.force_release(this->record_key("k1")), StoreError::not_found);  // gone already
+
+  const ClaimOutcome next = this->harness_.claim(this->claim_request("k1", "owner-2"));
+  ASSERT_EQ(next.error, StoreError::ok);
+  EXPECT_TRUE(next.result.claimed);
+  EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "owner-2", binary_response())), StoreError::ok);
+}
+
+TYPED_TEST(StoreConformance, ForceReleaseOfAnInFlightRecordTakesItFromItsOwner) {
+  ASSERT_TRUE(this->harness_.claim(this->claim_request("k1", "owner-1")).result.claimed);
+  ASSERT_EQ(this->harness_.force_release(this->record_key("k1")), StoreError::ok);
+
+  const ClaimOutcome next = this->harness_.claim(this->claim_request("k1", "owner-2"));
+  ASSERT_EQ(next.error, StoreError::ok);
+  EXPECT_TRUE(next.result.claimed);
+  // The first owner finishing late must not overwrite the new execution.
+  EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "owner-1", binary_response())), StoreError::not_owner);
+  EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "owner-2", binary_response())), StoreError::ok);
+}
+
+TYPED_TEST(StoreConformance, ForceReleaseNeverDeletesAResult) {
+  ASSERT_TRUE(this->harness_.claim(this->claim_request("done", "owner-1")).result.claimed);
+  ASSERT_EQ(this->harness_.complete(this->complete_request("done", "owner-1", binary_response())), StoreError::ok);
+  ASSERT_TRUE(this->harness_.claim(this->claim_request("big", "owner-1")).result.claimed);
+  ASSERT_EQ(this->harness_.complete(this->complete_request("big", "owner-1", binary_response(), RecordState::too_large)),
+            StoreError::ok);
+
+  EXPECT_EQ(this->harness_.force_release(this->record_key("done")), StoreError::not_found);
+  EXPECT_EQ(this->harness_.force_release(this->record_key("big")), StoreError::not_found);
+  EXPECT_EQ(this->harness_.force_release(this->record_key("missing")), StoreError::not_found);
+
+  const ClaimOutcome replay = this->harness_.claim(this->claim_request("done", "owner-2"));
+  ASSERT_EQ(replay.error, StoreError::ok);
+  ASSERT_FALSE(replay.result.claimed);
+  EXPECT_EQ(replay.result.existing.state, RecordState::completed);
+  EXPECT_EQ(replay.result.existing.response.body, binary_response().body);
+  const ClaimOutcome too_large = this->harness_.claim(this->claim_request("big", "owner-2"));
+  ASSERT_EQ(too_large.error, StoreError::ok);
+  ASSERT_FALSE(too_large.result.claimed);
+  EXPECT_EQ(too_large.result.existing.state, RecordState::too_large);
+}
+
+TYPED_TEST(StoreConformance, ForceReleaseOfAnExpiredRecordIsNotFound) {
+  store::ClaimRequest request = this->claim_request("k1", "owner-1");
+  request.ttl = 300ms;
+  ASSERT_TRUE(this->harness_.claim(request).result.claimed);
+  ASSERT_EQ(this->harness_.mark_unknown(this->release_request("k1", "owner-1")), StoreError::ok);
+  this->harness_.let_time_pass(450ms);
+  EXPECT_EQ(this->harness_.force_release(this->record_key("k1")), StoreError::not_found);
+}
+
+// --- inspect ------------------------------------------------------------------------------------
+
+// Both stores report Unix epoch milliseconds from their own clock: close to ours.
+void expect_near_wall_clock(std::int64_t epoch_ms) {
+  const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+  EXPECT_LT(std::abs(now_ms - epoch_ms), 60'000) << epoch_ms << " vs wall clock " << now_ms;
+}
+
+TYPED_TEST(StoreConformance, InspectShowsAnInFlightRecordWithItsLease) {
+  ASSERT_TRUE(this->harness_.claim(this->claim_request("k1", "owner-1", "v1:inspected")).result.claimed);
+  const InspectOutcome seen = this->harness_.inspect(this->record_key("k1"));
+  ASSERT_EQ(seen.error, StoreError::ok);
+  const store::RecordInfo& info = seen.info;
+  EXPECT_EQ(info.fingerprint, "v1:inspected");
+  EXPECT_EQ(info.state, RecordState::in_flight);
+  expect_near_wall_clock(info.created_at_ms);
+  // lease 10 s and ttl 60 s from the same instant (1 ms of rounding allowed).
+  EXPECT_NEAR(info.lease_expires_at_ms - info.created_at_ms, 10'000, 1);
+  EXPECT_NEAR(info.expires_at_ms - info.created_at_ms, 60'000, 1);
+  EXPECT_EQ(info.completed_at_ms, 0);
+  EXPECT_EQ(info.response_status, 0);
+  EXPECT_EQ(info.body_bytes, 0u);
+}
+
+TYPED_TEST(StoreConformance, InspectShowsACompletedRecordWithoutItsBody) {
+  ASSERT_TRUE(this->harness_.claim(this->claim_request("k1", "owner-1")).result.claimed);
+  this->harness_.let_time_pass(20ms);
+  ASSERT_EQ(this->harness_.complete(this->complete_request("k1", "owner-1", binary_response())), StoreError::ok);
+  const InspectOutcome seen = this->harness_.inspect(this->record_key("k1"));
+  ASSERT_EQ(seen.error, StoreError::ok);
+  const store::RecordInfo& info = seen.info;
+  EXPECT_EQ(info.state, RecordState::completed);
+  EXPECT_EQ(info.response_status, 201);
+  EXPECT_EQ(info.body_bytes, binary_response().body.size());
+  EXPECT_EQ(info.lease_expires_at_ms, 0);
+  EXPECT_GE(info.completed_at_ms, info.created_at_ms + 20);
+  EXPECT_LT(info.completed_at_ms, info.expires_at_ms);
+  expect_near_wall_clock(info.completed_at_ms);
+}
+
+TYPED_TEST(StoreConformance, InspectShowsTooLargeAndUnknownRecords) {
+  ASSERT_TRUE(this->harness_.claim(this->claim_request("big", "owner-1")).result.claimed);
+  ASSERT_EQ(this->harness_.complete(this->complete_request("big", "owner-1", binary_response(), RecordState::too_large)),
+            StoreError::ok);
+  ASSERT_TRUE(this->harness_.claim(this->claim_request("lost", "owner-1")).result.claimed);
+  ASSERT_EQ(this->harness_.mark_unknown(this->release_request("lost", "owner-1")), StoreError::ok);
+
+  const InspectOutcome big = this->harness_.inspect(this->record_key("big"));
+  ASSERT_EQ(big.error, StoreError::ok);
+  EXPECT_EQ(big.info.state, RecordState::too_large);
+  EXPECT_EQ(big.info.response_status, 201);
+  EXPECT_EQ(big.info.body_bytes, 0u);  // never stored
+  EXPECT_GT(big.info.completed_at_ms, 0);
+
+  const InspectOutcome lost = this->harness_.inspect(this->record_key("lost"));
+  ASSERT_EQ(lost.error, StoreError::ok);
+  EXPECT_EQ(lost.info.state, RecordState::unknown);
+  EXPECT_EQ(lost.info.lease_expires_at_ms, 0);
+  EXPECT_EQ(lost.info.completed_at_ms, 0);
+  EXPECT_EQ(lost.info.response_status, 0);
+  EXPECT_GT(lost.info.expires_at_ms, lost.info.created_at_ms);
+}
+
+TYPED_TEST(StoreConformance, InspectOfAMissingOrExpiredRecordIsNotFound) {
+  EXPECT_EQ(this->harness_.inspect(this->record_key("missing")).error, StoreError::not_found);
+  store::ClaimRequest request = this->claim_request("k1", "owner-1");
+  request.ttl = 300ms;
+  ASSERT_TRUE(this->harness_.claim(request).result.claimed);
+  ASSERT_EQ(this->harness_.complete(this->complete_request("k1", "owner-1", binary_response())), StoreError::ok);
+  ASSERT_EQ(this->harness_.inspect(this->record_key("k1")).error, StoreError::ok);
+  this->harness_.let_time_pass(450ms);
+  EXPECT_EQ(this->harness_.inspect(this->record_key("k1")).error, StoreError::not_found);
+}
+
+// --- expires_in ---------------------------------------------------------------------------------
+
+TYPED_TEST(StoreConformance, ClaimReportsTimeToExpiry) {
+  const ClaimOutcome first = this->harness_.claim(this->claim_request("k1", "owner-1"));
+  ASSERT_EQ(first.error, StoreError::ok);
+  ASSERT_TRUE(first.result.claimed);
+  EXPECT_EQ(first.result.existing.expires_in, 60'000ms);  // a fresh record lives its whole ttl
+
+  this->harness_.let_time_pass(50ms);
+  ASSERT_EQ(this->harness_.complete(this->complete_request("k1", "owner-1", binary_response())), StoreError::ok);
+  const ClaimOutcome replay = this->harness_.claim(this->claim_request("k1", "owner-2"));
+  ASSERT_EQ(replay.error, StoreError::ok);
+  ASSERT_FALSE(replay.result.claimed);
+  EXPECT_GT(replay.result.existing.expires_in, 0ms);
+  EXPECT_LE(replay.result.existing.expires_in, 60'000ms - 50ms);  // counted from the first claim
+}
+
+// --- sweep_expired ------------------------------------------------------------------------------
+
+// Five records that expire (in every state) and three that do not; sweeping in batches of two
+// deletes the five, oldest first, and never a live one.
+TYPED_TEST(StoreConformance, SweepDeletesExpiredRecordsInBatchesOldestFirst) {
+  const std::vector<std::string> expiring = {"e1", "e2", "e3", "e4", "e5"};  // oldest first
+  for (std::size_t i = 0; i < expiring.size(); ++i) {
+    store::ClaimRequest request = this->claim_request(expiring[i], "owner-1");
+    request.ttl = 200ms + 40ms * static_cast<int>(i);
+    ASSERT_TRUE(this->harness_.claim(request).result.claimed);
+  }
+  ASSERT_EQ(this->harness_.complete(this->complete_request("e1", "owner-1", binary_response())), StoreError::ok);
+  ASSERT_EQ(this->harness_.complete(this->complete_request("e2", "owner-1", binary_response(), RecordState::too_large)),
+            StoreError::ok);
+  ASSERT_EQ(this->harness_.mark_unknown(this->release_request("e3", "owner-1")), StoreError::ok);
+  for (const char* live : {"l1", "l2", "l3"}) {
+    ASSERT_TRUE(this->harness_.claim(this->claim_request(live, "owner-1")).result.claimed);
+  }
+  ASSERT_EQ(this->harness_.complete(this->complete_request("l1", "owner-1", binary_response())), StoreError::ok);
+  ASSERT_EQ(this->harness_.mark_unknown(this->release_request("l2", "owner-1")), StoreError::ok);
+  this->harness_.let_time_pass(500ms);
+  ASSERT_EQ(this->harness_.records_held(), 8u);  // expired is not deleted
+
+  std::vector<std::size_t> deleted;
+  std::vector<std::vector<bool>> held_after;  // which of e1..e5 each sweep left
+  for (int sweep = 0; sweep < 6; ++sweep) {
+    const SweepOutcome outcome = this->harness_.sweep_expired(2);
+    ASSERT_EQ(outcome.error, StoreError::ok);
+    deleted.push_back(outcome.deleted);
+    std::vector<bool> held;
+    for (const std::string& key : expiring) held.push_back(this->harness_.holds(this->record_key(key)));
+    held_after.push_back(held);
+    if (outcome.deleted == 0) break;
+  }
+  EXPECT_EQ(deleted, (std::vector<std::size_t>{2, 2, 1, 0}));
+  ASSERT_GE(held_after.size(), 3u);
+  EXPECT_EQ(held_after[0], (std::vector<bool>{false, false, true, true, true}));
+  EXPECT_EQ(held_after[1], (std::vector<bool>{false, false, false, false, true}));
+  EXPECT_EQ(held_after[2], (std::vector<bool>(5, false)));
+
+  EXPECT_EQ(this->harness_.records_held(), 3u);  // the live ones, untouched
+  for (const char* live : {"l1", "l2", "l3"}) {
+    EXPECT_EQ(this->harness_.inspect(this->record_key(live)).error, StoreError::ok) << live;
+  }
+  EXPECT_EQ(this->harness_.inspect(this->record_key("l1")).info.state, RecordState::completed);
+  EXPECT_EQ(this->harness_.inspect(this->record_key("l2")).info.state, RecordState::unknown);
+  EXPECT_EQ(this->harness_.inspect(this->record_key("l3")).info.state, RecordState::in_flight);
+}
+
+TYPED_TEST(StoreConformance, SweepWithNothingExpiredOrABatchOfZeroDeletesNothing) {
+  ASSERT_TRUE(this->harness_.claim(this->claim_request("live", "owner-1")).result.claimed);
+  const SweepOutcome nothing_expired = this->harness_.sweep_expired(100);
+  ASSERT_EQ(nothing_expired.error, StoreError::ok);
+  EXPECT_EQ(nothing_expired.deleted, 0u);
+
+  store::ClaimRequest request = this->claim_request("k1", "owner-1");
+  request.ttl = 200ms;
+  ASSERT_TRUE(this->harness_.claim(request).result.claimed);
+  this->harness_.let_time_pass(350ms);
+  const SweepOutcome batch_of_zero = this->harness_.sweep_expired(0);
+  ASSERT_EQ(batch_of_zero.error, StoreError::ok);
+  EXPECT_EQ(batch_of_zero.deleted, 0u);
+  EXPECT_EQ(this->harness_.records_held(), 2u);
+
+  // A swept key is free for the next request, as an expired one was.
+  const SweepOutcome swept = this->harness_.sweep_expired(100);
+  ASSERT_EQ(swept.error, StoreError::ok);
+  EXPECT_EQ(swept.deleted, 1u);
+  EXPECT_FALSE(this->harness_.holds(this->record_key("k1")));
+  EXPECT_TRUE(this->harness_.claim(this->claim_request("k1", "owner-2")).result.claimed);
 }
 
 }  // namespace

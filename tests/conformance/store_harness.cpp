@@ -5,10 +5,12 @@
 
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <thread>
 
+#include "integration/pg_private_schema.hpp"
 #include "store/memory_store.hpp"
-#include "store/pg/migrate.hpp"
+#include "store/pg/handles.hpp"
 #include "store/pg/pg_store.hpp"
 
 namespace idem::test {
@@ -51,9 +53,57 @@ store::StoreError StoreHarness::release(const store::ReleaseRequest& request) {
   return **outcome;
 }
 
+store::StoreError StoreHarness::mark_unknown(const store::ReleaseRequest& request) {
+  auto outcome = std::make_shared<std::optional<store::StoreError>>();
+  store().mark_unknown(request, [outcome](store::StoreError error) { *outcome = error; });
+  if (!run_until([&] { return outcome->has_value(); })) {
+    ADD_FAILURE() << "mark_unknown handler did not run within the deadline";
+    return store::StoreError::internal;
+  }
+  return **outcome;
+}
+
+store::StoreError StoreHarness::force_release(const store::RecordKey& key) {
+  auto outcome = std::make_shared<std::optional<store::StoreError>>();
+  store().force_release(key, [outcome](store::StoreError error) { *outcome = error; });
+  if (!run_until([&] { return outcome->has_value(); })) {
+    ADD_FAILURE() << "force_release handler did not run within the deadline";
+    return store::StoreError::internal;
+  }
+  return **outcome;
+}
+
+SweepOutcome StoreHarness::sweep_expired(std::size_t batch) {
+  auto outcome = std::make_shared<std::optional<SweepOutcome>>();
+  store().sweep_expired(batch, [outcome](store::StoreError error, std::size_t deleted) {
+    *outcome = SweepOutcome{error, deleted};
+  });
+  if (!run_until([&] { return outcome->has_value(); })) {
+    ADD_FAILURE() << "sweep_expired handler did not run within the deadline";
+    return {};
+  }
+  return **outcome;
+}
+
+InspectOutcome StoreHarness::inspect(const store::RecordKey& key) {
+  auto outcome = std::make_shared<std::optional<InspectOutcome>>();
+  store().inspect(key, [outcome](store::StoreError error, store::RecordInfo info) {
+    *outcome = InspectOutcome{error, std::move(info)};
+  });
+  if (!run_until([&] { return outcome->has_value(); })) {
+    ADD_FAILURE() << "inspect handler did not run within the deadline";
+    return {};
+  }
+  return std::move(**outcome);
+}
+
 MemoryHarness::MemoryHarness() : store_(std::make_unique<store::MemoryStore>(clock_)) {}
 MemoryHarness::~MemoryHarness() = default;
 store::Store& MemoryHarness::store() { return *store_; }
+
+std::size_t MemoryHarness::records_held() { return store_->size(); }
+
+bool MemoryHarness::holds(const store::RecordKey& key) { return store_->contains(key); }
 
 PgHarness::PgHarness() = default;
 
@@ -65,12 +115,12 @@ void PgHarness::set_up() {
     GTEST_FAIL() << "IDEMPROXY_TEST_PG_DSN is not set: the Postgres conformance tests need a real server "
                     "(e.g. IDEMPROXY_TEST_PG_DSN='host=127.0.0.1 port=55432 user=postgres dbname=postgres')";
   }
-  static const store::pg::MigrateResult migrated = store::pg::migrate(dsn);
-  ASSERT_TRUE(migrated.ok) << "migrate: " << migrated.error;
+  schema_ = std::make_unique<PrivateSchema>(dsn, "conformance");
+  ASSERT_TRUE(schema_->ok()) << schema_->error();
 
   io_ = std::make_unique<boost::asio::io_context>(1);
   store_ = std::make_unique<store::pg::PgStore>(
-      *io_, store::pg::PoolOptions{.dsn = dsn,
+      *io_, store::pg::PoolOptions{.dsn = schema_->dsn(),
                                    .size = 2,
                                    .connect_timeout = std::chrono::seconds(5),
                                    .query_timeout = std::chrono::seconds(5),
@@ -80,14 +130,40 @@ void PgHarness::set_up() {
 }
 
 void PgHarness::tear_down() {
-  if (!store_) return;
-  store_->stop();
-  store_.reset();
-  io_->restart();
-  io_->poll();  // handlers posted by stop()
+  if (store_) {
+    store_->stop();
+    store_.reset();
+    io_->restart();
+    io_->poll();  // handlers posted by stop()
+  }
+  schema_.reset();  // drops the schema
 }
 
 store::Store& PgHarness::store() { return *store_; }
+
+std::optional<std::size_t> PgHarness::count_rows(const std::string& where, const std::vector<std::string>& params) {
+  const store::pg::ConnHandle connection(PQconnectdb(schema_->dsn().c_str()));
+  if (!connection || PQstatus(connection.get()) != CONNECTION_OK) {
+    ADD_FAILURE() << "count_rows: cannot connect: " << (connection ? PQerrorMessage(connection.get()) : "");
+    return std::nullopt;
+  }
+  std::vector<const char*> values;
+  for (const std::string& param : params) values.push_back(param.c_str());
+  const std::string sql = "SELECT count(*) FROM idempotency_records WHERE " + where;
+  const store::pg::ResultHandle result(PQexecParams(connection.get(), sql.c_str(), static_cast<int>(values.size()),
+                                                    nullptr, values.data(), nullptr, nullptr, 0));
+  if (!result || PQresultStatus(result.get()) != PGRES_TUPLES_OK || PQntuples(result.get()) != 1) {
+    ADD_FAILURE() << "count_rows: " << PQerrorMessage(connection.get());
+    return std::nullopt;
+  }
+  return static_cast<std::size_t>(std::stoull(PQgetvalue(result.get(), 0, 0)));
+}
+
+std::size_t PgHarness::records_held() { return count_rows("true", {}).value_or(0); }
+
+bool PgHarness::holds(const store::RecordKey& key) {
+  return count_rows("scope = $1 AND key = $2", {key.scope, key.key}).value_or(0) == 1;
+}
 
 void PgHarness::let_time_pass(std::chrono::milliseconds duration) { std::this_thread::sleep_for(duration); }
 

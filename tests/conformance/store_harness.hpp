@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/clock.hpp"
 #include "store/store.hpp"
@@ -15,9 +16,21 @@ namespace idem::store::pg { class PgStore; }
 
 namespace idem::test {
 
+class PrivateSchema;
+
 struct ClaimOutcome {
   store::StoreError error = store::StoreError::internal;
   core::ClaimResult result;
+};
+
+struct SweepOutcome {
+  store::StoreError error = store::StoreError::internal;
+  std::size_t deleted = 0;
+};
+
+struct InspectOutcome {
+  store::StoreError error = store::StoreError::internal;
+  store::RecordInfo info;
 };
 
 class StoreHarness {
@@ -36,6 +49,15 @@ class StoreHarness {
   ClaimOutcome claim(const store::ClaimRequest& request);
   store::StoreError complete(const store::CompleteRequest& request);
   store::StoreError release(const store::ReleaseRequest& request);
+  store::StoreError mark_unknown(const store::ReleaseRequest& request);
+  store::StoreError force_release(const store::RecordKey& key);
+  SweepOutcome sweep_expired(std::size_t batch);
+  InspectOutcome inspect(const store::RecordKey& key);
+
+  // What the store physically holds, expired records included (what no sweep deleted yet).
+  // Each test has the store to itself (Postgres: a private schema), so sweeps count only its own.
+  virtual std::size_t records_held() = 0;
+  virtual bool holds(const store::RecordKey& key) = 0;
 
  protected:
   // Drives the backend until `done()` holds or the deadline passes; true when done.
@@ -58,6 +80,8 @@ class MemoryHarness final : public StoreHarness {
   void set_up() override {}
   store::Store& store() override;
   void let_time_pass(std::chrono::milliseconds duration) override { clock_.advance(duration); }
+  std::size_t records_held() override;
+  bool holds(const store::RecordKey& key) override;
 
  protected:
   bool run_until(const std::function<bool()>& done) override { return done(); }  // handlers run inline
@@ -71,15 +95,21 @@ class PgHarness final : public StoreHarness {
  public:
   PgHarness();
   ~PgHarness() override;
-  void set_up() override;  // needs IDEMPROXY_TEST_PG_DSN; migrates once per process
+  void set_up() override;  // needs IDEMPROXY_TEST_PG_DSN; a migrated schema of the test's own
   void tear_down() override;
   store::Store& store() override;
   void let_time_pass(std::chrono::milliseconds duration) override;
+  std::size_t records_held() override;  // blocking queries on a connection of their own
+  bool holds(const store::RecordKey& key) override;
 
  protected:
   bool run_until(const std::function<bool()>& done) override;
 
  private:
+  // The count of rows matching `where` (with text parameters), or a test failure and nullopt.
+  std::optional<std::size_t> count_rows(const std::string& where, const std::vector<std::string>& params);
+
+  std::unique_ptr<PrivateSchema> schema_;
   std::unique_ptr<boost::asio::io_context> io_;
   std::unique_ptr<store::pg::PgStore> store_;
 };

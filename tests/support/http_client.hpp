@@ -25,6 +25,7 @@ struct HttpRequest {
   // Transfer-Encoding; Host is added unless present.
 
   static HttpRequest get(std::string target);
+  // An empty content_type sends no Content-Type header.
   static HttpRequest post(std::string target, std::string body = {}, std::string content_type = "application/json");
 
   HttpRequest& with(std::string name, std::string value) &;

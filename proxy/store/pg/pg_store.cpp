@@ -4,7 +4,11 @@
 #include <boost/asio/post.hpp>
 
 #include <charconv>
+#include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "store/pg/counters.hpp"
@@ -76,38 +80,67 @@ void run_claim(const std::weak_ptr<Pool>& weak_pool, std::shared_ptr<const State
   });
 }
 
-// complete and release: one row changed = ok, none = the record is not ours (any more).
-void run_owned_change(const std::weak_ptr<Pool>& weak_pool, std::shared_ptr<const Statement> statement,
-                      int attempt, DoneHandler handler) {
+// What a statement other than the claim ends with: `ok` with its result, or the error.
+using ResultHandler = std::function<void(StoreError, ResultHandle)>;
+
+// Runs `statement`, again after a retryable SQLSTATE (it changed nothing) up to kMaxAttempts.
+// Failures the caller cannot explain (internal, retries exhausted) are logged here.
+void run_statement(const std::weak_ptr<Pool>& weak_pool, std::shared_ptr<const Statement> statement, int attempt,
+                   ResultHandler done) {
   const auto pool = weak_pool.lock();
   if (!pool) {
-    handler(StoreError::unavailable);
+    done(StoreError::unavailable, nullptr);
     return;
   }
-  pool->execute(statement, [weak_pool, statement, attempt, handler = std::move(handler)](
+  pool->execute(statement, [weak_pool, statement, attempt, done = std::move(done)](
                                PgError error, ResultHandle result) mutable {
     if (error.kind == PgErrorKind::retryable && attempt < kMaxAttempts) {
-      run_owned_change(weak_pool, std::move(statement), attempt + 1, std::move(handler));
+      run_statement(weak_pool, std::move(statement), attempt + 1, std::move(done));
       return;
     }
     if (!error.ok()) {
       if (error.kind == PgErrorKind::internal || error.kind == PgErrorKind::retryable) {
         log_statement_failure(statement->name, error);
       }
-      handler(to_store_error(error.kind));
+      done(to_store_error(error.kind), nullptr);
       return;
     }
-    const std::string_view affected = PQcmdTuples(result.get());
-    long long rows = -1;
-    const auto [end, parse_error] = std::from_chars(affected.data(), affected.data() + affected.size(), rows);
-    if (parse_error != std::errc{} || end != affected.data() + affected.size() || rows < 0 || rows > 1) {
-      log_statement_failure(statement->name,
-                            {PgErrorKind::internal, {}, "unexpected affected-row count '" + std::string(affected) + "'"});
-      handler(StoreError::internal);
-      return;
-    }
-    handler(rows == 1 ? StoreError::ok : StoreError::not_owner);
+    done(StoreError::ok, std::move(result));
   });
+}
+
+// The row count of an INSERT/UPDATE/DELETE's command tag; nullopt (logged) when it is not one.
+std::optional<std::uint64_t> affected_rows(std::string_view statement_name, const PGresult* result) {
+  const std::string_view affected = PQcmdTuples(const_cast<PGresult*>(result));  // libpq's signature lacks const
+  std::uint64_t rows = 0;
+  const auto [end, parse_error] = std::from_chars(affected.data(), affected.data() + affected.size(), rows);
+  if (affected.empty() || parse_error != std::errc{} || end != affected.data() + affected.size()) {
+    log_statement_failure(statement_name,
+                          {PgErrorKind::internal, {}, "unexpected affected-row count '" + std::string(affected) + "'"});
+    return std::nullopt;
+  }
+  return rows;
+}
+
+// Statements keyed by the primary key that change one row or none: one row = ok, none =
+// `no_row` (not_owner for the owner's statements, not_found for the operator's).
+void run_single_row_change(const std::weak_ptr<Pool>& weak_pool, std::shared_ptr<const Statement> statement,
+                           StoreError no_row, DoneHandler handler) {
+  const std::string_view name = statement->name;
+  run_statement(weak_pool, std::move(statement), 1,
+                [name, no_row, handler = std::move(handler)](StoreError error, ResultHandle result) {
+                  if (error != StoreError::ok) {
+                    handler(error);
+                    return;
+                  }
+                  const auto rows = affected_rows(name, result.get());
+                  if (!rows || *rows > 1) {
+                    if (rows) log_statement_failure(name, {PgErrorKind::internal, {}, std::to_string(*rows) + " rows changed"});
+                    handler(StoreError::internal);
+                    return;
+                  }
+                  handler(*rows == 1 ? StoreError::ok : no_row);
+                });
 }
 
 }  // namespace
@@ -139,13 +172,63 @@ void PgStore::complete(const CompleteRequest& request, DoneHandler handler) {
     boost::asio::post(impl_->io, [handler = std::move(handler)] { handler(StoreError::internal); });
     return;
   }
-  run_owned_change(impl_->pool, std::make_shared<const Statement>(complete_statement(request)), 1,
-                   std::move(handler));
+  run_single_row_change(impl_->pool, std::make_shared<const Statement>(complete_statement(request)),
+                        StoreError::not_owner, std::move(handler));
 }
 
 void PgStore::release(const ReleaseRequest& request, DoneHandler handler) {
-  run_owned_change(impl_->pool, std::make_shared<const Statement>(release_statement(request)), 1,
-                   std::move(handler));
+  run_single_row_change(impl_->pool, std::make_shared<const Statement>(release_statement(request)),
+                        StoreError::not_owner, std::move(handler));
+}
+
+void PgStore::mark_unknown(const ReleaseRequest& request, DoneHandler handler) {
+  run_single_row_change(impl_->pool, std::make_shared<const Statement>(mark_unknown_statement(request)),
+                        StoreError::not_owner, std::move(handler));
+}
+
+void PgStore::force_release(const RecordKey& key, DoneHandler handler) {
+  run_single_row_change(impl_->pool, std::make_shared<const Statement>(force_release_statement(key)),
+                        StoreError::not_found, std::move(handler));
+}
+
+void PgStore::sweep_expired(std::size_t batch, SweepHandler handler) {
+  run_statement(impl_->pool, std::make_shared<const Statement>(sweep_expired_statement(batch)), 1,
+                [handler = std::move(handler)](StoreError error, ResultHandle result) {
+                  if (error != StoreError::ok) {
+                    handler(error, 0);
+                    return;
+                  }
+                  const auto rows = affected_rows("sweep_expired", result.get());
+                  if (!rows) {
+                    handler(StoreError::internal, 0);
+                    return;
+                  }
+                  handler(StoreError::ok, static_cast<std::size_t>(*rows));
+                });
+}
+
+void PgStore::inspect(const RecordKey& key, InspectHandler handler) {
+  run_statement(impl_->pool, std::make_shared<const Statement>(inspect_statement(key)), 1,
+                [handler = std::move(handler)](StoreError error, ResultHandle result) {
+                  if (error != StoreError::ok) {
+                    handler(error, {});
+                    return;
+                  }
+                  const int rows = PQntuples(result.get());
+                  if (rows == 0) {
+                    handler(StoreError::not_found, {});
+                    return;
+                  }
+                  DecodedInspect decoded =
+                      rows == 1 ? decode_inspect_row(result.get(), 0)
+                                : DecodedInspect{std::nullopt, std::to_string(rows) + " rows for one key"};
+                  if (!decoded.info) {
+                    log_statement_failure("inspect", {PgErrorKind::internal, {}, decoded.error});
+                    handler(StoreError::internal, {});
+                    return;
+                  }
+                  handler(StoreError::ok, std::move(*decoded.info));
+                });
 }
 
 }  // namespace idem::store::pg

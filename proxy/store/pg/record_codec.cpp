@@ -1,6 +1,8 @@
 #include "store/pg/record_codec.hpp"
 
 #include <chrono>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "core/stored_headers.hpp"
@@ -67,16 +69,52 @@ Statement release_statement(const ReleaseRequest& request) {
   return statement;
 }
 
+Statement mark_unknown_statement(const ReleaseRequest& request) {
+  Statement statement{.name = "mark_unknown", .sql = sql::kMarkUnknown, .params = {}};
+  statement.params.reserve(3);
+  statement.params.push_back(Param::text(request.scope));
+  statement.params.push_back(Param::text(request.key));
+  statement.params.push_back(Param::text(request.owner));
+  return statement;
+}
+
+Statement force_release_statement(const RecordKey& key) {
+  Statement statement{.name = "force_release", .sql = sql::kForceRelease, .params = {}};
+  statement.params.reserve(2);
+  statement.params.push_back(Param::text(key.scope));
+  statement.params.push_back(Param::text(key.key));
+  return statement;
+}
+
+Statement sweep_expired_statement(std::size_t batch) {
+  Statement statement{.name = "sweep_expired", .sql = sql::kSweepExpired, .params = {}};
+  // LIMIT takes an int8; a batch beyond it means "no limit" in any case.
+  constexpr auto kMaxBatch = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+  statement.params.push_back(Param::int8(static_cast<std::int64_t>(batch < kMaxBatch ? batch : kMaxBatch)));
+  return statement;
+}
+
+Statement inspect_statement(const RecordKey& key) {
+  Statement statement{.name = "inspect", .sql = sql::kInspect, .params = {}};
+  statement.params.reserve(2);
+  statement.params.push_back(Param::text(key.scope));
+  statement.params.push_back(Param::text(key.key));
+  return statement;
+}
+
 DecodedClaim decode_claim_row(const PGresult* result, int row) {
   if (PQnfields(result) != sql::claim_column_count) return {std::nullopt, "claim returned an unexpected column count"};
   const BinaryRow columns(result, row);
   const auto claimed = columns.boolean(sql::claim_col_claimed);
   if (!claimed) return {std::nullopt, "claim: bad `claimed` column"};
+  const auto expires_in = columns.int8(sql::claim_col_expires_in);
+  if (!expires_in) return {std::nullopt, "claim: bad expires_in column"};
   core::ClaimResult claim;
   claim.claimed = *claimed;
+  core::Record& record = claim.existing;
+  record.expires_in = std::chrono::milliseconds(*expires_in);
   if (claim.claimed) return {std::move(claim), {}};
 
-  core::Record& record = claim.existing;
   const auto fingerprint = columns.text(sql::claim_col_fingerprint);
   const auto state_text = columns.text(sql::claim_col_state);
   const auto state = state_text ? parse_state_column(*state_text) : std::nullopt;
@@ -106,6 +144,46 @@ DecodedClaim decode_claim_row(const PGresult* result, int row) {
     record.lease_remaining = std::chrono::milliseconds(*lease);
   }
   return {std::move(claim), {}};
+}
+
+DecodedInspect decode_inspect_row(const PGresult* result, int row) {
+  if (PQnfields(result) != sql::inspect_column_count) {
+    return {std::nullopt, "inspect returned an unexpected column count"};
+  }
+  const BinaryRow columns(result, row);
+  RecordInfo info;
+  const auto fingerprint = columns.text(sql::inspect_col_fingerprint);
+  const auto state_text = columns.text(sql::inspect_col_state);
+  const auto state = state_text ? parse_state_column(*state_text) : std::nullopt;
+  if (!fingerprint || !state) return {std::nullopt, "inspect: bad fingerprint or state column"};
+  info.fingerprint = std::string(*fingerprint);
+  info.state = *state;
+
+  // NOT NULL columns must decode; nullable ones read as 0 when NULL.
+  const auto created_at = columns.int8(sql::inspect_col_created_at);
+  const auto expires_at = columns.int8(sql::inspect_col_expires_at);
+  if (!created_at || !expires_at) return {std::nullopt, "inspect: bad created_at or expires_at column"};
+  info.created_at_ms = *created_at;
+  info.expires_at_ms = *expires_at;
+  const auto nullable_int8 = [&columns](int column, std::int64_t& out) {
+    if (columns.is_null(column)) return true;
+    const auto value = columns.int8(column);
+    if (value) out = *value;
+    return value.has_value();
+  };
+  std::int64_t body_bytes = 0;
+  if (!nullable_int8(sql::inspect_col_lease_expires_at, info.lease_expires_at_ms) ||
+      !nullable_int8(sql::inspect_col_completed_at, info.completed_at_ms) ||
+      !nullable_int8(sql::inspect_col_body_bytes, body_bytes) || body_bytes < 0) {
+    return {std::nullopt, "inspect: bad lease_expires_at, completed_at or body_bytes column"};
+  }
+  info.body_bytes = static_cast<std::size_t>(body_bytes);
+  if (!columns.is_null(sql::inspect_col_response_status)) {
+    const auto status = columns.int4(sql::inspect_col_response_status);
+    if (!status) return {std::nullopt, "inspect: bad response_status column"};
+    info.response_status = *status;
+  }
+  return {std::move(info), {}};
 }
 
 }  // namespace idem::store::pg

@@ -2,6 +2,7 @@
 // Records to and from the columns of idempotency_records, as the statements in sql.hpp use them.
 #include <libpq-fe.h>
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,12 +21,24 @@ std::optional<core::RecordState> parse_state_column(std::string_view value);
 Statement claim_statement(const ClaimRequest& request);
 Statement complete_statement(const CompleteRequest& request);  // request.state must not be in_flight
 Statement release_statement(const ReleaseRequest& request);
+Statement mark_unknown_statement(const ReleaseRequest& request);
+Statement force_release_statement(const RecordKey& key);
+Statement sweep_expired_statement(std::size_t batch);
+Statement inspect_statement(const RecordKey& key);
 
 struct DecodedClaim {
   std::optional<core::ClaimResult> claim;  // set on success
   std::string error;                       // otherwise: what did not decode
 };
-// Decodes one row of sql::kClaim's result (binary format).
+// Decodes one row of sql::kClaim's result (binary format). expires_in is filled for a claimed
+// record too (it is then the claim's ttl).
 DecodedClaim decode_claim_row(const PGresult* result, int row);
+
+struct DecodedInspect {
+  std::optional<RecordInfo> info;  // set on success
+  std::string error;               // otherwise: what did not decode
+};
+// Decodes one row of sql::kInspect's result (binary format).
+DecodedInspect decode_inspect_row(const PGresult* result, int row);
 
 }  // namespace idem::store::pg

@@ -1,9 +1,10 @@
 #pragma once
 // Every SQL statement of the Postgres store. Parameters are $n, sent in binary with explicit type
 // OIDs (statement.hpp). Sent as unnamed statements: no session state, so they work behind
-// PgBouncer in transaction pooling mode. The data-path statements stay within what CockroachDB,
+// PgBouncer in transaction pooling mode. The data-path statements (claim, complete, release,
+// mark_unknown) and the operator's (force_release, inspect) stay within what CockroachDB,
 // YugabyteDB and Citus (distributed by scope) accept: single-row statements keyed by the
-// primary key, no advisory locks.
+// primary key, no advisory locks. The sweep is a batch statement; see kSweepExpired.
 #include <cstdint>
 
 namespace idem::store::pg::sql {
@@ -17,6 +18,7 @@ enum ClaimColumn : int {
   claim_col_response_headers,  // bytea, NULL unless completed
   claim_col_response_body,     // bytea, NULL unless completed
   claim_col_lease_remaining,   // int8 milliseconds by the database clock, NULL unless in_flight
+  claim_col_expires_in,        // int8 milliseconds until expires_at by the database clock
   claim_column_count,
 };
 
@@ -54,13 +56,16 @@ WITH claimed AS (
        OR ($7 AND r.state = 'in_flight' AND r.lease_expires_at <= now()
            AND r.fingerprint = excluded.fingerprint)
   RETURNING true AS claimed, r.fingerprint, r.state, r.response_status, r.response_headers,
-            r.response_body, (extract(epoch FROM r.lease_expires_at - now()) * 1000)::bigint AS lease_remaining_ms
+            r.response_body, (extract(epoch FROM r.lease_expires_at - now()) * 1000)::bigint AS lease_remaining_ms,
+            (extract(epoch FROM r.expires_at - now()) * 1000)::bigint AS expires_in_ms
 )
-SELECT claimed, fingerprint, state, response_status, response_headers, response_body, lease_remaining_ms
+SELECT claimed, fingerprint, state, response_status, response_headers, response_body, lease_remaining_ms,
+       expires_in_ms
   FROM claimed
 UNION ALL
 SELECT false, r.fingerprint, r.state, r.response_status, r.response_headers, r.response_body,
-       (extract(epoch FROM r.lease_expires_at - now()) * 1000)::bigint
+       (extract(epoch FROM r.lease_expires_at - now()) * 1000)::bigint,
+       (extract(epoch FROM r.expires_at - now()) * 1000)::bigint
   FROM idempotency_records AS r
  WHERE r.scope = $1 AND r.key = $2 AND r.expires_at > now()
    AND NOT EXISTS (SELECT 1 FROM claimed)
@@ -82,6 +87,70 @@ UPDATE idempotency_records
 inline constexpr const char* kRelease = R"sql(
 DELETE FROM idempotency_records
  WHERE scope = $1 AND key = $2 AND owner = $3 AND state = 'in_flight'
+)sql";
+
+// Mark unknown: the in-flight record owned by $3 becomes `unknown`, which no claim takes over
+// (take-over applies to in_flight only); it stays until force_release or expiry. 0 rows: not ours.
+// $1 scope text, $2 key text, $3 owner text.
+inline constexpr const char* kMarkUnknown = R"sql(
+UPDATE idempotency_records
+   SET state = 'unknown', lease_expires_at = NULL
+ WHERE scope = $1 AND key = $2 AND owner = $3 AND state = 'in_flight'
+)sql";
+
+// Force release (operator): deletes the live record whatever its owner, unless it holds a result.
+// 0 rows: absent, expired, or completed/too_large.
+// $1 scope text, $2 key text.
+inline constexpr const char* kForceRelease = R"sql(
+DELETE FROM idempotency_records
+ WHERE scope = $1 AND key = $2 AND state IN ('in_flight', 'unknown') AND expires_at > now()
+)sql";
+
+// Sweep: deletes at most $1 expired records, oldest first, and reports how many (command tag).
+// The inner SELECT walks idempotency_records_expires_at_idx from its start and stops after $1
+// rows; SKIP LOCKED passes over rows another sweeper or a claim holds, so concurrent sweepers
+// never wait on each other and never delete a row twice. The outer DELETE finds the locked rows
+// again by primary key ((scope, key) rather than ctid, which only PostgreSQL has): a nested loop
+// of primary-key probes. The planner switches to a hash join over a sequential scan only when
+// the batch is a large part of the table (PostgreSQL 15, default costs: at 1,000 of 100,000 rows,
+// not at 500), so keep batches in the hundreds. A claim replacing an expired row the sweep holds
+// waits for the sweep, then inserts. $1 batch int8.
+inline constexpr const char* kSweepExpired = R"sql(
+DELETE FROM idempotency_records
+ WHERE (scope, key) IN (
+   SELECT scope, key
+     FROM idempotency_records
+    WHERE expires_at <= now()
+    ORDER BY expires_at
+    LIMIT $1
+      FOR UPDATE SKIP LOCKED)
+)sql";
+
+// Columns of an inspect row, in this order (record_codec.cpp decodes them).
+enum InspectColumn : int {
+  inspect_col_fingerprint = 0,   // text
+  inspect_col_state,             // text
+  inspect_col_created_at,        // int8 Unix epoch milliseconds
+  inspect_col_lease_expires_at,  // int8 Unix epoch milliseconds, NULL unless in_flight
+  inspect_col_completed_at,      // int8 Unix epoch milliseconds, NULL until completed
+  inspect_col_expires_at,        // int8 Unix epoch milliseconds
+  inspect_col_response_status,   // int4, NULL until completed
+  inspect_col_body_bytes,        // int8, NULL unless completed
+  inspect_column_count,
+};
+
+// Inspect (operator): the live record without its stored headers and body. No row: absent or
+// expired. $1 scope text, $2 key text.
+inline constexpr const char* kInspect = R"sql(
+SELECT fingerprint, state,
+       (extract(epoch FROM created_at) * 1000)::bigint,
+       (extract(epoch FROM lease_expires_at) * 1000)::bigint,
+       (extract(epoch FROM completed_at) * 1000)::bigint,
+       (extract(epoch FROM expires_at) * 1000)::bigint,
+       response_status,
+       octet_length(response_body)::bigint
+  FROM idempotency_records
+ WHERE scope = $1 AND key = $2 AND expires_at > now()
 )sql";
 
 // Migrations (blocking libpq, one transaction; see migrate.cpp).

@@ -1,0 +1,403 @@
+// idem-bench-report: turns one bench/run.sh results file (meta, every idem-loadgen run, pgbench,
+// the Redis round trip) into the markdown summary (runs table with ratios against nginx and
+// direct, the issue's targets with verdicts) and a gnuplot script for the latency-percentile plot.
+//
+//   idem-bench-report --results RUN.json --markdown OUT.md --gnuplot OUT.gp --svg latency.svg
+//
+// Run names follow run.sh's convention "<kind>-c<connections>" (closed loop, storm) and
+// "<kind>-open" (open loop); ratios compare runs of the same mode, connections and rate.
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+namespace json = boost::json;
+
+struct Run {
+  std::string scenario;
+  std::string kind;  // scenario up to the first '-'
+  std::string mode;
+  std::int64_t connections = 0;
+  double rate = 0;
+  double throughput = 0;
+  double p50 = 0, p90 = 0, p99 = 0, p999 = 0, max = 0;
+  std::int64_t requests = 0;
+  std::int64_t errors = 0;
+  const json::object* raw = nullptr;
+};
+
+double number(const json::value* value) {
+  if (value == nullptr) return 0;
+  if (value->is_double()) return value->as_double();
+  if (value->is_int64()) return static_cast<double>(value->as_int64());
+  if (value->is_uint64()) return static_cast<double>(value->as_uint64());
+  return 0;
+}
+double number_at(const json::object& object, std::string_view key) { return number(object.if_contains(key)); }
+std::string text_at(const json::object& object, std::string_view key) {
+  const auto* value = object.if_contains(key);
+  return value != nullptr && value->is_string() ? std::string(value->as_string()) : std::string();
+}
+const json::object* object_at(const json::object& object, std::string_view key) {
+  const auto* value = object.if_contains(key);
+  return value != nullptr && value->is_object() ? &value->as_object() : nullptr;
+}
+
+Run to_run(const json::object& object) {
+  Run run;
+  run.raw = &object;
+  run.scenario = text_at(object, "scenario");
+  run.kind = run.scenario.substr(0, run.scenario.find('-'));
+  run.mode = text_at(object, "mode");
+  run.connections = static_cast<std::int64_t>(number_at(object, "connections"));
+  run.rate = number_at(object, "rate");
+  run.throughput = number_at(object, "throughput_rps");
+  run.requests = static_cast<std::int64_t>(number_at(object, "requests"));
+  if (const auto* errors = object_at(object, "errors")) run.errors = static_cast<std::int64_t>(number_at(*errors, "total"));
+  if (const auto* latency = object_at(object, "latency_us")) {
+    run.p50 = number_at(*latency, "p50");
+    run.p90 = number_at(*latency, "p90");
+    run.p99 = number_at(*latency, "p99");
+    run.p999 = number_at(*latency, "p99_9");
+    run.max = number_at(*latency, "max");
+  }
+  return run;
+}
+
+std::string fixed(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+std::string us(double value) { return fixed(value, value >= 1000 ? 0 : 1); }
+std::string ratio(double value) { return fixed(value, 2) + "×"; }
+std::string mib(double kib) { return fixed(kib / 1024.0, 1) + " MiB"; }
+
+bool comparable(const Run& a, const Run& b) {
+  return a.mode == b.mode && a.connections == b.connections && std::abs(a.rate - b.rate) < 1e-9;
+}
+
+class Report {
+ public:
+  explicit Report(const json::object& results) : results_(results) {
+    if (const auto* runs = results.if_contains("runs"); runs != nullptr && runs->is_array()) {
+      for (const auto& value : runs->as_array()) {
+        if (value.is_object()) runs_.push_back(to_run(value.as_object()));
+      }
+    }
+  }
+
+  std::string markdown() const {
+    std::ostringstream out;
+    const json::object* meta = object_at(results_, "meta");
+    out << "# idemproxy bench: latest run\n\n";
+    if (meta != nullptr) {
+      out << "- date: " << text_at(*meta, "date") << " (" << text_at(*meta, "profile") << " profile)\n"
+          << "- machine: " << text_at(*meta, "cpu") << ", " << number_at(*meta, "cores") << " cores, "
+          << text_at(*meta, "kernel") << "\n"
+          << "- load average: " << text_at(*meta, "load_before") << " before, " << text_at(*meta, "load_after")
+          << " after\n"
+          << "- commit: " << text_at(*meta, "commit") << "; " << text_at(*meta, "versions") << "\n"
+          << "- setup: " << text_at(*meta, "setup") << "\n";
+    }
+    out << "\n## Runs\n\n"
+        << "Latencies in µs, measured by idem-loadgen from the send (closed loop) or from the intended send "
+           "time (open loop). Ratios compare with the nginx and direct runs of the same mode and connection count.\n\n"
+        << "| scenario | mode | conns | req/s | p50 | p90 | p99 | p99.9 | max | errors | req/s ÷ nginx | p50 ÷ nginx "
+           "| p99 ÷ nginx | p50 ÷ direct |\n"
+        << "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+    for (const auto& run : runs_) {
+      if (run.kind == "memory") continue;
+      const Run* nginx = find_like("nginx", run);
+      const Run* direct = find_like("direct", run);
+      const bool closed = run.mode == "closed";
+      std::string mode = run.mode;
+      if (run.mode == "open") mode += " " + fixed(run.rate, 0) + "/s";
+      out << "| " << run.scenario << " | " << mode << " | " << run.connections << " | " << fixed(run.throughput, 0)
+          << " | " << us(run.p50) << " | " << us(run.p90) << " | " << us(run.p99) << " | " << us(run.p999) << " | "
+          << us(run.max) << " | " << run.errors << " | "
+          << (nginx && closed && nginx->throughput > 0 ? ratio(run.throughput / nginx->throughput) : "—") << " | "
+          << (nginx && nginx->p50 > 0 ? ratio(run.p50 / nginx->p50) : "—") << " | "
+          << (nginx && nginx->p99 > 0 ? ratio(run.p99 / nginx->p99) : "—") << " | "
+          << (direct && direct->p50 > 0 ? ratio(run.p50 / direct->p50) : "—") << " |\n";
+    }
+    out << "\n" << database_and_memory() << "\n" << targets();
+    return out.str();
+  }
+
+  std::string gnuplot(const std::string& svg_path) const {
+    struct Panel {
+      std::string title;
+      std::vector<const Run*> runs;
+    };
+    std::vector<Panel> panels{{"closed loop, 1 connection", {}}, {"closed loop, 16-256 connections", {}}, {"", {}}};
+    for (const auto& run : runs_) {
+      if (run.kind == "memory") continue;
+      if (run.mode == "open") {
+        panels[2].runs.push_back(&run);
+        panels[2].title = "open loop, " + fixed(run.rate, 0) + " req/s, " + std::to_string(run.connections) + " connections";
+      } else if (run.connections == 1) {
+        panels[0].runs.push_back(&run);
+      } else {
+        panels[1].runs.push_back(&run);
+      }
+    }
+    std::ostringstream out;
+    out << "# Written by idem-bench-report: latency by percentile, one line per run.\n"
+        << "set encoding utf8\n"
+        << "set terminal svg size 1560,560 dynamic font 'sans,11' background '#ffffff'\n"
+        << "set output '" << svg_path << "'\n";
+    int block = 0;
+    for (const auto& panel : panels) {
+      for (const Run* run : panel.runs) {
+        out << "$d" << block++ << " << EOD\n";
+        if (const auto* spectrum = run->raw->if_contains("spectrum"); spectrum && spectrum->is_array()) {
+          for (const auto& point : spectrum->as_array()) {
+            if (!point.is_array() || point.as_array().size() != 2) continue;
+            const double percentile = number(&point.as_array()[0]);
+            const double latency = number(&point.as_array()[1]);
+            if (percentile >= 100.0 || latency <= 0) continue;
+            out << fixed(100.0 / (100.0 - percentile), 4) << " " << fixed(latency, 2) << "\n";
+          }
+        }
+        out << "EOD\n";
+      }
+    }
+    const json::object* meta = object_at(results_, "meta");
+    const std::string subtitle = meta ? text_at(*meta, "date") + ", " + text_at(*meta, "cpu") + ", " +
+                                            fixed(number_at(*meta, "cores"), 0) + " cores"
+                                      : std::string();
+    out << "set multiplot layout 1,3 title 'idemproxy bench: latency by percentile (" << subtitle << ")'\n"
+        << "set logscale xy\n"
+        << "set xrange [1:*]\n"
+        << "set xtics ('0%' 1, '50%' 2, '90%' 10, '99%' 100, '99.9%' 1000, '99.99%' 10000, '99.999%' 100000, "
+           "'99.9999%' 1000000)\n"
+        << "set xlabel 'percentile'\nset ylabel 'latency (µs)'\n"
+        << "set grid xtics ytics mytics\nset key top left box opaque font ',9'\n";
+    block = 0;
+    for (const auto& panel : panels) {
+      out << "set title '" << panel.title << "'\n";
+      if (panel.runs.empty()) {
+        out << "set label 1 'no runs' at graph 0.5,0.5 center\nplot [1:10] [1:10] 1/0 notitle\nunset label 1\n";
+        continue;
+      }
+      out << "plot ";
+      for (std::size_t i = 0; i < panel.runs.size(); ++i) {
+        out << (i ? ", \\\n     " : "") << "$d" << block++ << " using 1:2 with lines lw 2 title '" << panel.runs[i]->scenario
+            << "'";
+      }
+      out << "\n";
+    }
+    out << "unset multiplot\n";
+    return out.str();
+  }
+
+ private:
+  const Run* find(std::string_view scenario) const {
+    for (const auto& run : runs_) {
+      if (run.scenario == scenario) return &run;
+    }
+    return nullptr;
+  }
+  const Run* find_like(std::string_view kind, const Run& like) const {
+    for (const auto& run : runs_) {
+      if (run.kind == kind && comparable(run, like)) return &run;
+    }
+    return nullptr;
+  }
+
+  std::string database_and_memory() const {
+    std::ostringstream out;
+    out << "## Database, Redis and memory\n\n";
+    if (const auto* pgbench = object_at(results_, "pgbench")) {
+      out << "- pgbench, the proxy's claim + complete statements (prepared) at " << number_at(*pgbench, "clients")
+          << " clients for " << number_at(*pgbench, "duration_s") << " s: **" << fixed(number_at(*pgbench, "tps"), 0)
+          << " pairs/s**, " << fixed(number_at(*pgbench, "latency_avg_ms") * 1000, 0) << " µs average per pair\n";
+    }
+    if (const auto* redis = object_at(results_, "redis_get")) {
+      out << "- Redis GET round trip (redis-benchmark, 1 client): p50 " << us(number_at(*redis, "p50_us"))
+          << " µs, " << fixed(number_at(*redis, "rps"), 0) << " GET/s\n";
+    }
+    if (const Run* idle = find("memory-idle")) {
+      out << "- idemproxy RSS: " << mib(number_at(*idle->raw, "rss_before_idle_kib")) << " before, "
+          << mib(number_at(*idle->raw, "rss_idle_held_kib")) << " with " << number_at(*idle->raw, "idle_established")
+          << " idle keep-alive connections\n";
+    }
+    if (const Run* soak = find("memory-soak")) {
+      if (const auto* rss = object_at(*soak->raw, "rss_kib")) {
+        out << "- idemproxy RSS over a " << fixed(number_at(*soak->raw, "duration_s"), 0) << " s replay soak ("
+            << soak->requests << " replays at " << soak->connections << " connections): "
+            << mib(number_at(*rss, "start_kib")) << " at the start, " << mib(number_at(*rss, "end_kib"))
+            << " at the end, " << mib(number_at(*rss, "max_kib")) << " peak\n";
+      }
+    }
+    return out.str();
+  }
+
+  std::string targets() const {
+    std::ostringstream out;
+    out << "## Targets (issue 4)\n\n| target | measured | verdict |\n| --- | --- | --- |\n";
+    auto verdict = [](bool met, double shortfall_percent) {
+      return met ? std::string("met") : "**missed** by " + fixed(shortfall_percent, 0) + "%";
+    };
+    auto row = [&out](const std::string& target, const std::string& measured, const std::string& result) {
+      out << "| " << target << " | " << measured << " | " << result << " |\n";
+    };
+    auto missing = [&row](const std::string& target, const std::string& why) { row(target, "not measured", why); };
+
+    const Run* nginx1 = find("nginx-c1");
+    const Run* nginx64 = find("nginx-c64");
+    const Run* direct1 = find("direct-c1");
+    const Run* pass1 = find("passthrough-c1");
+    const Run* pass64 = find("passthrough-c64");
+    const Run* replay1 = find("replay-c1");
+    const Run* replay64 = find("replay-c64");
+    const Run* redis1 = find("replayredis-c1");
+    const Run* first16 = find("first-c16");
+    const Run* storm = nullptr;
+    for (const auto& run : runs_) {
+      if (run.kind == "storm") storm = &run;
+    }
+
+    if (pass64 && nginx64) {
+      const double r = pass64->throughput / nginx64->throughput;
+      row("passthrough, 64 connections: throughput ≥ 1.0× nginx",
+          fixed(pass64->throughput, 0) + " vs " + fixed(nginx64->throughput, 0) + " req/s = " + ratio(r),
+          verdict(r >= 1.0, (1.0 - r) * 100));
+      row("passthrough, 64 connections: p99 ≤ nginx p99", us(pass64->p99) + " vs " + us(nginx64->p99) + " µs",
+          verdict(pass64->p99 <= nginx64->p99, (pass64->p99 / nginx64->p99 - 1) * 100));
+    } else {
+      missing("passthrough, 64 connections vs nginx", "runs absent");
+    }
+    if (pass1 && nginx1) {
+      row("passthrough, 1 connection: p50 ≤ nginx p50", us(pass1->p50) + " vs " + us(nginx1->p50) + " µs",
+          verdict(pass1->p50 <= nginx1->p50, (pass1->p50 / nginx1->p50 - 1) * 100));
+    } else {
+      missing("passthrough, 1 connection: p50 ≤ nginx p50", "runs absent");
+    }
+    if (replay1 && direct1) {
+      const double r = replay1->p50 / direct1->p50;
+      row("replay, local-cache hit, 1 connection: p50 ≤ 1.1× direct p50",
+          us(replay1->p50) + " vs " + us(direct1->p50) + " µs = " + ratio(r), verdict(r <= 1.1, (r / 1.1 - 1) * 100));
+    } else {
+      missing("replay, 1 connection: p50 ≤ 1.1× direct p50", "runs absent");
+    }
+    {
+      const auto* redis = object_at(results_, "redis_get");
+      const std::string target = "replay, Redis hit, 1 connection: p50 ≤ nginx p50 + one Redis round trip";
+      if (redis1 && nginx1 && redis) {
+        const double bound = nginx1->p50 + number_at(*redis, "p50_us");
+        row(target, us(redis1->p50) + " vs " + us(bound) + " µs", verdict(redis1->p50 <= bound, (redis1->p50 / bound - 1) * 100));
+      } else if (nginx1 && redis) {
+        missing(target, "bound here: " + us(nginx1->p50 + number_at(*redis, "p50_us")) +
+                            " µs; no replayredis-c1 run (the proxy has no Redis replay cache yet)");
+      } else {
+        missing(target, "runs absent");
+      }
+    }
+    if (replay64 && nginx64) {
+      const double r = replay64->throughput / nginx64->throughput;
+      row("replay, 64 connections: throughput ≥ 1.0× nginx passthrough",
+          fixed(replay64->throughput, 0) + " vs " + fixed(nginx64->throughput, 0) + " req/s = " + ratio(r),
+          verdict(r >= 1.0, (1.0 - r) * 100));
+    } else {
+      missing("replay, 64 connections vs nginx", "runs absent");
+    }
+    if (const auto* pgbench = object_at(results_, "pgbench"); first16 && pgbench && number_at(*pgbench, "tps") > 0) {
+      const double r = first16->throughput / number_at(*pgbench, "tps");
+      row("first request, 16 connections: throughput ≥ 0.6× pgbench claim+complete at 16 clients",
+          fixed(first16->throughput, 0) + " vs " + fixed(number_at(*pgbench, "tps"), 0) + " pairs/s = " + ratio(r),
+          verdict(r >= 0.6, (1.0 - r / 0.6) * 100));
+    } else {
+      missing("first request, 16 connections vs pgbench", "runs absent");
+    }
+    if (storm) {
+      const auto* executions = object_at(*storm->raw, "executions");
+      const double rounds = number_at(*storm->raw, "rounds");
+      const double delta = executions ? number_at(*executions, "delta") : -1;
+      const bool met = storm->errors == 0 && delta == rounds;
+      row("storm, " + std::to_string(storm->connections) + " concurrent duplicates: exactly 1 upstream execution, 0 errors",
+          fixed(delta, 0) + " executions in " + fixed(rounds, 0) + " round(s), " + std::to_string(storm->errors) + " errors",
+          met ? "met" : "**missed**");
+    } else {
+      missing("storm: exactly 1 upstream execution", "run absent");
+    }
+    if (const Run* idle = find("memory-idle")) {
+      const double held = number_at(*idle->raw, "rss_idle_held_kib");
+      row("memory: RSS ≤ 64 MiB with 1,000 idle keep-alive connections (and a full replay cache)",
+          mib(held) + " with " + fixed(number_at(*idle->raw, "idle_established"), 0) + " connections",
+          verdict(held > 0 && held <= 64 * 1024, (held / (64 * 1024) - 1) * 100));
+    } else {
+      missing("memory with idle connections", "run absent");
+    }
+    if (const Run* soak = find("memory-soak"); soak && object_at(*soak->raw, "rss_kib")) {
+      const auto& rss = *object_at(*soak->raw, "rss_kib");
+      const double start = number_at(rss, "start_kib");
+      const double end = number_at(rss, "end_kib");
+      // "Flat": growth within 2 MiB or 5%, whichever is larger (allocator noise, lazily touched pages).
+      const double allowed = std::max(2048.0, start * 0.05);
+      row("memory: flat over a replay soak", mib(start) + " → " + mib(end) + " (" + fixed((end - start) / 1024, 1) + " MiB)",
+          end - start <= allowed ? std::string("met") : "**missed**: grew " + fixed((end - start) / 1024, 1) + " MiB");
+    } else {
+      missing("memory: flat over a replay soak", "run absent");
+    }
+    return out.str();
+  }
+
+  const json::object& results_;
+  std::vector<Run> runs_;
+};
+
+bool write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  return static_cast<bool>(out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string results_path, markdown_path, gnuplot_path, svg_path = "latency.svg";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string_view arg = argv[i];
+    if (arg == "--results") results_path = argv[i + 1];
+    else if (arg == "--markdown") markdown_path = argv[i + 1];
+    else if (arg == "--gnuplot") gnuplot_path = argv[i + 1];
+    else if (arg == "--svg") svg_path = argv[i + 1];
+    else {
+      std::cerr << "idem-bench-report: unknown option " << arg << "\n";
+      return 2;
+    }
+  }
+  if (results_path.empty() || (argc - 1) % 2 != 0) {
+    std::cerr << "usage: idem-bench-report --results RUN.json [--markdown OUT.md] [--gnuplot OUT.gp] [--svg PATH]\n";
+    return 2;
+  }
+  std::ifstream in(results_path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  boost::system::error_code ec;
+  const json::value results = json::parse(text.str(), ec);
+  if (!in || ec || !results.is_object()) {
+    std::cerr << "idem-bench-report: cannot read " << results_path << (ec ? ": " + ec.message() : std::string()) << "\n";
+    return 1;
+  }
+  const Report report(results.as_object());
+  if (!markdown_path.empty() && !write_file(markdown_path, report.markdown())) {
+    std::cerr << "idem-bench-report: cannot write " << markdown_path << "\n";
+    return 1;
+  }
+  if (!gnuplot_path.empty() && !write_file(gnuplot_path, report.gnuplot(svg_path))) {
+    std::cerr << "idem-bench-report: cannot write " << gnuplot_path << "\n";
+    return 1;
+  }
+  return 0;
+}

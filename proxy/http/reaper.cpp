@@ -1,0 +1,52 @@
+#include "http/reaper.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "http/store_awaitable.hpp"
+#include "log/log.hpp"
+
+namespace idem::http {
+namespace asio = boost::asio;
+
+namespace {
+// Bounds one tick's work, so a huge backlog is worked off over several ticks instead of one
+// long burst of deletes.
+constexpr int kMaxBatchesPerTick = 20;
+}  // namespace
+
+Reaper::Reaper(asio::io_context& io, store::Store& store, config::ReaperConfig config)
+    : io_(io), store_(store), config_(config), timer_(io) {}
+
+void Reaper::start() {
+  if (config_.interval.count() == 0) return;
+  asio::co_spawn(io_, loop(), asio::detached);
+}
+
+void Reaper::stop() {
+  stopped_ = true;
+  timer_.cancel();
+}
+
+asio::awaitable<void> Reaper::loop() {
+  while (!stopped_) {
+    timer_.expires_after(config_.interval);
+    co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
+    std::size_t deleted_this_tick = 0;
+    for (int batch = 0; batch < kMaxBatchesPerTick && !stopped_; ++batch) {
+      auto [error, deleted] = co_await async_sweep_expired(store_, config_.batch, asio::use_awaitable);
+      if (error != store::StoreError::ok) {
+        log::warn("reaper_failed", {{"error", store::store_error_name(error)}});
+        break;
+      }
+      deleted_this_tick += deleted;
+      deleted_total_.fetch_add(deleted, std::memory_order_relaxed);
+      if (deleted < config_.batch) break;
+    }
+    if (deleted_this_tick > 0) log::info("reaper_deleted", {{"records", deleted_this_tick}});
+  }
+}
+
+}  // namespace idem::http
