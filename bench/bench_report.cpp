@@ -8,6 +8,7 @@
 // "<kind>-open" (open loop); ratios compare runs of the same mode, connections and rate.
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>

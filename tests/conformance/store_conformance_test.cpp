@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/route.hpp"
@@ -60,6 +62,13 @@ class BackendNames {
   }
 };
 TYPED_TEST_SUITE(StoreConformance, Backends, BackendNames);
+
+TEST(StoreErrorName, EveryErrorHasItsOwnName) {
+  const std::vector<std::pair<StoreError, std::string_view>> names = {
+      {StoreError::ok, "ok"},           {StoreError::unavailable, "unavailable"}, {StoreError::timeout, "timeout"},
+      {StoreError::not_owner, "not_owner"}, {StoreError::not_found, "not_found"}, {StoreError::internal, "internal"}};
+  for (const auto& [error, name] : names) EXPECT_EQ(store::store_error_name(error), name);
+}
 
 core::StoredResponse binary_response() {
   core::StoredResponse response;

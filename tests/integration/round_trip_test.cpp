@@ -1,5 +1,5 @@
 // Round trips per operation, counted in the connection layer (statements sent): a first request
-// costs a claim and a complete, a replay costs one claim.
+// costs a claim and a complete, a replay costs one claim; every other operation is one statement.
 #include "integration/pg_test_env.hpp"
 #include "store/pg/counters.hpp"
 
@@ -80,6 +80,48 @@ TEST_F(RoundTrips, ClaimCompleteReplayAndReleaseAreOneStatementEach) {
   ASSERT_TRUE(released_claimed);
   EXPECT_EQ(statements_for([&](auto done) {
               store_->release({.scope = scope, .key = "released", .owner = "owner-3"}, [&, done](StoreError error) {
+                EXPECT_EQ(error, StoreError::ok);
+                done();
+              });
+            }),
+            1u);
+}
+
+TEST_F(RoundTrips, MarkUnknownForceReleaseInspectAndSweepAreOneStatementEach) {
+  const std::string scope = fresh_name("round-trips-");
+  bool claimed = false;
+  EXPECT_EQ(statements_for([&](auto done) {
+              store_->claim(claim_request(scope, "k", "owner-1"), [&, done](StoreError error, core::ClaimResult result) {
+                claimed = error == StoreError::ok && result.claimed;
+                done();
+              });
+            }),
+            1u);
+  ASSERT_TRUE(claimed);
+  EXPECT_EQ(statements_for([&](auto done) {
+              store_->mark_unknown({.scope = scope, .key = "k", .owner = "owner-1"}, [&, done](StoreError error) {
+                EXPECT_EQ(error, StoreError::ok);
+                done();
+              });
+            }),
+            1u);
+  EXPECT_EQ(statements_for([&](auto done) {
+              store_->inspect({.scope = scope, .key = "k"}, [&, done](StoreError error, store::RecordInfo info) {
+                EXPECT_EQ(error, StoreError::ok);
+                EXPECT_EQ(info.state, core::RecordState::unknown);
+                done();
+              });
+            }),
+            1u);
+  EXPECT_EQ(statements_for([&](auto done) {
+              store_->force_release({.scope = scope, .key = "k"}, [&, done](StoreError error) {
+                EXPECT_EQ(error, StoreError::ok);
+                done();
+              });
+            }),
+            1u);
+  EXPECT_EQ(statements_for([&](auto done) {
+              store_->sweep_expired(10, [&, done](StoreError error, std::size_t) {
                 EXPECT_EQ(error, StoreError::ok);
                 done();
               });

@@ -110,8 +110,9 @@ void run_statement(const std::weak_ptr<Pool>& weak_pool, std::shared_ptr<const S
 }
 
 // The row count of an INSERT/UPDATE/DELETE's command tag; nullopt (logged) when it is not one.
-std::optional<std::uint64_t> affected_rows(std::string_view statement_name, const PGresult* result) {
-  const std::string_view affected = PQcmdTuples(const_cast<PGresult*>(result));  // libpq's signature lacks const
+// (libpq's PQcmdTuples takes a non-const result.)
+std::optional<std::uint64_t> affected_rows(std::string_view statement_name, PGresult* result) {
+  const std::string_view affected = PQcmdTuples(result);
   std::uint64_t rows = 0;
   const auto [end, parse_error] = std::from_chars(affected.data(), affected.data() + affected.size(), rows);
   if (affected.empty() || parse_error != std::errc{} || end != affected.data() + affected.size()) {

@@ -1,0 +1,395 @@
+#!/usr/bin/env bash
+# The idemproxy bench, one command, from a fresh Debian 12: installs what is missing (nginx, gnuplot,
+# jq), builds, starts a private Postgres cluster, Redis, the bench upstream, nginx and idemproxy on
+# loopback, runs every scenario side by side in this one invocation (so the ratios between them
+# hold on a noisy machine), verifies every response, and writes the results:
+#
+#   <results>/<UTC timestamp>.json   every run (idem-loadgen JSON), pgbench, Redis, the machine
+#   <results>/latest.md              runs table with ratios vs nginx and direct, the targets
+#   <results>/latency.svg            latency-by-percentile plot
+#
+#   bench/run.sh            full profile, about 6 minutes; results in bench/results
+#   bench/run.sh --quick    every scenario kind once, short: under 2 minutes; results in
+#                           .work/bench-quick (the smoke test's profile: no timing is judged)
+#   bench/run.sh --no-build use the build directory's binaries as they are (no apt, no build)
+#   bench/run.sh --results DIR   write the results there instead
+#
+# Exits non-zero when any response failed verification, the storm executed other than once per
+# round, or a step failed. Everything started is stopped on exit, by PID (nginx by its pid file).
+#
+#   IDEMPROXY_BUILD_DIR       build directory (default: build)
+#   IDEM_BENCH_KEEP_TMP=1     keep the work directory (logs, configs, raw runs)
+#   IDEM_BENCH_DURATION       seconds per measured closed/open-loop run (full 15, quick 2)
+#   IDEM_BENCH_OPEN_RATE      open-loop rate in requests/s (default 4000)
+set -euo pipefail
+
+IDEM_SCRIPT=bench/run.sh
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+# shellcheck source=SCRIPTDIR/../deploy/local-env.sh
+source "$REPO/deploy/local-env.sh"
+
+QUICK=0
+BUILD=1
+RESULTS_DIR=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) QUICK=1 ;;
+    --no-build) BUILD=0 ;;
+    --results) RESULTS_DIR=${2:?--results needs a directory}; shift ;;
+    -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
+    *) idem_die "unknown argument: $1 (try --help)" ;;
+  esac
+  shift
+done
+
+BUILD_DIR=${IDEMPROXY_BUILD_DIR:-build}
+case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$REPO/$BUILD_DIR ;; esac
+PROXY_BIN=$BUILD_DIR/proxy/app/idemproxy
+LOADGEN=$BUILD_DIR/bench/idem-loadgen
+UPSTREAM_BIN=$BUILD_DIR/bench/idem-bench-upstream
+REPORT_BIN=$BUILD_DIR/bench/idem-bench-report
+
+# Profiles. Full: about 6 minutes. Quick: every kind of scenario once, under 2 minutes.
+if [ "$QUICK" = 1 ]; then
+  PROFILE=quick
+  DURATION=${IDEM_BENCH_DURATION:-2}
+  WARMUP=0.5
+  SOAK=10
+  IDLE_HOLD=2
+  STORM_ROUNDS=2
+  REDIS_GETS=5000
+  RESULTS_DIR=${RESULTS_DIR:-$REPO/.work/bench-quick}
+else
+  PROFILE=full
+  DURATION=${IDEM_BENCH_DURATION:-15}
+  WARMUP=2
+  SOAK=60
+  IDLE_HOLD=5
+  STORM_ROUNDS=5
+  REDIS_GETS=50000
+  RESULTS_DIR=${RESULTS_DIR:-$REPO/bench/results}
+fi
+OPEN_RATE=${IDEM_BENCH_OPEN_RATE:-4000}
+OPEN_CONNECTIONS=16
+REPLAY_KEYS=1000
+STORM_CONNECTIONS=256
+STORM_DELAY_MS=20  # the executed request takes this long upstream: the duplicates arrive in flight
+IDLE_CONNECTIONS=1000
+PGBENCH_CLIENTS=16
+PROXY_WORKERS=2
+
+# --- packages -------------------------------------------------------------------------------------
+# The bench's own tools, on top of the project's list; each only when its command is missing (an
+# installed full nginx or gnuplot-x11 does as well).
+command -v nginx >/dev/null 2>&1 || IDEM_PACKAGES+=(nginx-light)
+command -v gnuplot >/dev/null 2>&1 || IDEM_PACKAGES+=(gnuplot-nox)
+command -v jq >/dev/null 2>&1 || IDEM_PACKAGES+=(jq)
+
+if [ "$BUILD" = 1 ]; then
+  idem_install_dependencies
+  idem_build "$BUILD_DIR" --target idemproxy idem-bench
+fi
+for binary in "$PROXY_BIN" "$LOADGEN" "$UPSTREAM_BIN" "$REPORT_BIN"; do
+  [ -x "$binary" ] || idem_die "missing $binary (build it, or drop --no-build)"
+done
+for tool in nginx gnuplot jq redis-benchmark "$IDEM_PG_BIN/pgbench"; do
+  command -v "$tool" >/dev/null 2>&1 || idem_die "missing $tool"
+done
+
+# --- processes ------------------------------------------------------------------------------------
+# Postgres data lives under /tmp: the postgres user may not be able to enter the checkout.
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/idemproxy-bench.XXXXXX")
+mkdir -p "$WORK/runs"
+UPSTREAM_PID=
+PROXY_PID=
+PROXY_NOCACHE_PID=
+NGINX_PID=
+IDEM_REDIS_PID=
+cleanup() {
+  local status=$?
+  trap - EXIT INT TERM
+  idem_stop_pid "$PROXY_PID"
+  idem_stop_pid "$PROXY_NOCACHE_PID"
+  if [ -s "$WORK/nginx/nginx.pid" ]; then
+    idem_stop_pid "$(cat "$WORK/nginx/nginx.pid")"
+  fi
+  idem_stop_pid "$NGINX_PID"
+  idem_stop_pid "$UPSTREAM_PID"
+  idem_stop_pid "$IDEM_REDIS_PID"
+  idem_stop_postgres "$WORK/pgdata"
+  if [ "${IDEM_BENCH_KEEP_TMP:-0}" = 1 ]; then
+    idem_log "kept $WORK"
+  else
+    rm -rf "$WORK"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# 1,000 idle connections plus everything else need more than the default 1,024 descriptors.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt 4096 ]; then
+  idem_log "warning: only $(ulimit -n) file descriptors; the idle-connection run may fail"
+fi
+
+load_average() { cut -d' ' -f1-3 /proc/loadavg; }
+LOAD_BEFORE=$(load_average)
+STARTED=$SECONDS
+idem_log "profile $PROFILE: ${DURATION}s per run; load average $LOAD_BEFORE on $(nproc) cores"
+
+idem_start_postgres "$WORK"
+# As the issue's reference figures: commits wait for their WAL write (the cluster keeps fsync off).
+"$IDEM_PG_BIN/psql" -q -X -d "$IDEMPROXY_PG_DSN" -v ON_ERROR_STOP=1 \
+  -c "ALTER SYSTEM SET synchronous_commit = on" -c "SELECT pg_reload_conf()" >/dev/null
+idem_start_redis "$WORK"
+
+# The bench upstream: one io thread, like nginx's one worker.
+"$UPSTREAM_BIN" --port 0 --threads 1 >"$WORK/upstream.out" 2>"$WORK/upstream.err" &
+UPSTREAM_PID=$!
+UPSTREAM_PORT=
+for _ in $(seq 1 100); do
+  UPSTREAM_PORT=$(sed -n 's/^listening 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$WORK/upstream.out")
+  [ -n "$UPSTREAM_PORT" ] && break
+  kill -0 "$UPSTREAM_PID" 2>/dev/null || break
+  sleep 0.1
+done
+[ -n "$UPSTREAM_PORT" ] || { cat "$WORK/upstream.err" >&2; idem_die "idem-bench-upstream did not start"; }
+idem_log "bench upstream on 127.0.0.1:$UPSTREAM_PORT (pid $UPSTREAM_PID)"
+
+# nginx: one worker, upstream keep-alive, its own prefix, config, pid file and logs in the work
+# directory. The system's nginx configuration and service are never touched.
+start_nginx() {
+  local dir=$WORK/nginx module temp_paths=""
+  mkdir -p "$dir/temp"
+  for module in client_body proxy fastcgi uwsgi scgi; do
+    local flag=${module/client_body/client-body}
+    if nginx -V 2>&1 | grep -q -- "--http-$flag-temp-path"; then
+      temp_paths+="  ${module}_temp_path $dir/temp/$module;"$'\n'
+    fi
+  done
+  NGINX_PORT=$(idem_free_port)
+  cat >"$dir/nginx.conf" <<EOF
+# Written by bench/run.sh: nginx as a plain reverse proxy in front of the bench upstream.
+daemon off;
+master_process on;
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 8192; }
+http {
+  access_log off;
+$temp_paths
+  upstream bench_upstream {
+    server 127.0.0.1:$UPSTREAM_PORT;
+    keepalive 128;
+    keepalive_requests 10000000;
+    keepalive_timeout 120s;
+  }
+  server {
+    listen 127.0.0.1:$NGINX_PORT;
+    keepalive_requests 10000000;
+    keepalive_timeout 120s;
+    location / {
+      proxy_pass http://bench_upstream;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+EOF
+  nginx -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log" -t -q || idem_die "nginx rejected $dir/nginx.conf"
+  nginx -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log" >"$dir/stdout.log" 2>&1 &
+  NGINX_PID=$!
+  idem_wait_for_port "$NGINX_PORT" 10 || { cat "$dir/error.log" >&2; idem_die "nginx did not start"; }
+  idem_log "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///') on 127.0.0.1:$NGINX_PORT (pid $NGINX_PID)"
+}
+start_nginx
+
+write_proxy_config() {
+  local file=$1 port=$2 cache=$3
+  cat >"$file" <<EOF
+# Written by bench/run.sh.
+listen: 127.0.0.1:$port
+workers: $PROXY_WORKERS
+upstream: { url: "http://127.0.0.1:$UPSTREAM_PORT", max_connections: 256, timeout: 10s }
+store:
+  postgres: { dsn: "$IDEMPROXY_PG_DSN", pool_size: 8 }
+replay_cache: { max_bytes: $cache }
+limits: { idle_timeout: 120s }
+defaults: { ttl: 1h, lease: 30s }
+routes:
+  - name: bench-keyed
+    match: { method: POST, path: /keyed }
+  - name: bench-plain
+    match: { path: /plain }
+    key: "off"
+EOF
+}
+start_proxy() {  # NAME PORT CONFIG -> pid in STARTED_PID
+  local name=$1 port=$2 config=$3
+  "$PROXY_BIN" --config "$config" >"$WORK/$name.log" 2>&1 &
+  STARTED_PID=$!
+  if ! idem_wait_for_port "$port" 20; then
+    tail -n 30 "$WORK/$name.log" >&2
+    idem_die "$name did not start"
+  fi
+  idem_log "$name on 127.0.0.1:$port (pid $STARTED_PID)"
+}
+
+PROXY_PORT=$(idem_free_port)
+write_proxy_config "$WORK/idemproxy.yaml" "$PROXY_PORT" 16MiB
+"$PROXY_BIN" --config "$WORK/idemproxy.yaml" --check >/dev/null || idem_die "idemproxy rejected its bench config"
+"$PROXY_BIN" --config "$WORK/idemproxy.yaml" --migrate >"$WORK/migrate.log" 2>&1 ||
+  { cat "$WORK/migrate.log" >&2; idem_die "idemproxy --migrate failed"; }
+start_proxy idemproxy "$PROXY_PORT" "$WORK/idemproxy.yaml"
+PROXY_PID=$STARTED_PID
+# The same proxy with its replay cache off: replays answered from Postgres.
+PROXY_NOCACHE_PORT=$(idem_free_port)
+write_proxy_config "$WORK/idemproxy-nocache.yaml" "$PROXY_NOCACHE_PORT" 0
+start_proxy idemproxy-nocache "$PROXY_NOCACHE_PORT" "$WORK/idemproxy-nocache.yaml"
+PROXY_NOCACHE_PID=$STARTED_PID
+
+# --- scenarios ------------------------------------------------------------------------------------
+FAILED=()
+RUN_COUNT=0
+# loadgen NAME ARGS...: one idem-loadgen run, its JSON kept in the work directory.
+loadgen() {
+  local name=$1
+  shift
+  RUN_COUNT=$((RUN_COUNT + 1))
+  local out
+  out=$WORK/runs/$(printf '%02d' "$RUN_COUNT")-$name.json
+  if ! "$LOADGEN" --scenario "$name" --json "$out" --count-from "127.0.0.1:$UPSTREAM_PORT" "$@" 2>>"$WORK/loadgen.log"; then
+    FAILED+=("$name")
+  fi
+  if [ ! -s "$out" ]; then
+    FAILED+=("$name (no result)")
+    rm -f "$out"
+  fi
+  idem_log "$(tail -n 1 "$WORK/loadgen.log")"
+}
+DIRECT=(--target "127.0.0.1:$UPSTREAM_PORT" --path /plain)
+NGINX=(--target "127.0.0.1:$NGINX_PORT" --path /plain)
+PASSTHROUGH=(--target "127.0.0.1:$PROXY_PORT" --path /plain)
+KEYED=(--target "127.0.0.1:$PROXY_PORT" --path /keyed)
+KEYED_NOCACHE=(--target "127.0.0.1:$PROXY_NOCACHE_PORT" --path /keyed)
+CLOSED=(--duration "$DURATION" --warmup "$WARMUP")
+OPEN=(--duration "$DURATION" --rate "$OPEN_RATE" --connections "$OPEN_CONNECTIONS")
+
+# One connection: the latency of each path alone.
+loadgen direct-c1 "${DIRECT[@]}" "${CLOSED[@]}" --connections 1
+loadgen nginx-c1 "${NGINX[@]}" "${CLOSED[@]}" --connections 1
+loadgen passthrough-c1 "${PASSTHROUGH[@]}" "${CLOSED[@]}" --connections 1
+loadgen replay-c1 "${KEYED[@]}" "${CLOSED[@]}" --connections 1 --keys "replay:$REPLAY_KEYS"
+loadgen replaydb-c1 "${KEYED_NOCACHE[@]}" "${CLOSED[@]}" --connections 1 --keys "replay:$REPLAY_KEYS"
+loadgen first-c1 "${KEYED[@]}" "${CLOSED[@]}" --connections 1 --keys unique
+# 64 connections: throughput.
+loadgen direct-c64 "${DIRECT[@]}" "${CLOSED[@]}" --connections 64
+loadgen nginx-c64 "${NGINX[@]}" "${CLOSED[@]}" --connections 64
+loadgen passthrough-c64 "${PASSTHROUGH[@]}" "${CLOSED[@]}" --connections 64
+loadgen replay-c64 "${KEYED[@]}" "${CLOSED[@]}" --connections 64 --keys "replay:$REPLAY_KEYS"
+if [ "$QUICK" = 0 ]; then
+  loadgen replaydb-c64 "${KEYED_NOCACHE[@]}" "${CLOSED[@]}" --connections 64 --keys "replay:$REPLAY_KEYS"
+fi
+# First requests against the database's own limit, measured right after it.
+loadgen first-c16 "${KEYED[@]}" "${CLOSED[@]}" --connections 16 --keys unique
+
+# pgbench: the proxy's claim and complete statements, taken from proxy/store/pg/sql.hpp as they are
+# now, with the parameters written in (same table, same shapes: a fresh key per transaction).
+sql_constant() {
+  sed -n "/inline constexpr const char\* $1 = R\"sql(/,/^)sql\";/p" "$REPO/proxy/store/pg/sql.hpp" | sed '1d;$d'
+}
+write_pgbench_script() {
+  local claim complete key owner
+  claim=$(sql_constant kClaim)
+  complete=$(sql_constant kComplete)
+  [ -n "$claim" ] && [ -n "$complete" ] || idem_die "cannot find kClaim/kComplete in proxy/store/pg/sql.hpp"
+  key="('pgbench-' || :client_id::text || '-' || :seq::text)"
+  owner="('owner-' || :client_id::text || '-' || :seq::text)"
+  {
+    echo '\set seq random(1, 9000000000000000000)'
+    printf '%s;\n' "$claim" | sed -e "s/\\\$1/'bench-pgbench'/g" -e "s/\\\$2/$key/g" \
+      -e "s/\\\$3/'v1:0000000000000000000000000000000000000000000000000000000000000000'/g" -e "s/\\\$4/$owner/g" \
+      -e "s/\\\$5/3600000::bigint/g" -e "s/\\\$6/30000::bigint/g" -e "s/\\\$7/false/g"
+    printf '%s;\n' "$complete" | sed -e "s/\\\$1/'bench-pgbench'/g" -e "s/\\\$2/$key/g" -e "s/\\\$3/$owner/g" \
+      -e "s/\\\$4/'completed'/g" -e "s/\\\$5/200/g" \
+      -e "s/\\\$6/convert_to('Content-Type: application\\/json' || chr(13) || chr(10), 'UTF8')/g" \
+      -e "s/\\\$7/convert_to('{\"ok\":true,\"id\":12345}', 'UTF8')/g"
+  } >"$WORK/claim_complete.pgbench"
+}
+write_pgbench_script
+idem_log "pgbench: claim + complete, $PGBENCH_CLIENTS clients, ${DURATION}s"
+if "$IDEM_PG_BIN/pgbench" -n -M prepared -c "$PGBENCH_CLIENTS" -j 2 -T "$DURATION" -f "$WORK/claim_complete.pgbench" \
+  -h 127.0.0.1 -p "$IDEMPROXY_PG_PORT" -U postgres postgres >"$WORK/pgbench.out" 2>&1; then
+  PG_TPS=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$WORK/pgbench.out" | tail -n 1)
+  PG_LATENCY=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$WORK/pgbench.out")
+  PG_FAILED=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$WORK/pgbench.out")
+  jq -n --argjson clients "$PGBENCH_CLIENTS" --argjson duration "$DURATION" --argjson tps "${PG_TPS:-0}" \
+    --argjson latency "${PG_LATENCY:-0}" --argjson failed "${PG_FAILED:-0}" \
+    '{clients: $clients, duration_s: $duration, tps: $tps, latency_avg_ms: $latency, failed: $failed, mode: "prepared"}' \
+    >"$WORK/pgbench.json"
+  idem_log "pgbench: $PG_TPS claim+complete pairs/s"
+else
+  cat "$WORK/pgbench.out" >&2
+  FAILED+=(pgbench)
+  echo '{}' >"$WORK/pgbench.json"
+fi
+
+# The storm: rounds of 256 concurrent duplicates of one key, exactly one upstream execution each.
+loadgen storm-c$STORM_CONNECTIONS "${KEYED[@]}" --keys same --connections "$STORM_CONNECTIONS" --rounds "$STORM_ROUNDS" \
+  --header "Bench-Delay-Ms: $STORM_DELAY_MS"
+
+# Open loop at a fixed rate: latency under a steady load, without coordinated omission.
+loadgen nginx-open "${NGINX[@]}" "${OPEN[@]}"
+loadgen passthrough-open "${PASSTHROUGH[@]}" "${OPEN[@]}"
+loadgen replay-open "${KEYED[@]}" "${OPEN[@]}" --keys "replay:$REPLAY_KEYS"
+
+# One Redis round trip, the reference for the Redis replay target.
+if redis-benchmark -h 127.0.0.1 -p "$IDEMPROXY_REDIS_PORT" -c 1 -n "$REDIS_GETS" -t get --csv >"$WORK/redis.csv" 2>&1; then
+  # "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",...
+  REDIS_LINE=$(grep '^"GET"' "$WORK/redis.csv" | tr -d '"')
+  REDIS_RPS=$(echo "$REDIS_LINE" | cut -d, -f2)
+  REDIS_P50_MS=$(echo "$REDIS_LINE" | cut -d, -f5)
+  jq -n --argjson rps "${REDIS_RPS:-0}" --argjson p50 "${REDIS_P50_MS:-0}" \
+    '{tool: "redis-benchmark -c 1 -t get", rps: $rps, p50_us: ($p50 * 1000)}' >"$WORK/redis.json"
+else
+  echo '{}' >"$WORK/redis.json"
+fi
+
+# Memory: idemproxy's RSS with 1,000 idle keep-alive connections, then over a replay soak.
+loadgen memory-idle "${PASSTHROUGH[@]}" --idle-connections "$IDLE_CONNECTIONS" --hold "$IDLE_HOLD" --rss-pid "$PROXY_PID"
+loadgen memory-soak "${KEYED[@]}" --duration "$SOAK" --connections 16 --keys "replay:$REPLAY_KEYS" --rss-pid "$PROXY_PID"
+
+# --- results --------------------------------------------------------------------------------------
+LOAD_AFTER=$(load_average)
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$RESULTS_DIR"
+COMMIT=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ -n "$(git -C "$REPO" status --porcelain -- proxy 2>/dev/null)" ]; then COMMIT+=" (proxy/ modified)"; fi
+PG_VERSION=$("$IDEM_PG_BIN/postgres" --version | sed 's/.*) //')
+jq -n --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg profile "$PROFILE" \
+  --arg cpu "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" --argjson cores "$(nproc)" \
+  --arg kernel "$(uname -sr)" --arg load_before "$LOAD_BEFORE" --arg load_after "$LOAD_AFTER" --arg commit "$COMMIT" \
+  --arg versions "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///'), PostgreSQL $PG_VERSION, $(redis-server --version | cut -d' ' -f1-3)" \
+  --arg setup "loopback; idem-loadgen 1 thread; idem-bench-upstream 1 thread; nginx 1 worker, upstream keepalive; idemproxy workers: $PROXY_WORKERS, Postgres pool 8 (synchronous_commit on, fsync off); ${DURATION}s per run after ${WARMUP}s warm-up; replay over $REPLAY_KEYS keys; open loop $OPEN_RATE req/s on $OPEN_CONNECTIONS connections" \
+  --argjson elapsed "$((SECONDS - STARTED))" \
+  '{date: $date, profile: $profile, cpu: $cpu, cores: $cores, kernel: $kernel, load_before: $load_before,
+    load_after: $load_after, commit: $commit, versions: $versions, setup: $setup, elapsed_s: $elapsed}' >"$WORK/meta.json"
+RESULTS_JSON=$RESULTS_DIR/$STAMP.json
+jq -n --slurpfile meta "$WORK/meta.json" --slurpfile pgbench "$WORK/pgbench.json" --slurpfile redis "$WORK/redis.json" \
+  --slurpfile runs <(cat "$WORK"/runs/*.json) \
+  '{meta: $meta[0], runs: $runs, pgbench: $pgbench[0], redis_get: $redis[0]}' >"$RESULTS_JSON"
+"$REPORT_BIN" --results "$RESULTS_JSON" --markdown "$RESULTS_DIR/latest.md" --gnuplot "$WORK/latency.gp" \
+  --svg "$RESULTS_DIR/latency.svg" || FAILED+=(report)
+gnuplot "$WORK/latency.gp" 2>"$WORK/gnuplot.err" || { cat "$WORK/gnuplot.err" >&2; FAILED+=(plot); }
+idem_log "results: $RESULTS_JSON, $RESULTS_DIR/latest.md, $RESULTS_DIR/latency.svg ($((SECONDS - STARTED))s)"
+
+if [ "${#FAILED[@]}" -ne 0 ]; then
+  grep -h '"errors"' "$WORK"/runs/*.json | jq -r 'select(.errors.total > 0) | "\(.scenario): \(.errors)"' >&2 || true
+  idem_log "FAILED: ${FAILED[*]}"
+  exit 1
+fi
+idem_log "every response verified"

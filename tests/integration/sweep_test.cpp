@@ -1,0 +1,212 @@
+// sweep_expired against a real server: several sweepers at once (each expired record deleted by
+// exactly one of them, none waits, none fails), rows another session holds are skipped, and a
+// claim meeting a row being swept waits for the sweep and then claims. Every test has a schema
+// of its own: a sweep deletes expired records of every scope, other tests' included.
+#include <barrier>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "integration/pg_private_schema.hpp"
+#include "integration/pg_test_env.hpp"
+
+namespace idem::test {
+namespace {
+
+using namespace std::chrono_literals;
+using store::StoreError;
+
+class Sweep : public PgTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(PgTest::SetUp());
+    schema_ = std::make_unique<PrivateSchema>(dsn(), "sweep");
+    ASSERT_TRUE(schema_->ok()) << schema_->error();
+    client_ = std::make_unique<BlockingClient>(schema_->dsn());
+    ASSERT_TRUE(client_->ok()) << client_->error();
+  }
+  void TearDown() override {
+    client_.reset();
+    schema_.reset();
+  }
+
+  store::pg::PoolOptions pool(std::size_t size) const {
+    return {.dsn = schema_->dsn(), .size = size, .connect_timeout = 5s, .query_timeout = 2s, .acquire_timeout = 5s};
+  }
+
+  // `count` records of `scope` named k0, k1... that expired one millisecond apart, k0 first.
+  void insert_expired(const std::string& scope, int count) {
+    ASSERT_TRUE(client_->exec(
+        "INSERT INTO idempotency_records (scope, key, fingerprint, state, owner, created_at, lease_expires_at, "
+        "                                 completed_at, expires_at, response_status, response_body) "
+        "SELECT $1, 'k' || g, 'v1:sweep', 'completed', 'o', now() - interval '1 hour', NULL, "
+        "       now() - interval '1 hour', now() - interval '1 minute' + g * interval '1 millisecond', 200, '\\x00ff' "
+        "  FROM generate_series(0, $2::int - 1) AS g",
+        {scope, std::to_string(count)}))
+        << client_->error();
+  }
+  void insert_live(const std::string& scope, int count) {
+    ASSERT_TRUE(client_->exec(
+        "INSERT INTO idempotency_records (scope, key, fingerprint, state, owner, created_at, lease_expires_at, "
+        "                                 expires_at) "
+        "SELECT $1, 'live' || g, 'v1:sweep', 'in_flight', 'o', now(), now() + interval '1 minute', "
+        "       now() + interval '1 hour' "
+        "  FROM generate_series(0, $2::int - 1) AS g",
+        {scope, std::to_string(count)}))
+        << client_->error();
+  }
+  int count(const std::string& where) {
+    const auto rows = client_->exec("SELECT count(*) FROM idempotency_records WHERE " + where);
+    EXPECT_TRUE(rows && rows->size() == 1) << client_->error();
+    return rows && rows->size() == 1 ? std::stoi(rows->front()) : -1;
+  }
+
+  std::unique_ptr<PrivateSchema> schema_;
+  std::unique_ptr<BlockingClient> client_;  // connected to the private schema
+};
+
+struct SweepResult {
+  std::optional<StoreError> error;  // unset: the handler did not run in time
+  std::size_t deleted = 0;
+};
+
+SweepResult sweep_once(boost::asio::io_context& io, store::Store& store, std::size_t batch) {
+  auto result = std::make_shared<SweepResult>();
+  store.sweep_expired(batch, [result](StoreError error, std::size_t deleted) {
+    result->error = error;
+    result->deleted = deleted;
+  });
+  run_until(io, [&] { return result->error.has_value(); });
+  return *result;
+}
+
+TEST_F(Sweep, ConcurrentSweepersDeleteEveryExpiredRecordExactlyOnce) {
+  constexpr int kExpired = 3000;
+  constexpr int kLive = 100;
+  constexpr int kThreads = 2;            // two stores, as two proxy processes
+  constexpr int kChainsPerThread = 2;    // sweeps in flight at once on each store
+  constexpr std::size_t kBatch = 100;
+  constexpr int kMaxSweepsPerChain = 200;
+  ASSERT_NO_FATAL_FAILURE(insert_expired("mine", kExpired));
+  ASSERT_NO_FATAL_FAILURE(insert_live("mine", kLive));
+
+  struct Tally {
+    std::size_t deleted = 0;
+    int sweeps = 0;
+    int oversized = 0;  // a sweep that deleted more than the batch
+    std::vector<std::string> failures;
+  };
+  std::vector<Tally> tallies(kThreads);
+  std::barrier start(kThreads);
+  std::vector<std::thread> threads;
+  for (int thread = 0; thread < kThreads; ++thread) {
+    threads.emplace_back([&, thread] {
+      Tally& tally = tallies[thread];
+      boost::asio::io_context io(1);
+      store::pg::PgStore store(io, pool(kChainsPerThread));
+      store.start();
+      if (!run_until(io, [&] { return store.connected(); })) tally.failures.push_back("no connection");
+      start.arrive_and_wait();
+      // Each chain sweeps again as soon as its previous sweep answered, until one deletes nothing.
+      int chains_running = kChainsPerThread;
+      std::function<void(int)> sweep_chain = [&](int sweeps_done) {
+        store.sweep_expired(kBatch, [&, sweeps_done](StoreError error, std::size_t deleted) {
+          ++tally.sweeps;
+          tally.deleted += deleted;
+          if (deleted > kBatch) ++tally.oversized;
+          if (error != StoreError::ok) tally.failures.push_back(std::string(store::store_error_name(error)));
+          if (error == StoreError::ok && deleted > 0 && sweeps_done + 1 < kMaxSweepsPerChain) {
+            sweep_chain(sweeps_done + 1);
+          } else {
+            --chains_running;
+          }
+        });
+      };
+      for (int chain = 0; chain < kChainsPerThread; ++chain) sweep_chain(0);
+      if (!run_until(io, [&] { return chains_running == 0; }, 60s)) tally.failures.push_back("sweeps did not finish");
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+
+  std::size_t total = 0;
+  for (int thread = 0; thread < kThreads; ++thread) {
+    EXPECT_TRUE(tallies[thread].failures.empty())
+        << "thread " << thread << ": " << tallies[thread].failures.size() << " failures, first "
+        << tallies[thread].failures.front();
+    EXPECT_EQ(tallies[thread].oversized, 0) << "thread " << thread;
+    total += tallies[thread].deleted;
+  }
+  // The schema is ours alone: every deletion counted is one of our expired rows, and a row
+  // deleted twice would be counted twice.
+  EXPECT_EQ(total, static_cast<std::size_t>(kExpired));
+  EXPECT_EQ(count("expires_at <= now()"), 0);
+  EXPECT_EQ(count("expires_at > now()"), kLive);
+  std::cout << "sweeps per thread: " << tallies[0].sweeps << ", " << tallies[1].sweeps << "; deleted per thread: "
+            << tallies[0].deleted << ", " << tallies[1].deleted << "\n";
+}
+
+TEST_F(Sweep, RowsLockedByAnotherSessionAreSkippedWithoutWaiting) {
+  ASSERT_NO_FATAL_FAILURE(insert_expired("mine", 20));
+  // Another session holds the five oldest, as a sweeper in mid-statement or a claim would.
+  BlockingClient holder(schema_->dsn());
+  ASSERT_TRUE(holder.ok()) << holder.error();
+  ASSERT_TRUE(holder.exec("BEGIN")) << holder.error();
+  const auto held = holder.exec("SELECT key FROM idempotency_records ORDER BY expires_at LIMIT 5 FOR UPDATE");
+  ASSERT_TRUE(held && held->size() == 5) << holder.error();
+
+  boost::asio::io_context io(1);
+  store::pg::PgStore store(io, pool(1));
+  store.start();
+  ASSERT_TRUE(run_until(io, [&] { return store.connected(); }));
+
+  const auto started = std::chrono::steady_clock::now();
+  const SweepResult first = sweep_once(io, store, 100);
+  const auto took = std::chrono::steady_clock::now() - started;
+  ASSERT_EQ(first.error, StoreError::ok);
+  EXPECT_EQ(first.deleted, 15u);
+  EXPECT_LT(took, 1s);  // the statement deadline is 2 s: it did not wait for the locks
+  const SweepResult second = sweep_once(io, store, 100);
+  ASSERT_EQ(second.error, StoreError::ok);
+  EXPECT_EQ(second.deleted, 0u);
+  EXPECT_EQ(count("key IN ('k0', 'k1', 'k2', 'k3', 'k4')"), 5);
+  EXPECT_EQ(count("true"), 5);
+
+  ASSERT_TRUE(holder.exec("ROLLBACK")) << holder.error();
+  const SweepResult after = sweep_once(io, store, 100);
+  ASSERT_EQ(after.error, StoreError::ok);
+  EXPECT_EQ(after.deleted, 5u);
+  EXPECT_EQ(count("true"), 0);
+}
+
+TEST_F(Sweep, ClaimOfARecordBeingSweptWaitsForTheSweepThenClaims) {
+  ASSERT_NO_FATAL_FAILURE(insert_expired("mine", 1));  // key k0
+  // A sweep in mid-statement: the expired row deleted but not yet committed.
+  BlockingClient sweeper(schema_->dsn());
+  ASSERT_TRUE(sweeper.ok()) << sweeper.error();
+  ASSERT_TRUE(sweeper.exec("BEGIN")) << sweeper.error();
+  ASSERT_TRUE(sweeper.exec("DELETE FROM idempotency_records WHERE scope = 'mine' AND key = 'k0'")) << sweeper.error();
+
+  boost::asio::io_context io(1);
+  store::pg::PgStore store(io, pool(1));
+  store.start();
+  ASSERT_TRUE(run_until(io, [&] { return store.connected(); }));
+  auto outcome = std::make_shared<std::optional<std::pair<StoreError, core::ClaimResult>>>();
+  store.claim(claim_request("mine", "k0", "owner-1"), [outcome](StoreError error, core::ClaimResult result) {
+    *outcome = std::make_pair(error, std::move(result));
+  });
+  EXPECT_FALSE(run_until(io, [&] { return outcome->has_value(); }, 300ms)) << "the claim did not wait for the row";
+
+  ASSERT_TRUE(sweeper.exec("COMMIT")) << sweeper.error();
+  ASSERT_TRUE(run_until(io, [&] { return outcome->has_value(); }));
+  EXPECT_EQ((*outcome)->first, StoreError::ok);
+  EXPECT_TRUE((*outcome)->second.claimed);
+  EXPECT_EQ(count("key = 'k0' AND state = 'in_flight' AND owner = 'owner-1'"), 1);
+}
+
+}  // namespace
+}  // namespace idem::test
