@@ -179,8 +179,9 @@ class Report {
     out << "set multiplot layout 1,3 title 'idemproxy bench: latency by percentile (" << subtitle << ")'\n"
         << "set logscale xy\n"
         << "set xrange [1:*]\n"
-        << "set xtics ('0%' 1, '50%' 2, '90%' 10, '99%' 100, '99.9%' 1000, '99.99%' 10000, '99.999%' 100000, "
-           "'99.9999%' 1000000)\n"
+        // Tic labels are format strings to gnuplot: a literal percent sign is written %%.
+        << "set xtics ('50%%' 2, '90%%' 10, '99%%' 100, '99.9%%' 1000, '99.99%%' 10000, "
+           "'99.999%%' 100000, '99.9999%%' 1000000)\n"
         << "set xlabel 'percentile'\nset ylabel 'latency (µs)'\n"
         << "set grid xtics ytics mytics\nset key top left box opaque font ',9'\n";
     block = 0;
@@ -219,9 +220,15 @@ class Report {
     std::ostringstream out;
     out << "## Database, Redis and memory\n\n";
     if (const auto* pgbench = object_at(results_, "pgbench")) {
-      out << "- pgbench, the proxy's claim + complete statements (prepared) at " << number_at(*pgbench, "clients")
-          << " clients for " << number_at(*pgbench, "duration_s") << " s: **" << fixed(number_at(*pgbench, "tps"), 0)
-          << " pairs/s**, " << fixed(number_at(*pgbench, "latency_avg_ms") * 1000, 0) << " µs average per pair\n";
+      out << "- pgbench, the proxy's claim + complete statements at " << number_at(*pgbench, "clients")
+          << " clients for " << number_at(*pgbench, "duration_s") << " s, prepared (the bound): **"
+          << fixed(number_at(*pgbench, "tps"), 0) << " pairs/s**, " << fixed(number_at(*pgbench, "latency_avg_ms") * 1000, 0)
+          << " µs average per pair\n";
+    }
+    if (const auto* extended = object_at(results_, "pgbench_extended")) {
+      out << "- the same with unnamed statements (`-M extended`: parsed and planned on every execution): "
+          << fixed(number_at(*extended, "tps"), 0) << " pairs/s, " << fixed(number_at(*extended, "latency_avg_ms") * 1000, 0)
+          << " µs average per pair\n";
     }
     if (const auto* redis = object_at(results_, "redis_get")) {
       out << "- Redis GET round trip (redis-benchmark, 1 client): p50 " << us(number_at(*redis, "p50_us"))
@@ -299,7 +306,7 @@ class Report {
         row(target, us(redis1->p50) + " vs " + us(bound) + " µs", verdict(redis1->p50 <= bound, (redis1->p50 / bound - 1) * 100));
       } else if (nginx1 && redis) {
         missing(target, "bound here: " + us(nginx1->p50 + number_at(*redis, "p50_us")) +
-                            " µs; no replayredis-c1 run (the proxy has no Redis replay cache yet)");
+                            " µs; no replayredis-c1 run in this results file");
       } else {
         missing(target, "runs absent");
       }

@@ -2,6 +2,8 @@
 // Idempotency-Keys each scenario needs, verifies every response (status, replay header, body, and
 // optionally the upstream's execution count) and prints one JSON object per run.
 // Exit status: 0 every response verified, 1 any error, 2 bad usage.
+#include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <ctime>
 #include <fstream>
@@ -166,8 +168,10 @@ Outcome run_load(const LoadgenOptions& options, const tcp::endpoint& target, con
     replay_bodies = complete_replay_keys(options, target, request, run_id, outcome);
     if (!replay_bodies) return outcome;
   }
+  // Replay keys are the completed ones; unique keys get a prefix of their own per phase.
+  const bool replaying = options.keys == KeyMode::replay;
   if (options.warmup.count() > 0) {
-    auto plan = make_plan(options, run_id + "-w", replay_bodies ? &*replay_bodies : nullptr);
+    auto plan = make_plan(options, replaying ? run_id : run_id + "-w", replay_bodies ? &*replay_bodies : nullptr);
     LoadPhaseSpec spec = phase_spec(options, target, request, *plan);
     spec.duration = options.warmup;
     spec.max_requests = 0;
@@ -175,9 +179,7 @@ Outcome run_load(const LoadgenOptions& options, const tcp::endpoint& target, con
     outcome.warmup_requests += warmup.stats.responses;
     outcome.warmup_errors.merge(warmup.stats.errors);
   }
-  // Replay keys keep their own prefix; unique keys get the measured phase's.
-  auto plan = make_plan(options, options.keys == KeyMode::replay ? run_id : run_id + "-m",
-                        replay_bodies ? &*replay_bodies : nullptr);
+  auto plan = make_plan(options, replaying ? run_id : run_id + "-m", replay_bodies ? &*replay_bodies : nullptr);
   executions.before(outcome.stats.errors);
   rss.sample();
   const PhaseResult measured = run_load_phase(phase_spec(options, target, request, *plan), [&rss] { rss.sample(); });
@@ -187,13 +189,16 @@ Outcome run_load(const LoadgenOptions& options, const tcp::endpoint& target, con
   executions.after(outcome.stats.errors);
 
   std::optional<std::uint64_t> expected;
-  if (options.keys == KeyMode::replay) {
+  if (replaying) {
     expected = 0;  // a replay never reaches the upstream
   } else if (!any_transport_error(outcome.stats.errors)) {
     expected = outcome.stats.responses;  // plain and first requests: once each
   }
   executions.judge(expected, outcome.stats.errors);
-  if (options.rate > 0) outcome.extra["rate_achieved"] = std::round(static_cast<double>(outcome.stats.responses) / seconds(outcome.elapsed) * 10) / 10;
+  if (options.rate > 0 && outcome.elapsed.count() > 0) {
+    const double achieved = static_cast<double>(outcome.stats.responses) / seconds(outcome.elapsed);
+    outcome.extra["rate_achieved"] = std::round(achieved * 10) / 10;
+  }
   return outcome;
 }
 

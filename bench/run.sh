@@ -11,7 +11,7 @@
 #   bench/run.sh            full profile, about 6 minutes; results in bench/results
 #   bench/run.sh --quick    every scenario kind once, short: under 2 minutes; results in
 #                           .work/bench-quick (the smoke test's profile: no timing is judged)
-#   bench/run.sh --no-build use the build directory's binaries as they are (no apt, no build)
+#   bench/run.sh --no-build use the build directory's binaries as they are
 #   bench/run.sh --results DIR   write the results there instead
 #
 # Exits non-zero when any response failed verification, the storm executed other than once per
@@ -86,8 +86,8 @@ command -v nginx >/dev/null 2>&1 || IDEM_PACKAGES+=(nginx-light)
 command -v gnuplot >/dev/null 2>&1 || IDEM_PACKAGES+=(gnuplot-nox)
 command -v jq >/dev/null 2>&1 || IDEM_PACKAGES+=(jq)
 
+idem_install_dependencies  # only what is missing: nothing at all on a prepared machine
 if [ "$BUILD" = 1 ]; then
-  idem_install_dependencies
   idem_build "$BUILD_DIR" --target idemproxy idem-bench
 fi
 for binary in "$PROXY_BIN" "$LOADGEN" "$UPSTREAM_BIN" "$REPORT_BIN"; do
@@ -241,7 +241,8 @@ start_proxy() {  # NAME PORT CONFIG -> pid in STARTED_PID
 
 PROXY_PORT=$(idem_free_port)
 write_proxy_config "$WORK/idemproxy.yaml" "$PROXY_PORT" 16MiB
-"$PROXY_BIN" --config "$WORK/idemproxy.yaml" --check >/dev/null || idem_die "idemproxy rejected its bench config"
+"$PROXY_BIN" --config "$WORK/idemproxy.yaml" --check >"$WORK/check.log" 2>&1 ||
+  { cat "$WORK/check.log" >&2; idem_die "idemproxy rejected its bench config"; }
 "$PROXY_BIN" --config "$WORK/idemproxy.yaml" --migrate >"$WORK/migrate.log" 2>&1 ||
   { cat "$WORK/migrate.log" >&2; idem_die "idemproxy --migrate failed"; }
 start_proxy idemproxy "$PROXY_PORT" "$WORK/idemproxy.yaml"
@@ -299,6 +300,7 @@ loadgen first-c16 "${KEYED[@]}" "${CLOSED[@]}" --connections 16 --keys unique
 
 # pgbench: the proxy's claim and complete statements, taken from proxy/store/pg/sql.hpp as they are
 # now, with the parameters written in (same table, same shapes: a fresh key per transaction).
+# pgbench takes any ":name" for a variable, even inside a string literal: no colon in the literals.
 sql_constant() {
   sed -n "/inline constexpr const char\* $1 = R\"sql(/,/^)sql\";/p" "$REPO/proxy/store/pg/sql.hpp" | sed '1d;$d'
 }
@@ -312,31 +314,38 @@ write_pgbench_script() {
   {
     echo '\set seq random(1, 9000000000000000000)'
     printf '%s;\n' "$claim" | sed -e "s/\\\$1/'bench-pgbench'/g" -e "s/\\\$2/$key/g" \
-      -e "s/\\\$3/'v1:0000000000000000000000000000000000000000000000000000000000000000'/g" -e "s/\\\$4/$owner/g" \
+      -e "s/\\\$3/'v1_0000000000000000000000000000000000000000000000000000000000000000'/g" -e "s/\\\$4/$owner/g" \
       -e "s/\\\$5/3600000::bigint/g" -e "s/\\\$6/30000::bigint/g" -e "s/\\\$7/false/g"
     printf '%s;\n' "$complete" | sed -e "s/\\\$1/'bench-pgbench'/g" -e "s/\\\$2/$key/g" -e "s/\\\$3/$owner/g" \
       -e "s/\\\$4/'completed'/g" -e "s/\\\$5/200/g" \
       -e "s/\\\$6/convert_to('Content-Type: application\\/json' || chr(13) || chr(10), 'UTF8')/g" \
-      -e "s/\\\$7/convert_to('{\"ok\":true,\"id\":12345}', 'UTF8')/g"
+      -e "s/\\\$7/convert_to('{\"ok\"' || chr(58) || 'true,\"id\"' || chr(58) || '12345}', 'UTF8')/g"
   } >"$WORK/claim_complete.pgbench"
 }
 write_pgbench_script
-idem_log "pgbench: claim + complete, $PGBENCH_CLIENTS clients, ${DURATION}s"
-if "$IDEM_PG_BIN/pgbench" -n -M prepared -c "$PGBENCH_CLIENTS" -j 2 -T "$DURATION" -f "$WORK/claim_complete.pgbench" \
-  -h 127.0.0.1 -p "$IDEMPROXY_PG_PORT" -U postgres postgres >"$WORK/pgbench.out" 2>&1; then
-  PG_TPS=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$WORK/pgbench.out" | tail -n 1)
-  PG_LATENCY=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$WORK/pgbench.out")
-  PG_FAILED=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$WORK/pgbench.out")
-  jq -n --argjson clients "$PGBENCH_CLIENTS" --argjson duration "$DURATION" --argjson tps "${PG_TPS:-0}" \
-    --argjson latency "${PG_LATENCY:-0}" --argjson failed "${PG_FAILED:-0}" \
-    '{clients: $clients, duration_s: $duration, tps: $tps, latency_avg_ms: $latency, failed: $failed, mode: "prepared"}' \
-    >"$WORK/pgbench.json"
-  idem_log "pgbench: $PG_TPS claim+complete pairs/s"
-else
-  cat "$WORK/pgbench.out" >&2
-  FAILED+=(pgbench)
-  echo '{}' >"$WORK/pgbench.json"
-fi
+# run_pgbench MODE: prepared (parsed and planned once per connection: the database's bound) or
+# extended (unnamed statements, parsed and planned on every execution).
+run_pgbench() {
+  local mode=$1 out=$WORK/pgbench-$1.out tps latency failed
+  idem_log "pgbench -M $mode: claim + complete, $PGBENCH_CLIENTS clients, ${DURATION}s"
+  if "$IDEM_PG_BIN/pgbench" -n -M "$mode" -c "$PGBENCH_CLIENTS" -j 2 -T "$DURATION" -f "$WORK/claim_complete.pgbench" \
+    -h 127.0.0.1 -p "$IDEMPROXY_PG_PORT" -U postgres postgres >"$out" 2>&1; then
+    tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$out" | tail -n 1)
+    latency=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$out")
+    failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out")
+    jq -n --argjson clients "$PGBENCH_CLIENTS" --argjson duration "$DURATION" --argjson tps "${tps:-0}" \
+      --argjson latency "${latency:-0}" --argjson failed "${failed:-0}" --arg mode "$mode" \
+      '{clients: $clients, duration_s: $duration, tps: $tps, latency_avg_ms: $latency, failed: $failed, mode: $mode}' \
+      >"$WORK/pgbench-$mode.json"
+    idem_log "pgbench -M $mode: $tps claim+complete pairs/s"
+  else
+    cat "$out" >&2
+    FAILED+=("pgbench -M $mode")
+    echo '{}' >"$WORK/pgbench-$mode.json"
+  fi
+}
+run_pgbench prepared
+run_pgbench extended
 
 # The storm: rounds of 256 concurrent duplicates of one key, exactly one upstream execution each.
 loadgen storm-c$STORM_CONNECTIONS "${KEYED[@]}" --keys same --connections "$STORM_CONNECTIONS" --rounds "$STORM_ROUNDS" \
@@ -379,9 +388,11 @@ jq -n --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg profile "$PROFILE" \
   '{date: $date, profile: $profile, cpu: $cpu, cores: $cores, kernel: $kernel, load_before: $load_before,
     load_after: $load_after, commit: $commit, versions: $versions, setup: $setup, elapsed_s: $elapsed}' >"$WORK/meta.json"
 RESULTS_JSON=$RESULTS_DIR/$STAMP.json
-jq -n --slurpfile meta "$WORK/meta.json" --slurpfile pgbench "$WORK/pgbench.json" --slurpfile redis "$WORK/redis.json" \
+jq -n --slurpfile meta "$WORK/meta.json" --slurpfile pgbench "$WORK/pgbench-prepared.json" \
+  --slurpfile pgbench_extended "$WORK/pgbench-extended.json" --slurpfile redis "$WORK/redis.json" \
   --slurpfile runs <(cat "$WORK"/runs/*.json) \
-  '{meta: $meta[0], runs: $runs, pgbench: $pgbench[0], redis_get: $redis[0]}' >"$RESULTS_JSON"
+  '{meta: $meta[0], runs: $runs, pgbench: $pgbench[0], pgbench_extended: $pgbench_extended[0], redis_get: $redis[0]}' \
+  >"$RESULTS_JSON"
 "$REPORT_BIN" --results "$RESULTS_JSON" --markdown "$RESULTS_DIR/latest.md" --gnuplot "$WORK/latency.gp" \
   --svg "$RESULTS_DIR/latency.svg" || FAILED+=(report)
 gnuplot "$WORK/latency.gp" 2>"$WORK/gnuplot.err" || { cat "$WORK/gnuplot.err" >&2; FAILED+=(plot); }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,19 +14,25 @@
 #include <chrono>
 #include <iostream>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include "admin/admin_server.hpp"
+#include "app/proxy_admin.hpp"
 #include "app/record_commands.hpp"
 #include "config/config.hpp"
 #include "http/runtime.hpp"
+#include "http/proxy_metrics.hpp"
 #include "http/reaper.hpp"
 #include "http/replay_cache.hpp"
 #include "http/upstream_pool.hpp"
 #include "http/worker.hpp"
 #include "log/log.hpp"
+#include "store/pg/counters.hpp"
 #include "store/pg/migrate.hpp"
 #include "store/pg/pg_store.hpp"
 
@@ -101,6 +108,85 @@ std::optional<Options> parse_options(int argc, char** argv) {
   return options;
 }
 
+log::Level to_log_level(config::LogLevel level) {
+  switch (level) {
+    case config::LogLevel::debug: return log::Level::debug;
+    case config::LogLevel::info: return log::Level::info;
+    case config::LogLevel::warn: return log::Level::warn;
+    case config::LogLevel::error: return log::Level::error;
+  }
+  return log::Level::info;
+}
+
+// Sections a running process cannot change (sockets, pools and threads are built from them).
+// A reload keeps the running values for these and says which ones would need a restart.
+config::Config keep_restart_only_sections(config::Config next, const config::Config& running) {
+  std::vector<std::string> ignored;
+  auto keep = [&](auto& field, const auto& current, std::string_view name, bool changed) {
+    if (changed) ignored.emplace_back(name);
+    field = current;
+  };
+  keep(next.listen, running.listen, "listen",
+       next.listen.host != running.listen.host || next.listen.port != running.listen.port);
+  keep(next.workers, running.workers, "workers", next.workers != running.workers);
+  keep(next.upstream, running.upstream, "upstream",
+       next.upstream.url != running.upstream.url || next.upstream.timeout != running.upstream.timeout ||
+           next.upstream.connect_timeout != running.upstream.connect_timeout ||
+           next.upstream.max_connections != running.upstream.max_connections ||
+           next.upstream.idle_timeout != running.upstream.idle_timeout);
+  keep(next.store, running.store, "store",
+       next.store.postgres.dsn != running.store.postgres.dsn || next.store.postgres.pool_size != running.store.postgres.pool_size);
+  keep(next.admin, running.admin, "admin",
+       next.admin.port != running.admin.port || next.admin.host != running.admin.host || next.admin.token != running.admin.token);
+  keep(next.replay_cache, running.replay_cache, "replay_cache", next.replay_cache.max_bytes != running.replay_cache.max_bytes);
+  keep(next.reaper, running.reaper, "reaper",
+       next.reaper.interval != running.reaper.interval || next.reaper.batch != running.reaper.batch);
+  keep(next.limits.max_response_body, running.limits.max_response_body, "limits.max_response_body",
+       next.limits.max_response_body != running.limits.max_response_body);
+  for (const auto& name : ignored) log::warn("reload_needs_restart", {{"section", name}});
+  return next;
+}
+
+// mtime of the config file (following symlinks, as Kubernetes ConfigMap volumes swap them).
+std::optional<std::int64_t> modified_time(const std::string& path) {
+  struct stat info{};
+  if (::stat(path.c_str(), &info) != 0) return std::nullopt;
+  return static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
+}
+
+void register_process_metrics(metrics::Registry& registry, const http::ReplayCache& cache, const http::Reaper& reaper,
+                              const std::atomic<std::size_t>& waiting, const std::atomic<bool>& draining,
+                              const config::Config& config) {
+  auto& pg = store::pg::pg_counters();
+  auto number = [](auto value) { return static_cast<double>(value); };
+  registry.add_callback("idemproxy_replay_cache_hits_total", "Replays answered from the in-process cache.", "counter",
+                        [&cache, number] { return number(cache.hits()); });
+  registry.add_callback("idemproxy_replay_cache_misses_total", "Keyed requests the in-process cache could not answer.",
+                        "counter", [&cache, number] { return number(cache.misses()); });
+  registry.add_callback("idemproxy_replay_cache_bytes", "Bytes held by the in-process replay cache.", "gauge",
+                        [&cache, number] { return number(cache.bytes()); });
+  registry.add_callback("idemproxy_reaper_deleted_total", "Expired records deleted by this process's reaper.", "counter",
+                        [&reaper, number] { return number(reaper.deleted_total()); });
+  registry.add_callback("idemproxy_waiting_duplicates", "Duplicates waiting for their first request (in_flight: wait).",
+                        "gauge", [&waiting, number] { return number(waiting.load()); });
+  registry.add_callback("idemproxy_draining", "1 from the moment a shutdown signal arrives.", "gauge",
+                        [&draining] { return draining.load() ? 1.0 : 0.0; });
+  const double pool_size = static_cast<double>(config.store.postgres.pool_size);
+  registry.add_callback("idemproxy_pg_pool_size", "Postgres connections this process keeps (all workers).", "gauge",
+                        [pool_size] { return pool_size; });
+  registry.add_callback("idemproxy_pg_pool_waits_total", "Statements that queued for a busy Postgres pool.", "counter",
+                        [&pg, number] { return number(pg.acquire_waits.load()); });
+  registry.add_callback("idemproxy_pg_pool_wait_timeouts_total",
+                        "Statements that found no free Postgres connection within acquire_timeout.", "counter",
+                        [&pg, number] { return number(pg.acquire_timeouts.load()); });
+  registry.add_callback("idemproxy_pg_statements_total", "Statements sent to Postgres (round trips).", "counter",
+                        [&pg, number] { return number(pg.statements_sent.load()); });
+  registry.add_callback("idemproxy_pg_connects_failed_total", "Failed Postgres connection attempts.", "counter",
+                        [&pg, number] { return number(pg.connects_failed.load()); });
+  registry.add_callback("idemproxy_pg_query_timeouts_total", "Postgres statements that passed query_timeout.", "counter",
+                        [&pg, number] { return number(pg.query_timeouts.load()); });
+}
+
 std::size_t share(std::size_t total, unsigned parts) { return std::max<std::size_t>(1, (total + parts - 1) / parts); }
 
 // Everything one io thread owns. Member order is destruction order reversed: the io_context
@@ -114,11 +200,16 @@ struct WorkerSlot {
   std::thread thread;
 };
 
-int run_proxy(config::Config loaded) {
+int run_proxy(config::Config loaded, const std::string& config_path) {
   const unsigned workers = loaded.workers != 0 ? loaded.workers : std::max(1u, std::thread::hardware_concurrency());
   const auto drain_timeout = loaded.drain_timeout;
+  log::set_min_level(to_log_level(loaded.log.level));
   auto runtime = std::make_shared<const http::RuntimeConfig>(std::move(loaded));
   const config::Config& config = runtime->config;
+  // The current snapshot, read by the admin thread; workers get theirs posted on reload.
+  std::mutex current_mutex;
+  std::shared_ptr<const http::RuntimeConfig> current = runtime;
+  std::atomic<bool> draining_flag{false};
 
   // Signals are taken synchronously by the main thread only.
   sigset_t signals;
@@ -131,6 +222,7 @@ int run_proxy(config::Config loaded) {
 
   std::atomic<std::size_t> waiting_duplicates{0};
   http::ReplayCache replay_cache(config.replay_cache.max_bytes);
+  http::ProxyMetrics metrics;
   std::vector<std::unique_ptr<WorkerSlot>> slots;
   try {
     for (unsigned i = 0; i < workers; ++i) {
@@ -146,7 +238,7 @@ int run_proxy(config::Config loaded) {
           slot->io, config.upstream, share(config.upstream.max_connections, workers), config.limits.max_response_body);
       slot->worker = std::make_unique<http::Worker>(
           slot->io, http::WorkerServices{runtime, *slot->store, *slot->upstream, slot->background, waiting_duplicates,
-                                     replay_cache});
+                                     replay_cache, metrics});
       slots.push_back(std::move(slot));
     }
   } catch (const std::exception& e) {
@@ -157,6 +249,34 @@ int run_proxy(config::Config loaded) {
   // One reaper per process, on the first worker's thread.
   http::Reaper reaper(slots.front()->io, *slots.front()->store, config.reaper);
   reaper.start();
+  register_process_metrics(metrics.registry(), replay_cache, reaper, waiting_duplicates, draining_flag, config);
+
+  // The admin listener runs on its own thread with its own one-connection store.
+  std::unique_ptr<admin::AdminServer> admin_server;
+  std::unique_ptr<store::pg::PgStore> admin_store;
+  if (config.admin.enabled) {
+    try {
+      admin_server = std::make_unique<admin::AdminServer>(config.admin.host, config.admin.port, config.admin.token);
+    } catch (const std::exception& e) {
+      log::error("startup_failed", {{"error", e.what()}, {"admin_listen", config.admin.host + ":" + std::to_string(config.admin.port)}});
+      return 1;
+    }
+    store::pg::PoolOptions pool;
+    pool.dsn = config.store.postgres.dsn;
+    pool.size = 1;
+    pool.connect_timeout = config.store.postgres.connect_timeout;
+    pool.query_timeout = config.store.postgres.query_timeout;
+    pool.acquire_timeout = config.store.postgres.acquire_timeout;
+    admin_store = std::make_unique<store::pg::PgStore>(admin_server->io(), pool);
+    admin_store->start();
+    admin_server->start(app::make_proxy_admin_handler(app::ProxyAdminContext{
+        [&current_mutex, &current] {
+          std::lock_guard lock(current_mutex);
+          return current;
+        },
+        metrics.registry(), draining_flag, *admin_store}));
+    log::info("admin_listening", {{"address", config.admin.host + ":" + std::to_string(admin_server->port())}});
+  }
 
   std::atomic<unsigned> running{workers};
   for (auto& slot : slots) {
@@ -170,6 +290,32 @@ int run_proxy(config::Config loaded) {
   log::info("listening", {{"address", config.listen.host + ":" + std::to_string(config.listen.port)},
                           {"workers", workers}, {"upstream", config.upstream.url}, {"version", IDEMPROXY_VERSION}});
 
+  auto config_mtime = modified_time(config_path);
+  // An invalid new file is logged issue by issue and the running configuration kept.
+  auto reload = [&](std::string_view trigger) {
+    const config::LoadResult loaded_again = config::load_config_file(config_path);
+    for (const auto& issue : loaded_again.issues) {
+      log::write(issue.warning ? log::Level::warn : log::Level::error, "config_issue", {{"issue", issue.to_string()}});
+    }
+    if (!loaded_again.config) {
+      log::error("reload_rejected", {{"trigger", trigger}, {"errors", loaded_again.issues.size()}});
+      return;
+    }
+    std::shared_ptr<const http::RuntimeConfig> running;
+    {
+      std::lock_guard lock(current_mutex);
+      running = current;
+    }
+    auto next = std::make_shared<const http::RuntimeConfig>(keep_restart_only_sections(*loaded_again.config, running->config));
+    log::set_min_level(to_log_level(next->config.log.level));
+    {
+      std::lock_guard lock(current_mutex);
+      current = next;
+    }
+    for (auto& slot : slots) slot->worker->update_config(next);
+    log::info("reloaded", {{"trigger", trigger}, {"routes", next->config.routes.size()}});
+  };
+
   bool draining = false;
   auto drain_deadline = std::chrono::steady_clock::time_point::max();
   while (!(draining && running.load() == 0)) {
@@ -181,6 +327,7 @@ int run_proxy(config::Config loaded) {
         std::_Exit(1);
       }
       draining = true;
+      draining_flag.store(true);
       drain_deadline = std::chrono::steady_clock::now() + drain_timeout;
       log::info("draining", {{"signal", sig}, {"drain_timeout_ms", static_cast<std::int64_t>(drain_timeout.count())}});
       for (auto& slot : slots) {
@@ -190,8 +337,11 @@ int run_proxy(config::Config loaded) {
           store->stop();
         });
       }
-    } else if (sig == SIGHUP) {
-      log::warn("reload_not_supported", {});
+    }
+    const auto mtime = modified_time(config_path);
+    if (!draining && (sig == SIGHUP || (mtime && mtime != config_mtime))) {
+      config_mtime = mtime;
+      reload(sig == SIGHUP ? "signal" : "file_changed");
     }
     if (draining && std::chrono::steady_clock::now() > drain_deadline) {
       // Requests still running lose their answer; their records stay in flight and their
@@ -201,6 +351,7 @@ int run_proxy(config::Config loaded) {
     }
   }
   for (auto& slot : slots) slot->thread.join();
+  if (admin_server) admin_server->stop();
   log::info("stopped", {});
   return 0;
 }
@@ -232,5 +383,5 @@ int main(int argc, char** argv) {
     std::cout << "idemproxy: schema at version " << result.schema_version << " (" << result.applied << " applied)\n";
     return 0;
   }
-  return run_proxy(*loaded.config);
+  return run_proxy(*loaded.config, options->config_path);
 }

@@ -63,6 +63,21 @@ struct StoreConfig {
   PostgresConfig postgres;
 };
 
+// The admin listener: /healthz, /readyz, /metrics, /admin/keys/... (see README "Operating").
+struct AdminConfig {
+  bool enabled = true;                 // `listen: off` disables it
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 9090;           // 0 picks a free port (logged at start-up)
+  std::string token;                   // bearer token for /metrics and /admin/*; empty = none
+};
+
+enum class LogLevel { debug, info, warn, error };
+
+struct LogConfig {
+  LogLevel level = LogLevel::info;
+  bool access = true;          // one JSON line per request (info level)
+};
+
 struct Config {
   std::string source_path;  // file the config came from ("" when loaded from text)
   ListenConfig listen;
@@ -73,6 +88,8 @@ struct Config {
   StoreConfig store;
   ReaperConfig reaper;
   ReplayCacheConfig replay_cache;
+  LogConfig log;
+  AdminConfig admin;
   std::vector<core::Route> routes;
 };
 

@@ -1,5 +1,8 @@
 #include "config/config_reader.hpp"
 
+#include <fstream>
+#include <iterator>
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -18,7 +21,9 @@ namespace {
 
 using Keys = std::vector<std::string_view>;
 
-const Keys kTopLevelKeys = {"listen", "workers", "drain_timeout", "limits", "upstream", "store", "reaper", "replay_cache", "defaults", "routes"};
+const Keys kTopLevelKeys = {"listen", "workers", "drain_timeout", "limits", "upstream", "store", "reaper", "replay_cache", "log", "admin", "defaults", "routes"};
+const Keys kAdminKeys = {"listen", "token", "token_file"};
+const Keys kLogKeys = {"level", "access"};
 const Keys kReplayCacheKeys = {"max_bytes"};
 const Keys kReaperKeys = {"interval", "batch"};
 const Keys kLimitsKeys = {"max_request_body", "max_response_body", "max_header_bytes", "header_timeout",
@@ -84,6 +89,8 @@ class ConfigReader {
   void read_limits(const Field& field, LimitsConfig& limits);
   void read_reaper(const Field& field, ReaperConfig& reaper);
   void read_replay_cache(const Field& field, ReplayCacheConfig& cache);
+  void read_log(const Field& field, LogConfig& log);
+  void read_admin(const Field& field, AdminConfig& admin);
   void read_upstream(const Field& field, UpstreamConfig& upstream);
   void read_store(const Field* field, const YAML::Mark& top_level, StoreConfig& store);
   void read_policy(const Fields& fields, std::string_view path, core::RoutePolicy& policy, PolicyOrigin& origin);
@@ -115,6 +122,8 @@ Config ConfigReader::read(const YAML::Node& root) {
   if (const Field* field = top->find("limits")) read_limits(*field, config.limits);
   if (const Field* field = top->find("reaper")) read_reaper(*field, config.reaper);
   if (const Field* field = top->find("replay_cache")) read_replay_cache(*field, config.replay_cache);
+  if (const Field* field = top->find("log")) read_log(*field, config.log);
+  if (const Field* field = top->find("admin")) read_admin(*field, config.admin);
   if (const Field* field = top->find("upstream")) read_upstream(*field, config.upstream);
   read_store(top->find("store"), top->mark(), config.store);
 
@@ -178,6 +187,62 @@ void ConfigReader::read_replay_cache(const Field& field, ReplayCacheConfig& cach
       cache.max_bytes = 0;
     } else {
       assign(yaml_.byte_size(*f, "replay_cache.max_bytes"), cache.max_bytes);
+    }
+  }
+}
+
+void ConfigReader::read_log(const Field& field, LogConfig& log) {
+  const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "log", kLogKeys);
+  if (!fields) return;
+  if (const Field* f = fields->find("level")) {
+    assign(yaml_.one_of<LogLevel>(*f, "log.level",
+                                  {{"debug", LogLevel::debug}, {"info", LogLevel::info}, {"warn", LogLevel::warn},
+                                   {"error", LogLevel::error}}),
+           log.level);
+  }
+  if (const Field* f = fields->find("access")) assign(yaml_.boolean(*f, "log.access"), log.access);
+}
+
+void ConfigReader::read_admin(const Field& field, AdminConfig& admin) {
+  const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "admin", kAdminKeys);
+  if (!fields) return;
+  if (const Field* f = fields->find("listen")) {
+    if (const std::optional<std::string> text = yaml_.string(*f, "admin.listen")) {
+      if (*text == "off") {
+        admin.enabled = false;
+      } else {
+        // Port 0 (a free port, for tests and side-by-side runs) is allowed here, unlike `listen`.
+        const bool any_port = text->ends_with(":0");
+        const std::optional<HostPort> address =
+            parse_host_port(any_port ? text->substr(0, text->size() - 1) + "1" : *text);
+        if (!address) {
+          issues_.error(f->value.Mark(), "bad admin.listen address " + quoted(*text) +
+                                             " (expected host:port, e.g. 127.0.0.1:9090, or off)");
+        } else {
+          admin.host = address->host;
+          admin.port = any_port ? 0 : address->port;
+        }
+      }
+    }
+  }
+  const Field* token = fields->find("token");
+  const Field* token_file = fields->find("token_file");
+  if (token != nullptr && token_file != nullptr) {
+    issues_.error(token_file->key.Mark(), "admin: give token or token_file, not both");
+  } else if (token != nullptr) {
+    assign(yaml_.string(*token, "admin.token"), admin.token);
+  } else if (token_file != nullptr) {
+    if (const std::optional<std::string> path = yaml_.string(*token_file, "admin.token_file")) {
+      std::ifstream in(*path);
+      std::string secret((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ')) secret.pop_back();
+      if (!in.good() && !in.eof()) {
+        issues_.error(token_file->value.Mark(), "cannot read admin.token_file " + quoted(*path));
+      } else if (secret.empty()) {
+        issues_.error(token_file->value.Mark(), "admin.token_file " + quoted(*path) + " is missing or empty");
+      } else {
+        admin.token = std::move(secret);
+      }
     }
   }
 }

@@ -14,7 +14,9 @@
 
 #include "core/problem.hpp"
 #include "http/forwarding.hpp"
+#include "http/proxy_metrics.hpp"
 #include "http/request_handler.hpp"
+#include "log/log.hpp"
 
 namespace idem::http {
 namespace asio = boost::asio;
@@ -28,11 +30,27 @@ constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 // A request the proxy refuses before reading it whole: answered, then the connection is closed
 // (the unread rest of the request would otherwise be taken for the next one).
 asio::awaitable<void> refuse(ClientConnection& connection, core::Problem problem, unsigned version,
-                             std::chrono::milliseconds write_timeout) {
+                             std::chrono::milliseconds write_timeout, ProxyMetrics& metrics) {
+  metrics.refused(static_cast<unsigned>(problem.status));
+  log::info("request_refused", {{"status", problem.status}, {"detail", problem.detail}});
   Response response = problem_response(problem, version);
   response.keep_alive(false);
   connection.stream.expires_after(write_timeout);
   co_await beast_http::async_write(connection.stream, response, use_tuple);
+}
+
+void log_request(std::string_view method, std::string_view target, const Response& response, const RequestTrace& trace) {
+  if (!log::enabled(log::Level::info)) return;
+  const std::string_view path = target.substr(0, target.find('?'));  // queries may carry secrets
+  log::info("request", {{"method", method},
+                        {"path", path},
+                        {"route", trace.route},
+                        {"decision", trace.decision},
+                        {"status", response.result_int()},
+                        {"upstream_us", static_cast<std::int64_t>(trace.upstream.count())},
+                        {"store_us", static_cast<std::int64_t>(trace.store.count())},
+                        {"cache_hit", trace.cache_hit ? "true" : "false"},
+                        {"key_sha256", trace.key_sha256}});
 }
 
 std::string client_address(ClientConnection& connection) {
@@ -74,19 +92,19 @@ asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices&
         auto problem = core::bad_request_problem("the request line and headers exceed limits.max_header_bytes");
         problem.status = 431;
         problem.title = "Request Header Fields Too Large";
-        co_await refuse(connection, std::move(problem), 11, limits.write_timeout);
+        co_await refuse(connection, std::move(problem), 11, limits.write_timeout, services.metrics);
       } else if (header_ec != beast::error::timeout && header_ec != beast_http::error::end_of_stream &&
                  header_ec != asio::error::eof && header_ec != asio::error::operation_aborted &&
                  header_ec != asio::error::connection_reset) {
         core::Problem problem = core::bad_request_problem("malformed HTTP request: " + header_ec.message());
-        co_await refuse(connection, std::move(problem), 11, limits.write_timeout);
+        co_await refuse(connection, std::move(problem), 11, limits.write_timeout, services.metrics);
       }
       co_return;
     }
     const unsigned version = parser.get().version();
     if (const auto length = parser.content_length(); length && *length > limits.max_request_body) {
       core::Problem problem = core::request_too_large_problem(limits.max_request_body);
-      co_await refuse(connection, std::move(problem), version, limits.write_timeout);
+      co_await refuse(connection, std::move(problem), version, limits.write_timeout, services.metrics);
       co_return;
     }
     if (version >= 11 && beast::iequals(parser.get()[beast_http::field::expect], "100-continue")) {
@@ -100,17 +118,23 @@ asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices&
     if (body_ec) {
       if (body_ec == beast_http::error::body_limit) {
         core::Problem problem = core::request_too_large_problem(limits.max_request_body);
-        co_await refuse(connection, std::move(problem), version, limits.write_timeout);
+        co_await refuse(connection, std::move(problem), version, limits.write_timeout, services.metrics);
       }
       co_return;
     }
 
     Request request = parser.release();
     const bool client_keep_alive = request.keep_alive();
+    // Logged as received: the handler rewrites the request for the upstream.
+    const std::string method{request.method_string()};
+    const std::string target{request.target()};
     // While the request is handled nothing is read from the client: its going away must not
     // cancel the upstream call or the store write (the handler's own deadlines bound them).
     connection.stream.expires_never();
-    Response response = co_await handle_request(services, request, address);
+    RequestTrace trace;
+    Response response = co_await handle_request(services, request, address, trace);
+    services.metrics.record(trace, response.result_int());
+    if (services.config->config.log.access) log_request(method, target, response, trace);
 
     const bool keep_alive = client_keep_alive && !draining;
     response.keep_alive(keep_alive);

@@ -18,6 +18,7 @@
 #include "crypto/sha256.hpp"
 #include "fingerprint/fingerprint.hpp"
 #include "http/forwarding.hpp"
+#include "http/proxy_metrics.hpp"
 #include "http/proxying.hpp"
 #include "http/replay_cache.hpp"
 #include "http/store_awaitable.hpp"
@@ -94,8 +95,8 @@ asio::awaitable<void> retry_complete_in_background(WorkerServices& services, sto
 class IdempotentExchange {
  public:
   IdempotentExchange(WorkerServices& services, const core::RoutePolicy& policy, Request& request,
-                     std::string_view client_address)
-      : services_(services), policy_(policy), request_(request), client_address_(client_address) {}
+                     std::string_view client_address, RequestTrace& trace)
+      : services_(services), policy_(policy), request_(request), client_address_(client_address), trace_(trace) {}
 
   asio::awaitable<Response> run(std::string key, std::string_view path, std::string_view query) {
     claim_.scope = fingerprint::record_scope(policy_.name, collect_headers(request_, policy_.scope_headers));
@@ -105,11 +106,16 @@ class IdempotentExchange {
     claim_.ttl = policy_.ttl;
     claim_.lease = policy_.lease;
     claim_.take_over_lapsed_lease = policy_.unknown_outcome == core::UnknownOutcome::retry;
+    trace_.key_sha256 = key_hash(claim_.key);
 
-    if (auto cached = services_.cache.find(claim_.scope, claim_.key)) co_return answer_from_cache(*cached);
+    if (auto cached = services_.cache.find(claim_.scope, claim_.key)) {
+      trace_.cache_hit = true;
+      co_return answer_from_cache(*cached);
+    }
 
     claim_sent_at_ = Clock::now();
     auto [error, claimed] = co_await async_claim(services_.store, claim_, use_awaitable);
+    note_store("claim", claim_sent_at_);
     if (error != store::StoreError::ok) co_return co_await store_unavailable(error);
     remember_if_finished(claimed);
     core::Decision decision = core::decide(claimed, claim_.fingerprint, policy_);
@@ -136,11 +142,22 @@ class IdempotentExchange {
   // A finished record is immutable until it expires: the same decision the store's copy would
   // give, without a round trip.
   Response answer_from_cache(const CachedRecord& cached) const {
-    if (cached.fingerprint != claim_.fingerprint) return problem(core::fingerprint_mismatch_problem(policy_.key_header));
+    if (cached.fingerprint != claim_.fingerprint) {
+      trace_.decision = decision::mismatch;
+      return problem(core::fingerprint_mismatch_problem(policy_.key_header));
+    }
     if (cached.state == core::RecordState::too_large) {
+      trace_.decision = decision::too_large;
       return problem(core::too_large_to_replay_problem(cached.response.status, policy_.max_stored_body));
     }
+    trace_.decision = decision::replay;
     return replay_response(cached.response, request_.version());
+  }
+
+  void note_store(std::string_view operation, Clock::time_point started) {
+    const auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started);
+    trace_.store += elapsed;
+    services_.metrics.observe_store(operation, elapsed);
   }
 
   void remember_if_finished(const core::ClaimResult& claimed) {
@@ -169,12 +186,21 @@ class IdempotentExchange {
   asio::awaitable<Response> act(const core::Decision& decision, const core::ClaimResult& claimed) {
     switch (decision.action) {
       case core::Action::execute: co_return co_await execute();
-      case core::Action::replay: co_return replay_response(claimed.existing.response, request_.version());
-      case core::Action::fingerprint_mismatch: co_return problem(core::fingerprint_mismatch_problem(policy_.key_header));
-      case core::Action::in_flight: co_return problem(core::in_flight_problem(decision.retry_after));
+      case core::Action::replay:
+        trace_.decision = decision::replay;
+        co_return replay_response(claimed.existing.response, request_.version());
+      case core::Action::fingerprint_mismatch:
+        trace_.decision = decision::mismatch;
+        co_return problem(core::fingerprint_mismatch_problem(policy_.key_header));
+      case core::Action::in_flight:
+        trace_.decision = decision::in_flight;
+        co_return problem(core::in_flight_problem(decision.retry_after));
       case core::Action::too_large_to_replay:
+        trace_.decision = decision::too_large;
         co_return problem(core::too_large_to_replay_problem(claimed.existing.response.status, policy_.max_stored_body));
-      case core::Action::outcome_unknown: co_return problem(core::outcome_unknown_problem());
+      case core::Action::outcome_unknown:
+        trace_.decision = decision::unknown;
+        co_return problem(core::outcome_unknown_problem());
     }
     co_return problem(core::internal_problem("unexpected decision"));
   }
@@ -186,6 +212,7 @@ class IdempotentExchange {
     const std::size_t cap = services_.config->config.limits.max_waiting;
     if (services_.waiting.fetch_add(1) >= cap) {
       services_.waiting.fetch_sub(1);
+      trace_.decision = decision::in_flight;
       co_return problem(core::in_flight_problem(decision.retry_after));
     }
     struct WaitSlot {
@@ -202,37 +229,50 @@ class IdempotentExchange {
       delay = std::min(delay * 2, milliseconds{200});
       claim_sent_at_ = Clock::now();
       auto [error, claimed] = co_await async_claim(services_.store, claim_, use_awaitable);
+      note_store("claim", claim_sent_at_);
       if (error != store::StoreError::ok) co_return co_await store_unavailable(error);
       remember_if_finished(claimed);
       decision = core::decide(claimed, claim_.fingerprint, policy_);
       if (decision.action != core::Action::in_flight) co_return co_await act(decision, claimed);
     }
+    trace_.decision = decision::in_flight;
     co_return problem(core::in_flight_problem(decision.retry_after));
   }
 
   asio::awaitable<Response> store_unavailable(store::StoreError error) {
     log::warn("store_unavailable", {{"route", policy_.name}, {"error", store::store_error_name(error)}});
     if (policy_.store_unavailable == core::StoreUnavailable::fail_open) {
-      Response response = co_await forward_plain(services_, request_, client_address_);
+      trace_.decision = decision::unchecked;
+      Response response = co_await forward_plain(services_, request_, client_address_, trace_);
       response.set("Idempotency-Status", "unchecked");
       co_return response;
     }
+    trace_.decision = decision::store_unavailable;
     co_return problem(core::store_unavailable_problem(std::chrono::seconds(1)));
   }
 
   asio::awaitable<Response> execute() {
     const unsigned version = request_.version();
     prepare_upstream_request(request_, client_address_);
+    services_.metrics.in_flight_records.fetch_add(1, std::memory_order_relaxed);
+    struct InFlight {
+      std::atomic<std::int64_t>& gauge;
+      ~InFlight() { gauge.fetch_sub(1, std::memory_order_relaxed); }
+    } in_flight{services_.metrics.in_flight_records};
+    trace_.decision = decision::executed;
     UpstreamResult result = co_await services_.upstream.exchange(request_);
+    trace_.upstream += result.elapsed;
 
     if (result.failure != UpstreamFailure::none) {
       if (nothing_sent(result.failure)) {
+        trace_.decision = decision::released;
         co_await release();
       } else if (result.failure == UpstreamFailure::response_too_large) {
         // The upstream executed and answered; only the body is beyond what the proxy handles.
         core::StoredResponse stored = status_only(result.response);
         co_await complete(core::RecordState::too_large, std::move(stored));
       } else if (policy_.unknown_outcome == core::UnknownOutcome::lock) {
+        trace_.decision = decision::unknown;
         // The request reached the upstream and no answer came back: at most once means the
         // record turns terminal `unknown` now, and every retry is told so.
         co_await mark_unknown(result.failure);
@@ -246,7 +286,10 @@ class IdempotentExchange {
     const core::Outcome outcome = core::classify_response(static_cast<int>(response.result_int()),
                                                           response["Idempotency-Transient"], response.body().size(), policy_);
     switch (outcome) {
-      case core::Outcome::release: co_await release(); break;
+      case core::Outcome::release:
+        trace_.decision = decision::released;
+        co_await release();
+        break;
       case core::Outcome::store: {
         core::StoredResponse stored{static_cast<int>(response.result_int()),
                                     core::filter_for_storage(header_list(response), policy_), response.body()};
@@ -270,7 +313,9 @@ class IdempotentExchange {
     request.owner = claim_.owner;
     request.state = state;
     request.response = std::move(stored);
+    const auto started = Clock::now();
     const store::StoreError error = co_await async_complete(services_.store, request, use_awaitable);
+    note_store("complete", started);
     if (error == store::StoreError::ok) {
       remember_completion(request);
       co_return;
@@ -290,7 +335,9 @@ class IdempotentExchange {
     request.scope = claim_.scope;
     request.key = claim_.key;
     request.owner = claim_.owner;
+    const auto started = Clock::now();
     const store::StoreError error = co_await async_mark_unknown(services_.store, request, use_awaitable);
+    note_store("mark_unknown", started);
     // Logged either way: an unknown outcome is what an operator must reconcile. If the write
     // failed, the record stays in flight and reads as unknown once its lease lapses.
     log::error("outcome_unknown", {{"route", policy_.name}, {"key_sha256", key_hash(claim_.key)},
@@ -303,7 +350,9 @@ class IdempotentExchange {
     request.scope = claim_.scope;
     request.key = claim_.key;
     request.owner = claim_.owner;
+    const auto started = Clock::now();
     const store::StoreError error = co_await async_release(services_.store, request, use_awaitable);
+    note_store("release", started);
     if (error != store::StoreError::ok) {
       // The record stays in flight; its lease lapsing turns it into an unknown outcome, which is
       // the safe reading of "we could not record that nothing happened".
@@ -316,6 +365,7 @@ class IdempotentExchange {
   const core::RoutePolicy& policy_;
   Request& request_;
   std::string_view client_address_;
+  RequestTrace& trace_;
   store::ClaimRequest claim_;
   Clock::time_point claim_sent_at_{};  // lease and expiry are measured from here (a lower bound)
 };
@@ -324,8 +374,8 @@ class IdempotentExchange {
 
 asio::awaitable<Response> run_idempotent_exchange(WorkerServices& services, const core::RoutePolicy& policy,
                                                   Request& request, std::string_view client_address, std::string key,
-                                                  std::string_view path, std::string_view query) {
-  IdempotentExchange exchange(services, policy, request, client_address);
+                                                  std::string_view path, std::string_view query, RequestTrace& trace) {
+  IdempotentExchange exchange(services, policy, request, client_address, trace);
   co_return co_await exchange.run(std::move(key), path, query);
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/route.hpp"
 #include "http/message.hpp"
+#include "http/request_trace.hpp"
 #include "http/runtime.hpp"
 
 namespace idem::http {
@@ -16,6 +17,7 @@ namespace idem::http {
 // it; a completion write that fails is retried in the background until the lease ends.
 boost::asio::awaitable<Response> run_idempotent_exchange(WorkerServices& services, const core::RoutePolicy& policy,
                                                          Request& request, std::string_view client_address,
-                                                         std::string key, std::string_view path, std::string_view query);
+                                                         std::string key, std::string_view path, std::string_view query,
+                                                         RequestTrace& trace);
 
 }  // namespace idem::http

@@ -28,11 +28,13 @@ Response upstream_failure_response(UpstreamFailure failure, unsigned version) {
   return problem_response(core::internal_problem("unexpected upstream state"), version);
 }
 
-asio::awaitable<Response> forward_plain(WorkerServices& services, Request& request, std::string_view client_address) {
+asio::awaitable<Response> forward_plain(WorkerServices& services, Request& request, std::string_view client_address,
+                                        RequestTrace& trace) {
   const bool head = request.method() == beast_http::verb::head;
   const unsigned version = request.version();
   prepare_upstream_request(request, client_address);
   UpstreamResult result = co_await services.upstream.exchange(request);
+  trace.upstream += result.elapsed;
   if (result.failure != UpstreamFailure::none) co_return upstream_failure_response(result.failure, version);
   prepare_client_response(result.response, head);
   co_return std::move(result.response);

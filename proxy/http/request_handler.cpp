@@ -15,7 +15,8 @@
 namespace idem::http {
 namespace asio = boost::asio;
 
-asio::awaitable<Response> handle_request(WorkerServices& services, Request& request, std::string_view client_address) {
+asio::awaitable<Response> handle_request(WorkerServices& services, Request& request, std::string_view client_address,
+                                         RequestTrace& trace) {
   // Hold this request's configuration snapshot for its whole life.
   const std::shared_ptr<const RuntimeConfig> config = services.config;
   const std::string target{request.target()};
@@ -26,8 +27,9 @@ asio::awaitable<Response> handle_request(WorkerServices& services, Request& requ
   const std::string_view method = request.method_string();
 
   const core::Route* route = config->routes.match(method, path);
+  if (route != nullptr) trace.route = route->policy.name;
   if (route == nullptr || core::is_safe_method(method) || route->policy.key == core::KeyRequirement::off) {
-    co_return co_await forward_plain(services, request, client_address);
+    co_return co_await forward_plain(services, request, client_address, trace);
   }
   const core::RoutePolicy& policy = route->policy;
 
@@ -37,12 +39,14 @@ asio::awaitable<Response> handle_request(WorkerServices& services, Request& requ
   auto parsed = core::parse_idempotency_key(key_fields, policy.max_key_length);
   if (const auto* error = std::get_if<core::KeyError>(&parsed)) {
     if (*error == core::KeyError::missing && policy.key == core::KeyRequirement::optional) {
-      co_return co_await forward_plain(services, request, client_address);
+      co_return co_await forward_plain(services, request, client_address, trace);
     }
+    trace.decision = *error == core::KeyError::missing ? decision::missing_key : decision::invalid_key;
     co_return problem_response(core::key_problem(*error, policy.key_header, policy.max_key_length), request.version());
   }
   std::string key = std::move(std::get<std::string>(parsed));
-  co_return co_await run_idempotent_exchange(services, policy, request, client_address, std::move(key), path, query);
+  co_return co_await run_idempotent_exchange(services, policy, request, client_address, std::move(key), path, query,
+                                             trace);
 }
 
 }  // namespace idem::http

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "http/message.hpp"
+#include "http/request_trace.hpp"
 #include "http/runtime.hpp"
 
 namespace idem::http {
@@ -13,6 +14,6 @@ namespace idem::http {
 // The store write that completes a record happens before this returns, so the response is stored
 // before the client sees it, even if the client has gone away meanwhile.
 boost::asio::awaitable<Response> handle_request(WorkerServices& services, Request& request,
-                                                std::string_view client_address);
+                                                std::string_view client_address, RequestTrace& trace);
 
 }  // namespace idem::http

@@ -16,6 +16,7 @@ namespace idem::http {
 
 class UpstreamPool;
 class ReplayCache;
+class ProxyMetrics;
 
 // An immutable configuration snapshot. Requests hold a shared_ptr to the one they started with,
 // so a reload never changes the rules under a request in progress.
@@ -48,6 +49,7 @@ struct WorkerServices {
   BackgroundTasks& background;
   std::atomic<std::size_t>& waiting;  // duplicates currently waiting, across all workers
   ReplayCache& cache;                 // shared by all workers
+  ProxyMetrics& metrics;              // shared by all workers
 };
 
 }  // namespace idem::http

@@ -77,6 +77,10 @@ void Worker::drain(std::function<void()> on_drained) {
   });
 }
 
+void Worker::update_config(std::shared_ptr<const RuntimeConfig> config) {
+  asio::post(io_, [this, config = std::move(config)]() mutable { services_.config = std::move(config); });
+}
+
 void Worker::check_drained() {
   if (!draining_ || !connections_.empty() || services_.background.count() != 0 || !on_drained_) return;
   services_.upstream.close_idle();

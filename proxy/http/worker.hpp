@@ -30,6 +30,9 @@ class Worker {
   // gone and no background work (completion retries) is left, `on_drained` runs on the io thread (the owner then stops the store so io.run() returns).
   void drain(std::function<void()> on_drained);
 
+  // Hot reload: requests that start after this use `config` (posted to the io thread).
+  void update_config(std::shared_ptr<const RuntimeConfig> config);
+
   std::size_t connection_count() const { return connections_.size(); }
 
  private:

@@ -148,6 +148,7 @@ void Connection::on_readable() {
     fail(PgErrorKind::unavailable, PQerrorMessage(conn_.get()), Delivery::now);
     return;
   }
+  deliver_notifications();
   while (PQisBusy(conn_.get()) == 0) {
     ResultHandle result(PQgetResult(conn_.get()));
     if (!result) {  // the statement is over: report its first error, else its result
@@ -200,7 +201,7 @@ void Connection::watch_idle() {
 }
 
 void Connection::on_idle_readable() {
-  // Input on an idle connection is a notice, an error before a shutdown, or EOF.
+  // Input on an idle connection is a notice, a notification (LISTEN), an error before a shutdown, or EOF.
   if (PQconsumeInput(conn_.get()) == 0 || PQstatus(conn_.get()) != CONNECTION_OK) {
     log_event("idle connection lost", PQerrorMessage(conn_.get()));
     ++operation_;
@@ -208,7 +209,22 @@ void Connection::on_idle_readable() {
     if (on_lost_while_idle_) on_lost_while_idle_();
     return;
   }
+  deliver_notifications();
   watch_idle();
+}
+
+void Connection::deliver_notifications() {
+  struct NotifyDeleter {
+    void operator()(PGnotify* notify) const noexcept { PQfreemem(notify); }
+  };
+  while (PGnotify* raw = PQnotifies(conn_.get())) {
+    const std::unique_ptr<PGnotify, NotifyDeleter> notify(raw);
+    if (!notification_handler_) continue;
+    boost::asio::post(io_, [handler = notification_handler_, channel = std::string(notify->relname),
+                            payload = std::string(notify->extra != nullptr ? notify->extra : "")]() mutable {
+      handler(std::move(channel), std::move(payload));
+    });
+  }
 }
 
 void Connection::close() {

@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "store/pg/errors.hpp"
 #include "store/pg/handles.hpp"
@@ -37,6 +38,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   using ExecuteHandler = std::function<void(PgError error, ResultHandle result)>;
   // Called when the server closes an idle connection (restart, idle timeout, failover).
   using LostHandler = std::function<void()>;
+  // A NOTIFY on a channel this connection LISTENs to (LISTEN is run as an ordinary statement).
+  using NotificationHandler = std::function<void(std::string channel, std::string payload)>;
 
   Connection(boost::asio::io_context& io, LostHandler on_lost_while_idle);
   ~Connection();
@@ -51,6 +54,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
                ExecuteHandler handler);
   // Any state -> closed; a pending operation completes with `unavailable`.
   void close();
+  // Notifications arrive while idle or during a statement; each is posted to `handler` (never
+  // run inside a libpq step). Without a handler they are read and dropped.
+  void set_notification_handler(NotificationHandler handler) { notification_handler_ = std::move(handler); }
 
   bool idle() const { return state_ == State::idle; }
   bool closed() const { return state_ == State::closed; }
@@ -70,6 +76,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void watch_idle();
   void on_idle_readable();
   void on_deadline();
+  void deliver_notifications();
 
   void wait_socket(WaitType type, Step next);
   void arm_deadline(std::chrono::milliseconds timeout);
@@ -81,6 +88,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   boost::asio::io_context& io_;
   LostHandler on_lost_while_idle_;
+  NotificationHandler notification_handler_;
   ConnHandle conn_;
   boost::asio::posix::stream_descriptor socket_;
   boost::asio::steady_timer deadline_;

@@ -12,6 +12,8 @@ struct PgCounters {
   std::atomic<std::uint64_t> connects_succeeded{0};
   std::atomic<std::uint64_t> connects_failed{0};
   std::atomic<std::uint64_t> query_timeouts{0};
+  std::atomic<std::uint64_t> acquire_waits{0};     // statements that queued for a busy pool
+  std::atomic<std::uint64_t> acquire_timeouts{0};  // ... and gave up after acquire_timeout
 };
 
 PgCounters& pg_counters();

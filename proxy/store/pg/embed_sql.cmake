@@ -1,9 +1,20 @@
-# Generates a C++ source holding every config/sql/NNN_name.sql file as a raw string literal, so
-# `idemproxy --migrate` needs no files at run time. Run at build time:
-#   cmake -DSQL_DIR=<dir> -DOUTPUT=<file.cpp> -P embed_sql.cmake
+# Generates a C++ source holding every <SQL_DIR>/NNN_name.sql file as a raw string literal, so
+# `idemproxy --migrate` (and `idemrelay --migrate`) need no files at run time. Run at build time:
+#   cmake -DSQL_DIR=<dir> -DOUTPUT=<file.cpp> [-DNAMESPACE=<ns> -DFUNCTION=<name> -DHEADER=<include>]
+#         -P embed_sql.cmake
+# The defaults generate idemproxy's idem::store::pg::embedded_migrations().
 cmake_minimum_required(VERSION 3.25)
 if(NOT SQL_DIR OR NOT OUTPUT)
   message(FATAL_ERROR "embed_sql.cmake: SQL_DIR and OUTPUT are required")
+endif()
+if(NOT NAMESPACE)
+  set(NAMESPACE "idem::store::pg")
+endif()
+if(NOT FUNCTION)
+  set(FUNCTION "embedded_migrations")
+endif()
+if(NOT HEADER)
+  set(HEADER "store/pg/embedded_migrations.hpp")
 endif()
 
 file(GLOB sql_files RELATIVE "${SQL_DIR}" "${SQL_DIR}/*.sql")
@@ -33,18 +44,18 @@ foreach(name IN LISTS sql_files)
   string(APPEND entries "    {${version}, \"${name}\", R\"${delimiter}(${body})${delimiter}\"},\n")
 endforeach()
 
-set(source "// Generated from config/sql/*.sql by proxy/store/pg/embed_sql.cmake. Do not edit.
-#include \"store/pg/embedded_migrations.hpp\"
+set(source "// Generated from ${SQL_DIR}/*.sql by proxy/store/pg/embed_sql.cmake. Do not edit.
+#include \"${HEADER}\"
 
-namespace idem::store::pg {
+namespace ${NAMESPACE} {
 namespace {
-constexpr EmbeddedMigration kMigrations[] = {
+constexpr ::idem::store::pg::EmbeddedMigration kMigrations[] = {
 ${entries}};
 }  // namespace
 
-std::span<const EmbeddedMigration> embedded_migrations() { return kMigrations; }
+std::span<const ::idem::store::pg::EmbeddedMigration> ${FUNCTION}() { return kMigrations; }
 
-}  // namespace idem::store::pg
+}  // namespace ${NAMESPACE}
 ")
 
 # Rewrite only on change, so an unrelated re-run does not recompile the consumer.

@@ -64,7 +64,17 @@ ResultHandle run_script(PGconn* connection, std::string_view step, const std::st
 
 }  // namespace
 
-MigrateResult migrate(const std::string& dsn) {
+MigrationSet proxy_migration_set() {
+  return MigrationSet{.migrations = embedded_migrations(),
+                      .create_versions_table = sql::kCreateSchemaMigrations,
+                      .applied_versions = sql::kAppliedVersions,
+                      .record_version = sql::kRecordMigration,
+                      .lock_key = sql::kMigrationLockKey};
+}
+
+MigrateResult migrate(const std::string& dsn) { return migrate(dsn, proxy_migration_set()); }
+
+MigrateResult migrate(const std::string& dsn, const MigrationSet& set) {
   MigrateResult outcome;
   ConnHandle connection(PQconnectdb(dsn.c_str()));
   if (!connection || PQstatus(connection.get()) != CONNECTION_OK) {
@@ -77,27 +87,27 @@ MigrateResult migrate(const std::string& dsn) {
   // One transaction: all pending migrations apply, or none. The advisory lock makes concurrent
   // migrators wait, then find the work done. A failure ends the session, which rolls back.
   if (!run_step(conn, "begin", "BEGIN", {}, outcome.error)) return outcome;
-  if (!run_step(conn, "lock", sql::kMigrationLock, {Param::int8(sql::kMigrationLockKey)}, outcome.error)) {
+  if (!run_step(conn, "lock", sql::kMigrationLock, {Param::int8(set.lock_key)}, outcome.error)) {
     return outcome;
   }
-  if (!run_step(conn, "create schema_migrations", sql::kCreateSchemaMigrations, {}, outcome.error)) return outcome;
+  if (!run_step(conn, "create versions table", set.create_versions_table, {}, outcome.error)) return outcome;
 
-  const ResultHandle versions = run_step(conn, "read schema_migrations", sql::kAppliedVersions, {}, outcome.error);
+  const ResultHandle versions = run_step(conn, "read versions table", set.applied_versions, {}, outcome.error);
   if (!versions) return outcome;
   std::set<int> applied;
   for (int row = 0; row < PQntuples(versions.get()); ++row) {
     const auto version = BinaryRow(versions.get(), row).int4(0);
     if (!version) {
-      outcome.error = "read schema_migrations: unexpected version column";
+      outcome.error = "read versions table: unexpected version column";
       return outcome;
     }
     applied.insert(*version);
   }
 
-  for (const EmbeddedMigration& migration : embedded_migrations()) {
+  for (const EmbeddedMigration& migration : set.migrations) {
     if (applied.contains(migration.version)) continue;
     if (!run_script(conn, migration.name, std::string(migration.sql), outcome.error)) return outcome;
-    if (!run_step(conn, "record migration", sql::kRecordMigration, {Param::int4(migration.version)}, outcome.error)) {
+    if (!run_step(conn, "record migration", set.record_version, {Param::int4(migration.version)}, outcome.error)) {
       return outcome;
     }
     applied.insert(migration.version);

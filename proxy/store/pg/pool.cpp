@@ -64,6 +64,7 @@ void Pool::execute(std::shared_ptr<const Statement> statement, Connection::Execu
     fail_later(std::move(handler), "the store is stopped");
     return;
   }
+  pg_counters().acquire_waits.fetch_add(1, std::memory_order_relaxed);
   waiters_.push_back({std::move(statement), std::move(handler), Clock::now() + options_.acquire_timeout});
   serve_waiters();
   arm_acquire_timer();
@@ -188,6 +189,7 @@ void Pool::on_acquire_timer() {
   if (stopped_) return;
   const Clock::time_point now = Clock::now();
   while (!waiters_.empty() && waiters_.front().deadline <= now) {
+    pg_counters().acquire_timeouts.fetch_add(1, std::memory_order_relaxed);
     fail_later(std::move(waiters_.front().handler), "no connection free within acquire_timeout");
     waiters_.pop_front();
   }

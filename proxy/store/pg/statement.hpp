@@ -5,6 +5,7 @@
 #include <libpq-fe.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,6 +20,9 @@ inline constexpr Oid bytea = 17;
 inline constexpr Oid int8 = 20;
 inline constexpr Oid int4 = 23;
 inline constexpr Oid text = 25;
+inline constexpr Oid int4_array = 1007;
+inline constexpr Oid text_array = 1009;
+inline constexpr Oid int8_array = 1016;
 }  // namespace oid
 
 class Param {
@@ -29,6 +33,11 @@ class Param {
   static Param int4(std::int32_t value);
   static Param boolean(bool value);
   static Param null(Oid type);
+  // One-dimensional arrays without NULL elements (for `= ANY($n)` and `unnest($n, ...)`), so a
+  // whole batch travels in one statement.
+  static Param int8_array(std::span<const std::int64_t> values);
+  static Param int4_array(std::span<const std::int32_t> values);
+  static Param text_array(std::span<const std::string> values);
 
   Oid type() const { return type_; }
   bool is_null() const { return is_null_; }

@@ -33,7 +33,7 @@ std::vector<ErrorCase> error_cases() {
   return {
       {"unknown_top_level_key", kStore + "lisen: 127.0.0.1:8080\n",
        "test.yaml:2:1: unknown key \"lisen\" at the top level (expected one of: listen, workers, drain_timeout, limits, "
-       "upstream, store, reaper, replay_cache, defaults, routes)"},
+       "upstream, store, reaper, replay_cache, log, defaults, routes)"},
       {"unknown_route_key", kRoute + "    foo: 1\n",
        "test.yaml:6:5: unknown key \"foo\" in routes[0] (expected one of: name, match, key_header, key, max_key_length, ttl, "
        "lease, max_stored_body, scope, fingerprint, release_statuses, store_set_cookie, unknown_outcome, store_unavailable, "

@@ -1,0 +1,197 @@
+#include "app/proxy_admin.hpp"
+
+#include <boost/beast/core/string.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/problem.hpp"
+#include "crypto/sha256.hpp"
+#include "fingerprint/fingerprint.hpp"
+#include "log/log.hpp"
+#include "metrics/registry.hpp"
+#include "store/pg/pg_store.hpp"
+
+namespace idem::app {
+namespace http = boost::beast::http;
+using idem::http::RuntimeConfig;
+
+namespace {
+
+std::optional<std::string> percent_decode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out.push_back(text[i]);
+      continue;
+    }
+    if (i + 2 >= text.size()) return std::nullopt;
+    int value = 0;
+    for (int d = 1; d <= 2; ++d) {
+      const char c = text[i + static_cast<std::size_t>(d)];
+      value <<= 4;
+      if (c >= '0' && c <= '9') value |= c - '0';
+      else if (c >= 'a' && c <= 'f') value |= c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F') value |= c - 'A' + 10;
+      else return std::nullopt;
+    }
+    out.push_back(static_cast<char>(value));
+    i += 2;
+  }
+  return out;
+}
+
+admin::Response problem(const core::Problem& p) {
+  return admin::text_response(static_cast<unsigned>(p.status), core::problem_json(p), "application/problem+json");
+}
+
+admin::Response not_found(std::string_view what) {
+  core::Problem p = core::bad_request_problem(what);
+  p.status = 404;
+  p.type = "urn:idemproxy:problem:not-found";
+  p.title = "Not found";
+  return problem(p);
+}
+
+struct KeyTarget {
+  std::string route;
+  std::string key;
+  std::string scope;
+  bool release = false;
+};
+
+// /admin/keys/{route}/{key}[/release][?scope=...]
+std::optional<KeyTarget> parse_key_target(const admin::Request& request, const RuntimeConfig& runtime,
+                                          std::string& error) {
+  std::string_view target = request.target();
+  std::string_view query;
+  if (const auto q = target.find('?'); q != std::string_view::npos) {
+    query = target.substr(q + 1);
+    target = target.substr(0, q);
+  }
+  constexpr std::string_view prefix = "/admin/keys/";
+  if (!target.starts_with(prefix)) return std::nullopt;
+  target.remove_prefix(prefix.size());
+  KeyTarget out;
+  if (target.ends_with("/release")) {
+    out.release = true;
+    target.remove_suffix(std::string_view("/release").size());
+  }
+  const auto slash = target.find('/');
+  if (slash == std::string_view::npos) {
+    error = "expected /admin/keys/{route}/{key}";
+    return std::nullopt;
+  }
+  const auto route = percent_decode(target.substr(0, slash));
+  const auto key = percent_decode(target.substr(slash + 1));
+  if (!route || !key || key->empty()) {
+    error = "bad percent-encoding in the route or key";
+    return std::nullopt;
+  }
+  out.route = *route;
+  out.key = *key;
+  const core::Route* found = nullptr;
+  for (const core::Route& r : runtime.routes.routes()) {
+    if (r.policy.name == out.route) found = &r;
+  }
+  if (found == nullptr) {
+    error = "no route named \"" + out.route + "\"";
+    return std::nullopt;
+  }
+  if (query.starts_with("scope=")) {
+    const auto scope = percent_decode(query.substr(6));
+    if (!scope) {
+      error = "bad percent-encoding in scope";
+      return std::nullopt;
+    }
+    out.scope = *scope;
+    return out;
+  }
+  // The scope exactly as the proxy computes it, from the scope headers sent to this endpoint.
+  std::vector<std::pair<std::string_view, std::optional<std::string>>> values;
+  for (const std::string& name : found->policy.scope_headers) {
+    std::optional<std::string> joined;
+    auto [first, last] = request.equal_range(name);
+    for (auto it = first; it != last; ++it) {
+      if (joined) *joined += ", "; else joined.emplace();
+      *joined += it->value();
+    }
+    values.emplace_back(name, std::move(joined));
+  }
+  out.scope = fingerprint::record_scope(found->policy.name, values);
+  return out;
+}
+
+std::string record_json(const KeyTarget& target, const store::RecordInfo& info) {
+  std::string out = "{\"route\":";
+  log::append_json_string(out, target.route);
+  out += ",\"scope\":";
+  log::append_json_string(out, target.scope);
+  out += ",\"key\":";
+  log::append_json_string(out, target.key);
+  out += ",\"state\":\"" + std::string(core::record_state_name(info.state)) + "\"";
+  out += ",\"fingerprint\":\"" + info.fingerprint + "\"";
+  out += ",\"created_at_ms\":" + std::to_string(info.created_at_ms);
+  out += ",\"lease_expires_at_ms\":" + std::to_string(info.lease_expires_at_ms);
+  out += ",\"completed_at_ms\":" + std::to_string(info.completed_at_ms);
+  out += ",\"expires_at_ms\":" + std::to_string(info.expires_at_ms);
+  out += ",\"response_status\":" + std::to_string(info.response_status);
+  out += ",\"body_bytes\":" + std::to_string(info.body_bytes) + "}\n";
+  return out;
+}
+
+void handle_key(ProxyAdminContext& context, const admin::Request& request, admin::Respond respond) {
+  std::string error;
+  const auto runtime = context.config();
+  const std::optional<KeyTarget> target = parse_key_target(request, *runtime, error);
+  if (!target) return respond(not_found(error.empty() ? "no such admin endpoint" : error));
+  const bool post = request.method() == http::verb::post;
+  if (target->release != post) {
+    admin::Response wrong = admin::text_response(405, "use GET for a record and POST for .../release\n");
+    wrong.set(http::field::allow, target->release ? "POST" : "GET");
+    return respond(std::move(wrong));
+  }
+  // Logs never carry the raw key.
+  const std::string key_hash = crypto::to_hex(crypto::sha256(target->key)).substr(0, 16);
+  const store::RecordKey key{target->scope, target->key};
+  if (!target->release) {
+    log::info("admin_inspect", {{"route", target->route}, {"scope", target->scope}, {"key_hash", key_hash}});
+    context.store.inspect(key, [target = *target, respond](store::StoreError e, store::RecordInfo info) {
+      if (e == store::StoreError::ok) return respond(admin::text_response(200, record_json(target, info), "application/json"));
+      if (e == store::StoreError::not_found) return respond(not_found("no live record for this route, scope and key"));
+      respond(problem(core::store_unavailable_problem(std::chrono::seconds(1))));
+    });
+    return;
+  }
+  context.store.force_release(key, [target = *target, respond, key_hash](store::StoreError e) {
+    log::info("admin_release", {{"route", target.route}, {"scope", target.scope}, {"key_hash", key_hash},
+                                {"result", store::store_error_name(e)}});
+    if (e == store::StoreError::ok) return respond(admin::text_response(200, "{\"released\":true}\n", "application/json"));
+    if (e == store::StoreError::not_found) {
+      return respond(not_found("no unknown or in-flight record for this route, scope and key (completed records are never released)"));
+    }
+    respond(problem(core::store_unavailable_problem(std::chrono::seconds(1))));
+  });
+}
+
+}  // namespace
+
+admin::Handler make_proxy_admin_handler(ProxyAdminContext context) {
+  return [context](const admin::Request& request, admin::Respond respond) mutable {
+    const std::string_view target = request.target();
+    if (target == "/healthz") return respond(admin::text_response(200, "ok\n"));
+    if (target == "/readyz") {
+      if (context.draining.load()) return respond(admin::text_response(503, "draining\n"));
+      if (!context.store.connected()) return respond(admin::text_response(503, "store unreachable\n"));
+      return respond(admin::text_response(200, "ready\n"));
+    }
+    if (target == "/metrics") {
+      return respond(admin::text_response(200, context.metrics.render(), "text/plain; version=0.0.4; charset=utf-8"));
+    }
+    if (target.starts_with("/admin/keys/")) return handle_key(context, request, std::move(respond));
+    respond(not_found("no such admin endpoint"));
+  };
+}
+
+}  // namespace idem::app

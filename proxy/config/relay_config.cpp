@@ -1,0 +1,491 @@
+// idemrelay's config schema: walks the YAML document into a RelayConfig, reporting every problem
+// with its position (the shared YamlReader does the typed reads and ${VAR} expansion).
+#include "config/relay_config.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include <yaml-cpp/yaml.h>
+
+#include "config/addresses.hpp"
+#include "config/issue_sink.hpp"
+#include "config/units.hpp"
+#include "config/yaml_reader.hpp"
+
+namespace idem::config {
+namespace {
+
+using detail::Field;
+using detail::Fields;
+using detail::IssueSink;
+using detail::YamlReader;
+using Keys = std::vector<std::string_view>;
+
+const Keys kTopLevelKeys = {"postgres", "relay", "retention", "sink", "admin"};
+const Keys kPostgresKeys = {"dsn", "connect_timeout", "query_timeout"};
+const Keys kRelayKeys = {"batch_size", "concurrency", "poll_interval", "notify", "lease", "max_attempts",
+                         "backoff", "shutdown_timeout", "stats_interval"};
+const Keys kBackoffKeys = {"initial", "max"};
+const Keys kRetentionKeys = {"max_age", "batch", "interval"};
+const Keys kSinkKeys = {"type", "redis_streams", "http"};
+const Keys kRedisKeys = {"address", "password", "database", "connect_timeout", "command_timeout", "stream",
+                         "maxlen", "dedup_window", "dedup_prefix", "wait"};
+const Keys kWaitKeys = {"replicas", "timeout"};
+const Keys kHttpKeys = {"url", "connect_timeout", "timeout", "max_connections", "secret", "secret_file"};
+const Keys kAdminKeys = {"listen", "token"};
+
+constexpr std::size_t kMaxConfigFileBytes = 4 * 1024 * 1024;
+constexpr std::uint64_t kMaxBatchSize = 10'000;
+constexpr std::uint64_t kMaxConcurrency = 64;
+constexpr std::uint64_t kMaxAttempts = 1'000;
+constexpr std::size_t kMaxSecretFileBytes = 4'096;
+constexpr std::string_view kSecretPrefix = "whsec_";
+
+std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
+
+template <class T>
+void assign(std::optional<T> value, T& target) {
+  if (value) target = std::move(*value);
+}
+
+bool is_base64(std::string_view text) {
+  if (text.empty() || text.size() % 4 != 0) return false;
+  std::size_t padding = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const bool alphabet = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
+    if (c == '=') {
+      ++padding;
+    } else if (!alphabet || padding > 0) {
+      return false;  // a character after padding, or outside the alphabet
+    }
+  }
+  return padding <= 2;
+}
+
+std::optional<MessageField> field_named(std::string_view name) {
+  if (name == "event_id") return MessageField::event_id;
+  if (name == "event_type") return MessageField::event_type;
+  if (name == "aggregate_type") return MessageField::aggregate_type;
+  if (name == "aggregate_id") return MessageField::aggregate_id;
+  return std::nullopt;
+}
+
+class RelayConfigReader {
+ public:
+  explicit RelayConfigReader(YamlReader& yaml) : yaml_(yaml), issues_(yaml.issues()) {}
+
+  RelayConfig read(const YAML::Node& root);
+
+ private:
+  void read_postgres(const Field* field, const YAML::Mark& top, RelayPostgresConfig& postgres);
+  void read_relay(const Field& field, RelayLoopConfig& relay);
+  void read_retention(const Field& field, RetentionConfig& retention);
+  void read_sink(const Field* field, const YAML::Mark& top, SinkConfig& sink);
+  void read_redis(const Field* field, const YAML::Mark& parent, RedisSinkConfig& redis);
+  void read_http(const Field* field, const YAML::Mark& parent, HttpSinkConfig& http);
+  void read_admin(const Field& field, RelayAdminConfig& admin);
+  std::optional<MessageTemplate> read_template(const Field& field, std::string_view path);
+  void check_lease(const RelayConfig& config, const YAML::Mark& at);
+
+  YamlReader& yaml_;
+  IssueSink& issues_;
+  std::optional<YAML::Mark> lease_mark_;
+};
+
+RelayConfig RelayConfigReader::read(const YAML::Node& root) {
+  RelayConfig config;
+  std::string unused;
+  config.sink.redis.stream = *parse_message_template("outbox.{aggregate_type}", unused);
+  const YAML::Mark start = root.IsNull() ? YAML::Mark() : root.Mark();
+  const std::optional<Fields> top = yaml_.mapping(root, start, "", kTopLevelKeys);
+  if (!top) return config;
+  read_postgres(top->find("postgres"), top->mark(), config.postgres);
+  if (const Field* field = top->find("relay")) read_relay(*field, config.relay);
+  if (const Field* field = top->find("retention")) read_retention(*field, config.retention);
+  read_sink(top->find("sink"), top->mark(), config.sink);
+  if (const Field* field = top->find("admin")) read_admin(*field, config.admin);
+  check_lease(config, lease_mark_.value_or(top->mark()));
+  return config;
+}
+
+void RelayConfigReader::read_postgres(const Field* field, const YAML::Mark& top, RelayPostgresConfig& postgres) {
+  const std::optional<Fields> fields =
+      field ? yaml_.mapping(field->value, field->key.Mark(), "postgres", kPostgresKeys) : std::optional<Fields>(Fields(top));
+  if (!fields) return;
+  constexpr std::string_view kDsnRequired = "postgres.dsn is required (e.g. dsn: \"${IDEMPROXY_PG_DSN}\")";
+  if (const Field* f = fields->find("dsn")) {
+    if (std::optional<std::string> dsn = yaml_.string(*f, "postgres.dsn")) {
+      if (dsn->empty()) {
+        issues_.error(f->value.Mark(), std::string(kDsnRequired));
+      } else {
+        postgres.dsn = std::move(*dsn);
+      }
+    }
+  } else {
+    issues_.error(fields->mark(), std::string(kDsnRequired));
+  }
+  if (const Field* f = fields->find("connect_timeout")) assign(yaml_.duration(*f, "postgres.connect_timeout", false), postgres.connect_timeout);
+  if (const Field* f = fields->find("query_timeout")) assign(yaml_.duration(*f, "postgres.query_timeout", false), postgres.query_timeout);
+}
+
+void RelayConfigReader::read_relay(const Field& field, RelayLoopConfig& relay) {
+  const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "relay", kRelayKeys);
+  if (!fields) return;
+  if (const Field* f = fields->find("batch_size")) {
+    if (const auto n = yaml_.integer(*f, "relay.batch_size", 1, kMaxBatchSize)) relay.batch_size = static_cast<std::size_t>(*n);
+  }
+  if (const Field* f = fields->find("concurrency")) {
+    if (const auto n = yaml_.integer(*f, "relay.concurrency", 1, kMaxConcurrency)) relay.concurrency = static_cast<unsigned>(*n);
+  }
+  if (const Field* f = fields->find("poll_interval")) assign(yaml_.duration(*f, "relay.poll_interval", false), relay.poll_interval);
+  if (const Field* f = fields->find("notify")) assign(yaml_.boolean(*f, "relay.notify"), relay.notify);
+  if (const Field* f = fields->find("lease")) {
+    lease_mark_ = f->value.Mark();
+    assign(yaml_.duration(*f, "relay.lease", false), relay.lease);
+  }
+  if (const Field* f = fields->find("max_attempts")) {
+    if (const auto n = yaml_.integer(*f, "relay.max_attempts", 1, kMaxAttempts)) relay.max_attempts = static_cast<unsigned>(*n);
+  }
+  if (const Field* f = fields->find("backoff")) {
+    if (const auto backoff = yaml_.mapping(f->value, f->key.Mark(), "relay.backoff", kBackoffKeys)) {
+      if (const Field* b = backoff->find("initial")) assign(yaml_.duration(*b, "relay.backoff.initial", false), relay.backoff_initial);
+      if (const Field* b = backoff->find("max")) {
+        assign(yaml_.duration(*b, "relay.backoff.max", false), relay.backoff_max);
+        if (relay.backoff_max < relay.backoff_initial) {
+          issues_.error(b->value.Mark(), "relay.backoff.max (" + detail::format_duration(relay.backoff_max) +
+                                             ") must not be below relay.backoff.initial (" +
+                                             detail::format_duration(relay.backoff_initial) + ")");
+        }
+      }
+    }
+  }
+  if (const Field* f = fields->find("shutdown_timeout")) {
+    assign(yaml_.duration(*f, "relay.shutdown_timeout", false), relay.shutdown_timeout);
+  }
+  if (const Field* f = fields->find("stats_interval")) assign(yaml_.duration(*f, "relay.stats_interval", false), relay.stats_interval);
+}
+
+void RelayConfigReader::read_retention(const Field& field, RetentionConfig& retention) {
+  const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "retention", kRetentionKeys);
+  if (!fields) return;
+  if (const Field* f = fields->find("max_age")) assign(yaml_.duration(*f, "retention.max_age", true), retention.max_age);
+  if (const Field* f = fields->find("batch")) {
+    if (const auto n = yaml_.integer(*f, "retention.batch", 1, 100'000)) retention.batch = static_cast<std::size_t>(*n);
+  }
+  if (const Field* f = fields->find("interval")) assign(yaml_.duration(*f, "retention.interval", false), retention.interval);
+}
+
+void RelayConfigReader::read_sink(const Field* field, const YAML::Mark& top, SinkConfig& sink) {
+  if (!field) {
+    issues_.error(top, "sink is required (sink: { type: redis_streams, redis_streams: {...} } or type: http)");
+    return;
+  }
+  const std::optional<Fields> fields = yaml_.mapping(field->value, field->key.Mark(), "sink", kSinkKeys);
+  if (!fields) return;
+  const Field* type = fields->find("type");
+  if (!type) {
+    issues_.error(fields->mark(), "sink.type is required (redis_streams | http)");
+    return;
+  }
+  const auto kind = yaml_.one_of<SinkKind>(*type, "sink.type", {{"redis_streams", SinkKind::redis_streams}, {"http", SinkKind::http}});
+  if (!kind) return;
+  sink.kind = *kind;
+  switch (*kind) {
+    case SinkKind::redis_streams:
+      if (const Field* other = fields->find("http")) {
+        issues_.warning(other->key.Mark(), "sink.http is ignored: sink.type is redis_streams");
+      }
+      read_redis(fields->find("redis_streams"), fields->mark(), sink.redis);
+      return;
+    case SinkKind::http:
+      if (const Field* other = fields->find("redis_streams")) {
+        issues_.warning(other->key.Mark(), "sink.redis_streams is ignored: sink.type is http");
+      }
+      read_http(fields->find("http"), fields->mark(), sink.http);
+      return;
+  }
+}
+
+void RelayConfigReader::read_redis(const Field* field, const YAML::Mark& parent, RedisSinkConfig& redis) {
+  const std::optional<Fields> fields = field ? yaml_.mapping(field->value, field->key.Mark(), "sink.redis_streams", kRedisKeys)
+                                             : std::optional<Fields>(Fields(parent));
+  if (!fields) return;
+  if (const Field* f = fields->find("address")) {
+    if (const auto text = yaml_.string(*f, "sink.redis_streams.address")) {
+      if (const auto address = detail::parse_host_port(*text)) {
+        redis.host = address->host;
+        redis.port = address->port;
+      } else {
+        issues_.error(f->value.Mark(), "bad address " + quoted(*text) + " for sink.redis_streams.address (expected host:port, e.g. 127.0.0.1:6379)");
+      }
+    }
+  }
+  if (const Field* f = fields->find("password")) assign(yaml_.string(*f, "sink.redis_streams.password"), redis.password);
+  if (const Field* f = fields->find("database")) {
+    if (const auto n = yaml_.integer(*f, "sink.redis_streams.database", 0, 65'535)) redis.database = static_cast<unsigned>(*n);
+  }
+  if (const Field* f = fields->find("connect_timeout")) {
+    assign(yaml_.duration(*f, "sink.redis_streams.connect_timeout", false), redis.connect_timeout);
+  }
+  if (const Field* f = fields->find("command_timeout")) {
+    assign(yaml_.duration(*f, "sink.redis_streams.command_timeout", false), redis.command_timeout);
+  }
+  if (const Field* f = fields->find("stream")) assign(read_template(*f, "sink.redis_streams.stream"), redis.stream);
+  if (const Field* f = fields->find("maxlen")) assign(yaml_.integer(*f, "sink.redis_streams.maxlen", 0, 1'000'000'000'000ULL), redis.maxlen);
+  if (const Field* f = fields->find("dedup_window")) {
+    const auto window = yaml_.duration(*f, "sink.redis_streams.dedup_window", false);
+    if (window && *window < std::chrono::seconds(1)) {
+      issues_.error(f->value.Mark(), "sink.redis_streams.dedup_window must be at least 1s (Redis expires keys in seconds)");
+    } else {
+      assign(window, redis.dedup_window);
+    }
+  }
+  if (const Field* f = fields->find("dedup_prefix")) {
+    if (auto prefix = yaml_.string(*f, "sink.redis_streams.dedup_prefix")) {
+      if (prefix->empty()) {
+        issues_.error(f->value.Mark(), "sink.redis_streams.dedup_prefix must not be empty (markers would collide with other keys)");
+      } else {
+        redis.dedup_prefix = std::move(*prefix);
+      }
+    }
+  }
+  if (const Field* f = fields->find("wait")) {
+    if (const auto wait = yaml_.mapping(f->value, f->key.Mark(), "sink.redis_streams.wait", kWaitKeys)) {
+      if (const Field* w = wait->find("replicas")) {
+        if (const auto n = yaml_.integer(*w, "sink.redis_streams.wait.replicas", 0, 100)) redis.wait_replicas = static_cast<unsigned>(*n);
+      }
+      if (const Field* w = wait->find("timeout")) assign(yaml_.duration(*w, "sink.redis_streams.wait.timeout", false), redis.wait_timeout);
+    }
+  }
+}
+
+void RelayConfigReader::read_http(const Field* field, const YAML::Mark& parent, HttpSinkConfig& http) {
+  const std::optional<Fields> fields =
+      field ? yaml_.mapping(field->value, field->key.Mark(), "sink.http", kHttpKeys) : std::optional<Fields>(Fields(parent));
+  if (!fields) return;
+  if (const Field* f = fields->find("url")) {
+    if (const auto url = yaml_.string(*f, "sink.http.url")) {
+      const std::string_view text(*url);
+      constexpr std::string_view kHttp = "http://";
+      std::optional<detail::HostPort> address;
+      std::string_view target = "/";
+      if (text.substr(0, kHttp.size()) == kHttp) {
+        const std::string_view rest = text.substr(kHttp.size());
+        const std::size_t slash = rest.find('/');
+        const std::string_view authority = rest.substr(0, slash);
+        if (slash != std::string_view::npos) target = rest.substr(slash);
+        const bool has_port = authority.starts_with('[') ? authority.find("]:") != std::string_view::npos
+                                                         : authority.find(':') != std::string_view::npos;
+        if (!authority.empty() && authority.find_first_of("@{}?#") == std::string_view::npos) {
+          address = detail::parse_host_port(has_port ? std::string(authority) : std::string(authority) + ":80");
+        }
+      }
+      if (text.substr(0, 8) == "https://") {
+        issues_.error(f->value.Mark(), "sink.http.url must be http://: https is not supported yet (put a TLS sidecar in front) (got " +
+                                           quoted(text) + ")");
+      } else if (!address) {
+        issues_.error(f->value.Mark(), "sink.http.url must be http://host[:port]/path, got " + quoted(text));
+      } else {
+        std::string error;
+        if (auto parsed = parse_message_template(target, error)) {
+          http.url = *url;
+          http.host = address->host;
+          http.port = address->port;
+          http.target = std::move(*parsed);
+        } else {
+          issues_.error(f->value.Mark(), "bad sink.http.url " + quoted(text) + ": " + error);
+        }
+      }
+    }
+  } else {
+    issues_.error(fields->mark(), "sink.http.url is required (e.g. url: http://127.0.0.1:8080/events/{event_type})");
+  }
+  if (const Field* f = fields->find("connect_timeout")) assign(yaml_.duration(*f, "sink.http.connect_timeout", false), http.connect_timeout);
+  if (const Field* f = fields->find("timeout")) assign(yaml_.duration(*f, "sink.http.timeout", false), http.timeout);
+  if (const Field* f = fields->find("max_connections")) {
+    if (const auto n = yaml_.integer(*f, "sink.http.max_connections", 1, 1'024)) http.max_connections = static_cast<std::size_t>(*n);
+  }
+  const Field* secret = fields->find("secret");
+  const Field* secret_file = fields->find("secret_file");
+  std::optional<std::string> value;
+  YAML::Mark at = fields->mark();
+  if (secret && secret_file) {
+    issues_.error(secret_file->key.Mark(), "give sink.http.secret or sink.http.secret_file, not both");
+    return;
+  }
+  if (secret) {
+    at = secret->value.Mark();
+    value = yaml_.string(*secret, "sink.http.secret");
+    if (!value) return;
+  } else if (secret_file) {
+    at = secret_file->value.Mark();
+    const auto path = yaml_.string(*secret_file, "sink.http.secret_file");
+    if (!path) return;
+    std::ifstream in(*path, std::ios::binary);
+    std::ostringstream text;
+    if (in) text << in.rdbuf();
+    if (!in) {
+      issues_.error(at, "cannot read sink.http.secret_file " + quoted(*path) + ": " + std::strerror(errno));
+      return;
+    }
+    value = text.str();
+    if (value->size() > kMaxSecretFileBytes) {
+      issues_.error(at, "sink.http.secret_file " + quoted(*path) + " is larger than " + std::to_string(kMaxSecretFileBytes) + " bytes");
+      return;
+    }
+    while (!value->empty() && (value->back() == '\n' || value->back() == '\r' || value->back() == ' ')) value->pop_back();
+  } else {
+    issues_.error(fields->mark(), "sink.http.secret or sink.http.secret_file is required (webhook-signature needs it)");
+    return;
+  }
+  const std::string_view text(*value);
+  if (text.substr(0, kSecretPrefix.size()) != kSecretPrefix || !is_base64(text.substr(kSecretPrefix.size())) ||
+      text.size() - kSecretPrefix.size() < 24) {
+    // Never echo the secret itself.
+    issues_.error(at, "the webhook secret must be \"whsec_\" followed by base64 of at least 16 random bytes");
+    return;
+  }
+  http.secret = std::move(*value);
+}
+
+void RelayConfigReader::read_admin(const Field& field, RelayAdminConfig& admin) {
+  const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "admin", kAdminKeys);
+  if (!fields) return;
+  if (const Field* f = fields->find("listen")) {
+    if (const auto text = yaml_.string(*f, "admin.listen")) {
+      if (const auto address = detail::parse_host_port(*text)) {
+        admin.enabled = true;
+        admin.host = address->host;
+        admin.port = address->port;
+      } else {
+        issues_.error(f->value.Mark(), "bad admin.listen address " + quoted(*text) + " (expected host:port, e.g. 127.0.0.1:9465)");
+      }
+    }
+  }
+  if (const Field* f = fields->find("token")) assign(yaml_.string(*f, "admin.token"), admin.token);
+}
+
+std::optional<MessageTemplate> RelayConfigReader::read_template(const Field& field, std::string_view path) {
+  const auto text = yaml_.string(field, path);
+  if (!text) return std::nullopt;
+  std::string error;
+  auto parsed = parse_message_template(*text, error);
+  if (!parsed) issues_.error(field.value.Mark(), "bad template " + quoted(*text) + " for " + std::string(path) + ": " + error);
+  return parsed;
+}
+
+void RelayConfigReader::check_lease(const RelayConfig& config, const YAML::Mark& at) {
+  // A batch must be published and settled well inside its lease, or another relay may claim the
+  // rows while they are still in hand (safe, thanks to the fence and the dedup, but wasteful).
+  const std::chrono::milliseconds publish =
+      config.sink.kind == SinkKind::redis_streams ? config.sink.redis.command_timeout : config.sink.http.timeout;
+  const std::chrono::milliseconds needed = publish + 2 * config.postgres.query_timeout;
+  if (config.relay.lease <= needed) {
+    issues_.error(at, "relay.lease (" + detail::format_duration(config.relay.lease) +
+                          ") must exceed the sink's timeout plus twice postgres.query_timeout (" + detail::format_duration(needed) + ")");
+  }
+}
+
+RelayLoadResult finish(IssueSink& issues, std::optional<RelayConfig> config) {
+  RelayLoadResult result;
+  if (!issues.has_errors()) result.config = std::move(config);
+  result.issues = issues.take_in_file_order();
+  return result;
+}
+
+}  // namespace
+
+std::optional<MessageTemplate> parse_message_template(std::string_view text, std::string& error) {
+  MessageTemplate parsed;
+  parsed.text = std::string(text);
+  std::string literal;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '{' && i + 1 < text.size() && text[i + 1] == '{') {
+      literal.push_back('{');
+      ++i;
+    } else if (c == '}' && i + 1 < text.size() && text[i + 1] == '}') {
+      literal.push_back('}');
+      ++i;
+    } else if (c == '{') {
+      const std::size_t close = text.find('}', i);
+      if (close == std::string_view::npos) {
+        error = "unterminated \"{\" (write {{ for a literal brace)";
+        return std::nullopt;
+      }
+      const std::string_view name = text.substr(i + 1, close - i - 1);
+      const auto field = field_named(name);
+      if (!field) {
+        error = "unknown placeholder {" + std::string(name) + "} (expected {event_id}, {event_type}, {aggregate_type} or {aggregate_id})";
+        return std::nullopt;
+      }
+      if (!literal.empty()) parsed.pieces.push_back({std::move(literal), std::nullopt});
+      literal.clear();
+      parsed.pieces.push_back({{}, field});
+      i = close;
+    } else if (c == '}') {
+      error = "unmatched \"}\" (write }} for a literal brace)";
+      return std::nullopt;
+    } else {
+      literal.push_back(c);
+    }
+  }
+  if (!literal.empty()) parsed.pieces.push_back({std::move(literal), std::nullopt});
+  if (parsed.pieces.empty()) {
+    error = "the template is empty";
+    return std::nullopt;
+  }
+  return parsed;
+}
+
+RelayLoadResult load_relay_config_text(std::string_view yaml, std::string_view file_name, const EnvLookup& env) {
+  IssueSink issues{std::string(file_name)};
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(std::string(yaml));
+  } catch (const YAML::Exception& error) {
+    issues.error(error.mark, "invalid YAML: " + error.msg);
+    return finish(issues, std::nullopt);
+  }
+  if (documents.size() > 1) issues.error(documents[1].Mark(), "a config file holds one YAML document; found a second one here");
+  std::optional<RelayConfig> config;
+  try {
+    YamlReader reader(issues, env);
+    RelayConfigReader schema(reader);
+    config = schema.read(documents.empty() ? YAML::Node() : documents.front());
+  } catch (const YAML::Exception& error) {
+    issues.error(error.mark, "cannot interpret the config: " + error.msg);
+  }
+  return finish(issues, std::move(config));
+}
+
+RelayLoadResult load_relay_config_file(const std::string& path, const EnvLookup& env) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text;
+  if (in) {
+    char chunk[64 * 1024];
+    while (text.size() <= kMaxConfigFileBytes && in.read(chunk, sizeof chunk)) text.append(chunk, sizeof chunk);
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+  }
+  if (!in && !in.eof()) {
+    const int error = errno;
+    IssueSink issues{path};
+    issues.error_without_position("cannot read config file: " + std::string(error != 0 ? std::strerror(error) : "read failed"));
+    return finish(issues, std::nullopt);
+  }
+  if (text.size() > kMaxConfigFileBytes) {
+    IssueSink issues{path};
+    issues.error_without_position("config file is larger than " + std::to_string(kMaxConfigFileBytes) + " bytes");
+    return finish(issues, std::nullopt);
+  }
+  RelayLoadResult result = load_relay_config_text(text, path, env);
+  if (result.config) result.config->source_path = path;
+  return result;
+}
+
+}  // namespace idem::config

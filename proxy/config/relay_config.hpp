@@ -1,0 +1,118 @@
+#pragma once
+// idemrelay's configuration as plain structs, loaded from YAML with the same reader, ${VAR}
+// expansion and file:line:col messages as idemproxy's. See config/idemrelay.example.yaml for every
+// option with its default.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace idem::config {
+
+// Where outbox rows come from. The table is `outbox`, resolved through the DSN's search_path.
+struct RelayPostgresConfig {
+  std::string dsn;
+  std::chrono::milliseconds connect_timeout{2'000};
+  std::chrono::milliseconds query_timeout{5'000};  // deadline on every claim, settle, delete
+};
+
+struct RelayLoopConfig {
+  std::size_t batch_size = 100;                    // rows per claim
+  unsigned concurrency = 2;                        // batches in flight at once (claim/publish/settle)
+  std::chrono::milliseconds poll_interval{1'000};  // claim this often when no NOTIFY arrives
+  bool notify = true;                              // LISTEN for the outbox trigger's NOTIFY
+  std::chrono::milliseconds lease{30'000};         // a claimed row is reserved this long
+  unsigned max_attempts = 10;                      // failed publishes before a row is parked
+  std::chrono::milliseconds backoff_initial{1'000};  // delay after a row's first failure
+  std::chrono::milliseconds backoff_max{300'000};    // cap of the doubling delay
+  std::chrono::milliseconds shutdown_timeout{10'000};  // SIGTERM: time to finish the batches in hand
+  std::chrono::milliseconds stats_interval{5'000};   // backlog/lag/parked query for metrics and logs
+};
+
+// Published rows older than max_age are deleted, `batch` rows per statement.
+struct RetentionConfig {
+  std::chrono::milliseconds max_age{7LL * 24 * 3'600'000};  // 0: keep published rows forever
+  std::size_t batch = 1'000;
+  std::chrono::milliseconds interval{60'000};
+};
+
+// A destination name built from a row: literal text and {field} placeholders.
+enum class MessageField { event_id, event_type, aggregate_type, aggregate_id };
+struct TemplatePiece {
+  std::string literal;                // used when field is empty
+  std::optional<MessageField> field;
+};
+struct MessageTemplate {
+  std::string text;                   // as written, for messages
+  std::vector<TemplatePiece> pieces;
+};
+
+struct RedisSinkConfig {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 6379;
+  std::string password;                            // AUTH after connecting when set
+  unsigned database = 0;                           // SELECT after connecting when not 0
+  std::chrono::milliseconds connect_timeout{2'000};
+  std::chrono::milliseconds command_timeout{5'000};
+  MessageTemplate stream;                          // default "outbox.{aggregate_type}"
+  std::uint64_t maxlen = 0;                        // XADD MAXLEN ~ N when not 0
+  std::chrono::milliseconds dedup_window{24LL * 3'600'000};  // a re-publish within it adds nothing
+  std::string dedup_prefix = "idemrelay:published:";
+  unsigned wait_replicas = 0;                      // WAIT for this many replicas after each batch
+  std::chrono::milliseconds wait_timeout{1'000};
+};
+
+struct HttpSinkConfig {
+  std::string url;                  // as written
+  std::string host;                 // from url
+  std::uint16_t port = 80;          // from url
+  MessageTemplate target;           // path and query, with placeholders
+  std::chrono::milliseconds connect_timeout{2'000};
+  std::chrono::milliseconds timeout{10'000};  // request written -> response read
+  std::size_t max_connections = 8;            // requests in flight at once
+  std::string secret;                         // Standard Webhooks "whsec_<base64>"
+};
+
+enum class SinkKind { redis_streams, http };
+
+struct SinkConfig {
+  SinkKind kind = SinkKind::redis_streams;
+  RedisSinkConfig redis;
+  HttpSinkConfig http;
+};
+
+struct RelayAdminConfig {
+  bool enabled = false;
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 9465;
+  std::string token;  // bearer token for /metrics; empty: none
+};
+
+struct RelayConfig {
+  std::string source_path;
+  RelayPostgresConfig postgres;
+  RelayLoopConfig relay;
+  RetentionConfig retention;
+  SinkConfig sink;
+  RelayAdminConfig admin;
+};
+
+struct RelayLoadResult {
+  std::optional<RelayConfig> config;  // set only when there is no error (warnings allowed)
+  std::vector<ConfigIssue> issues;    // every problem found, in file order
+};
+
+RelayLoadResult load_relay_config_file(const std::string& path, const EnvLookup& env = process_environment());
+RelayLoadResult load_relay_config_text(std::string_view yaml, std::string_view file_name,
+                                       const EnvLookup& env = process_environment());
+
+// Parses "outbox.{aggregate_type}" into pieces; nullopt with `error` set when a placeholder is
+// unknown or a brace is unbalanced ("{{" and "}}" are literal braces).
+std::optional<MessageTemplate> parse_message_template(std::string_view text, std::string& error);
+
+}  // namespace idem::config

@@ -1,0 +1,36 @@
+#pragma once
+// What happened to one request, filled in along the way and turned into one access-log line and
+// the request metrics in one place (client_connection.cpp).
+#include <chrono>
+#include <string>
+#include <string_view>
+
+namespace idem::http {
+
+// Decision labels (the `decision` label of idemproxy_requests_total and the access log).
+namespace decision {
+inline constexpr std::string_view passthrough = "passthrough";              // no route, safe method, key off/optional+absent
+inline constexpr std::string_view executed = "new";                         // executed upstream, response stored
+inline constexpr std::string_view released = "released";                    // executed (or not sent), key released
+inline constexpr std::string_view replay = "replay";                        // stored response replayed
+inline constexpr std::string_view mismatch = "mismatch_422";
+inline constexpr std::string_view in_flight = "in_flight_409";
+inline constexpr std::string_view too_large = "too_large_409";
+inline constexpr std::string_view missing_key = "missing_key_400";
+inline constexpr std::string_view invalid_key = "invalid_key_400";          // empty, too long, malformed, repeated
+inline constexpr std::string_view unknown = "unknown";                      // outcome unknown (marked or answered)
+inline constexpr std::string_view store_unavailable = "store_unavailable";  // fail_closed 503
+inline constexpr std::string_view unchecked = "unchecked";                  // fail_open: forwarded unprotected
+inline constexpr std::string_view refused = "refused";                      // 400/413/431 before the request was read whole
+}  // namespace decision
+
+struct RequestTrace {
+  std::string route = "-";  // "-" when no route matched
+  std::string_view decision = decision::passthrough;
+  std::string key_sha256;  // first 16 hex digits of SHA-256(key); never the key itself
+  bool cache_hit = false;
+  std::chrono::microseconds upstream{0};  // time in the upstream exchange
+  std::chrono::microseconds store{0};     // time in store operations
+};
+
+}  // namespace idem::http

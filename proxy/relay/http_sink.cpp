@@ -1,0 +1,219 @@
+#include "relay/http_sink.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include <chrono>
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+#include "log/log.hpp"
+#include "relay/message_template.hpp"
+
+namespace idem::relay {
+namespace {
+
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+constexpr std::size_t kMaxResponseBody = 1024 * 1024;  // the consumer's answer is read and dropped
+
+WebhookSigner signer_or_throw(const std::string& secret) {
+  auto signer = WebhookSigner::from_secret(secret);
+  if (!signer) throw std::runtime_error("sink.http: the webhook secret is not \"whsec_\" + base64 of at least 16 bytes");
+  return std::move(*signer);
+}
+
+asio::ip::tcp::endpoint resolve_or_throw(asio::io_context& io, const std::string& host, std::uint16_t port) {
+  boost::system::error_code error;
+  const asio::ip::address address = asio::ip::make_address(host, error);
+  if (!error) return {address, port};
+  asio::ip::tcp::resolver resolver(io);
+  const auto results = resolver.resolve(host, std::to_string(port), error);
+  if (error || results.empty()) throw std::runtime_error("sink.http: cannot resolve " + host + ": " + error.message());
+  return results.begin()->endpoint();
+}
+
+std::int64_t unix_seconds_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+struct HttpSink::Batch {
+  std::shared_ptr<const std::vector<OutboxRow>> rows;
+  std::vector<std::vector<std::size_t>> lanes;  // per aggregate, its rows' indexes in id order
+  std::size_t next_lane = 0;
+  std::size_t workers = 0;
+  std::vector<Delivery> deliveries;
+  PublishHandler handler;
+};
+
+HttpSink::HttpSink(asio::io_context& io, config::HttpSinkConfig config)
+    : io_(io), config_(std::move(config)), signer_(signer_or_throw(config_.secret)),
+      endpoint_(resolve_or_throw(io, config_.host, config_.port)) {}
+
+HttpSink::~HttpSink() = default;
+
+void HttpSink::start() {}
+
+void HttpSink::stop() {
+  stopped_ = true;
+  for (auto& stream : idle_) stream->close();
+  idle_.clear();
+}
+
+std::string HttpSink::body_for(const OutboxRow& row) {
+  std::string body = "{\"type\":";
+  log::append_json_string(body, row.event_type);
+  body += ",\"timestamp\":";
+  log::append_json_string(body, row.created_at);
+  body += ",\"data\":";
+  body += row.payload;  // JSON already (jsonb text)
+  body += ",\"event_id\":";
+  log::append_json_string(body, std::to_string(row.id));
+  body += ",\"aggregate_type\":";
+  log::append_json_string(body, row.aggregate_type);
+  body += ",\"aggregate_id\":";
+  log::append_json_string(body, row.aggregate_id);
+  body += ",\"headers\":";
+  body += row.headers;
+  body += "}";
+  return body;
+}
+
+void HttpSink::publish(std::shared_ptr<const std::vector<OutboxRow>> rows, PublishHandler handler) {
+  auto batch = std::make_shared<Batch>();
+  batch->rows = std::move(rows);
+  batch->handler = std::move(handler);
+  batch->deliveries.assign(batch->rows->size(), Delivery{DeliveryOutcome::unavailable, "not attempted"});
+  std::map<std::pair<std::string_view, std::string_view>, std::size_t> lane_of;
+  for (std::size_t i = 0; i < batch->rows->size(); ++i) {
+    const OutboxRow& row = (*batch->rows)[i];
+    const auto key = std::make_pair(std::string_view(row.aggregate_type), std::string_view(row.aggregate_id));
+    auto [it, inserted] = lane_of.try_emplace(key, batch->lanes.size());
+    if (inserted) batch->lanes.emplace_back();
+    batch->lanes[it->second].push_back(i);
+  }
+  if (stopped_ || batch->lanes.empty()) {
+    asio::post(io_, [batch] { batch->handler(std::move(batch->deliveries)); });
+    return;
+  }
+  batch->workers = std::min(batch->lanes.size(), config_.max_connections);
+  for (std::size_t i = 0; i < batch->workers; ++i) {
+    asio::co_spawn(io_, run_lanes(batch), asio::detached);
+  }
+}
+
+asio::awaitable<void> HttpSink::run_lanes(std::shared_ptr<Batch> batch) {
+  const auto self = shared_from_this();
+  while (batch->next_lane < batch->lanes.size()) {
+    const std::vector<std::size_t>& lane = batch->lanes[batch->next_lane++];
+    for (std::size_t position = 0; position < lane.size(); ++position) {
+      Delivery delivery = co_await deliver((*batch->rows)[lane[position]]);
+      const bool through = delivery.outcome == DeliveryOutcome::delivered;
+      batch->deliveries[lane[position]] = std::move(delivery);
+      if (through) continue;
+      for (std::size_t rest = position + 1; rest < lane.size(); ++rest) {
+        batch->deliveries[lane[rest]] = {DeliveryOutcome::held, "an earlier row of the aggregate did not go through"};
+      }
+      break;
+    }
+  }
+  if (--batch->workers == 0) batch->handler(std::move(batch->deliveries));
+}
+
+asio::awaitable<std::unique_ptr<HttpSink::Stream>> HttpSink::open_stream(bool& fresh, std::string& error) {
+  if (!idle_.empty()) {
+    std::unique_ptr<Stream> stream = std::move(idle_.back());
+    idle_.pop_back();
+    fresh = false;
+    co_return stream;
+  }
+  fresh = true;
+  auto stream = std::make_unique<Stream>(io_);
+  stream->expires_after(config_.connect_timeout);
+  auto [ec] = co_await stream->async_connect(endpoint_, use_tuple);
+  if (ec) {
+    error = "connect to " + config_.host + ":" + std::to_string(config_.port) + ": " + ec.message();
+    co_return nullptr;
+  }
+  co_return stream;
+}
+
+asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
+  const std::string id = std::to_string(row.id);
+  const std::string body = body_for(row);
+  const std::string target = render(config_.target, row, TemplateEscaping::url_segment);
+  // A reused keep-alive connection may have been closed by the server meanwhile: such a failure
+  // before any response byte gets one more try on a fresh connection.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (stopped_) co_return Delivery{DeliveryOutcome::unavailable, "sink stopped"};
+    bool fresh = true;
+    std::string connect_error;
+    std::unique_ptr<Stream> stream = co_await open_stream(fresh, connect_error);
+    if (!stream) {
+      ready_ = false;
+      co_return Delivery{DeliveryOutcome::unavailable, connect_error};
+    }
+    ready_ = true;
+    const std::int64_t timestamp = unix_seconds_now();
+    http::request<http::string_body> request{http::verb::post, target, 11};
+    request.set(http::field::host, config_.host + ":" + std::to_string(config_.port));
+    request.set(http::field::user_agent, "idemrelay");
+    request.set(http::field::content_type, "application/json");
+    request.set("Idempotency-Key", id);
+    request.set("webhook-id", id);
+    request.set("webhook-timestamp", std::to_string(timestamp));
+    request.set("webhook-signature", signer_.sign(id, timestamp, body));
+    request.keep_alive(true);
+    request.body() = body;
+    request.prepare_payload();
+
+    stream->expires_after(config_.timeout);
+    auto [write_error, written] = co_await http::async_write(*stream, request, use_tuple);
+    boost::beast::flat_buffer buffer;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(kMaxResponseBody);
+    boost::system::error_code read_error;
+    if (!write_error) {
+      auto [error, read] = co_await http::async_read(*stream, buffer, parser, use_tuple);
+      read_error = error;
+    }
+    const boost::system::error_code failure = write_error ? write_error : read_error;
+    if (failure) {
+      stream->close();
+      const bool stale = !fresh && (failure == http::error::end_of_stream || failure == asio::error::connection_reset ||
+                                    failure == asio::error::broken_pipe || failure == asio::error::eof);
+      if (stale && buffer.size() == 0) continue;
+      co_return Delivery{DeliveryOutcome::retry, "POST " + target + ": " + failure.message()};
+    }
+    const auto& response = parser.get();
+    if (response.keep_alive() && !stopped_ && idle_.size() < config_.max_connections) {
+      idle_.push_back(std::move(stream));
+    } else {
+      stream->close();
+    }
+    const unsigned status = response.result_int();
+    if (status >= 200 && status < 300) co_return Delivery{DeliveryOutcome::delivered, {}};
+    const std::string what = "POST " + target + ": HTTP " + std::to_string(status);
+    if (status >= 400 && status < 500 && status != 408 && status != 429) {
+      co_return Delivery{DeliveryOutcome::poison, what};
+    }
+    co_return Delivery{DeliveryOutcome::retry, what};
+  }
+  co_return Delivery{DeliveryOutcome::retry, "POST " + target + ": connection closed twice before a response"};
+}
+
+}  // namespace idem::relay

@@ -1,0 +1,62 @@
+#pragma once
+// POSTs each row to a URL built from a template, as a Standard Webhooks delivery:
+//   webhook-id: <event_id>, webhook-timestamp: <unix seconds of this attempt>,
+//   webhook-signature: v1,<base64 HMAC-SHA256 over "id.timestamp.body">, Idempotency-Key: <event_id>
+// and a JSON body {"type", "timestamp", "data" (the payload), "event_id", "aggregate_type",
+// "aggregate_id", "headers"}. An idemproxy in front of the consumer turns the Idempotency-Key into
+// an inbox: a re-sent event is answered from the stored response, never executed twice.
+//
+// 2xx: delivered. 4xx other than 408 and 429: poison (parked at once). Anything else (408, 429,
+// 3xx, 5xx, a timeout, a broken connection): retry. A connection that cannot be opened means the
+// endpoint is down: `unavailable` (no attempt counted, the relay backs off as a whole).
+// Order: the rows of one aggregate go one after the other (a failure holds back the rest of the
+// aggregate's rows in the batch); different aggregates go in parallel, up to max_connections.
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/relay_config.hpp"
+#include "relay/sink.hpp"
+#include "relay/webhook_signature.hpp"
+
+namespace idem::relay {
+
+class HttpSink final : public Sink, public std::enable_shared_from_this<HttpSink> {
+ public:
+  // Resolves the host now (start-up only; a name blocks). Throws std::runtime_error when the
+  // secret or the host is unusable.
+  HttpSink(boost::asio::io_context& io, config::HttpSinkConfig config);
+  ~HttpSink() override;
+
+  void start() override;
+  void stop() override;
+  bool ready() const override { return ready_; }
+  std::string_view name() const override { return "http"; }
+  void publish(std::shared_ptr<const std::vector<OutboxRow>> rows, PublishHandler handler) override;
+
+  // The request body for a row (tests verify the signature over it).
+  static std::string body_for(const OutboxRow& row);
+
+ private:
+  struct Batch;
+  using Stream = boost::beast::tcp_stream;
+
+  boost::asio::awaitable<void> run_lanes(std::shared_ptr<Batch> batch);
+  boost::asio::awaitable<Delivery> deliver(const OutboxRow& row);
+  boost::asio::awaitable<std::unique_ptr<Stream>> open_stream(bool& fresh, std::string& error);
+
+  boost::asio::io_context& io_;
+  config::HttpSinkConfig config_;
+  WebhookSigner signer_;
+  boost::asio::ip::tcp::endpoint endpoint_;
+  std::vector<std::unique_ptr<Stream>> idle_;  // keep-alive connections between requests
+  bool ready_ = true;
+  bool stopped_ = false;
+};
+
+}  // namespace idem::relay

@@ -1,0 +1,160 @@
+#include "relay/outbox_source.hpp"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <charconv>
+#include <utility>
+
+#include "relay/sql.hpp"
+#include "store/pg/binary_row.hpp"
+#include "store/pg/pool.hpp"
+#include "store/pg/statement.hpp"
+
+namespace idem::relay {
+namespace {
+
+using store::pg::BinaryRow;
+using store::pg::Param;
+using store::pg::PgError;
+using store::pg::PgErrorKind;
+using store::pg::ResultHandle;
+using store::pg::Statement;
+
+PgError decode_error(std::string what) { return {PgErrorKind::internal, {}, std::move(what)}; }
+
+std::size_t affected_rows(const PGresult* result) {
+  const char* text = PQcmdTuples(const_cast<PGresult*>(result));
+  std::size_t count = 0;
+  if (text != nullptr) std::from_chars(text, text + std::char_traits<char>::length(text), count);
+  return count;
+}
+
+std::int32_t outcome_code(Settlement outcome) {
+  switch (outcome) {
+    case Settlement::released: return sql::kOutcomeReleased;
+    case Settlement::published: return sql::kOutcomePublished;
+    case Settlement::retry: return sql::kOutcomeRetry;
+    case Settlement::parked: return sql::kOutcomeParked;
+  }
+  return sql::kOutcomeReleased;
+}
+
+}  // namespace
+
+OutboxSource::OutboxSource(boost::asio::io_context& io, store::pg::PoolOptions options)
+    : pool_(std::make_shared<store::pg::Pool>(io, std::move(options))) {}
+
+OutboxSource::~OutboxSource() { pool_->stop(); }
+
+void OutboxSource::start() { pool_->start(); }
+void OutboxSource::stop() { pool_->stop(); }
+bool OutboxSource::connected() const { return pool_->connected(); }
+
+void OutboxSource::claim(std::size_t limit, const std::string& token, std::chrono::milliseconds lease,
+                         ClaimHandler handler) {
+  auto statement = std::make_shared<Statement>(Statement{
+      "claim", sql::kClaim,
+      {Param::int8(static_cast<std::int64_t>(limit)), Param::text(token), Param::int8(lease.count())}});
+  pool_->execute(std::move(statement), [handler = std::move(handler)](PgError error, ResultHandle result) {
+    if (!error.ok()) {
+      handler(std::move(error), {});
+      return;
+    }
+    std::vector<OutboxRow> rows;
+    const int count = PQntuples(result.get());
+    rows.reserve(static_cast<std::size_t>(count));
+    for (int index = 0; index < count; ++index) {
+      const BinaryRow row(result.get(), index);
+      const auto id = row.int8(0);
+      const auto aggregate_type = row.text(1);
+      const auto aggregate_id = row.text(2);
+      const auto event_type = row.text(3);
+      const auto payload = row.text(4);
+      const auto headers = row.text(5);
+      const auto created_at = row.text(6);
+      const auto attempts = row.int4(7);
+      const auto created_micros = row.int8(8);
+      if (!id || !aggregate_type || !aggregate_id || !event_type || !payload || !headers || !created_at || !attempts ||
+          !created_micros) {
+        handler(decode_error("claim: unexpected row shape"), {});
+        return;
+      }
+      rows.push_back(OutboxRow{.id = *id,
+                               .aggregate_type = std::string(*aggregate_type),
+                               .aggregate_id = std::string(*aggregate_id),
+                               .event_type = std::string(*event_type),
+                               .payload = std::string(*payload),
+                               .headers = std::string(*headers),
+                               .created_at = std::string(*created_at),
+                               .created_at_micros = *created_micros,
+                               .attempts = *attempts});
+    }
+    std::sort(rows.begin(), rows.end(), [](const OutboxRow& a, const OutboxRow& b) { return a.id < b.id; });
+    handler({}, std::move(rows));
+  });
+}
+
+void OutboxSource::settle(const std::string& token, const std::vector<RowSettlement>& settlements,
+                          CountHandler handler) {
+  std::vector<std::int64_t> ids;
+  std::vector<std::int32_t> outcomes;
+  std::vector<std::int64_t> delays;
+  std::vector<std::string> errors;
+  ids.reserve(settlements.size());
+  outcomes.reserve(settlements.size());
+  delays.reserve(settlements.size());
+  errors.reserve(settlements.size());
+  for (const RowSettlement& settlement : settlements) {
+    ids.push_back(settlement.id);
+    outcomes.push_back(outcome_code(settlement.outcome));
+    delays.push_back(settlement.delay.count());
+    errors.push_back(settlement.error);
+  }
+  auto statement = std::make_shared<Statement>(
+      Statement{"settle",
+                sql::kSettle,
+                {Param::text(token), Param::int8_array(ids), Param::int4_array(outcomes), Param::int8_array(delays),
+                 Param::text_array(errors)}});
+  pool_->execute(std::move(statement), [handler = std::move(handler)](PgError error, ResultHandle result) {
+    if (!error.ok()) {
+      handler(std::move(error), 0);
+      return;
+    }
+    handler({}, affected_rows(result.get()));
+  });
+}
+
+void OutboxSource::delete_published(std::chrono::milliseconds older_than, std::size_t limit, CountHandler handler) {
+  auto statement = std::make_shared<Statement>(Statement{
+      "retention", sql::kDeletePublished,
+      {Param::int8(older_than.count()), Param::int8(static_cast<std::int64_t>(limit))}});
+  pool_->execute(std::move(statement), [handler = std::move(handler)](PgError error, ResultHandle result) {
+    if (!error.ok()) {
+      handler(std::move(error), 0);
+      return;
+    }
+    handler({}, affected_rows(result.get()));
+  });
+}
+
+void OutboxSource::backlog(BacklogHandler handler) {
+  auto statement = std::make_shared<Statement>(Statement{"backlog", sql::kBacklog, {}});
+  pool_->execute(std::move(statement), [handler = std::move(handler)](PgError error, ResultHandle result) {
+    if (!error.ok()) {
+      handler(std::move(error), {});
+      return;
+    }
+    const BinaryRow row(result.get(), 0);
+    const auto waiting = row.int8(0);
+    const auto parked = row.int8(1);
+    const auto age = row.int8(2);
+    if (PQntuples(result.get()) != 1 || !waiting || !parked || !age) {
+      handler(decode_error("backlog: unexpected row shape"), {});
+      return;
+    }
+    handler({}, Backlog{.waiting = *waiting, .parked = *parked, .oldest_age_ms = *age});
+  });
+}
+
+}  // namespace idem::relay

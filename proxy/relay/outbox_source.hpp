@@ -1,0 +1,66 @@
+#pragma once
+// The outbox table seen through the async Postgres pool: claim a batch, settle it, delete old
+// published rows, read the backlog. Every call is one short statement (one transaction).
+//
+// Used only on the io thread that runs `io`. Handlers run exactly once, on that thread, never
+// inside the call. After stop(), calls fail `unavailable`.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "relay/outbox_row.hpp"
+#include "store/pg/errors.hpp"
+#include "store/pg/pg_store.hpp"
+
+namespace boost::asio { class io_context; }
+namespace idem::store::pg { class Pool; }
+
+namespace idem::relay {
+
+enum class Settlement { released, published, retry, parked };
+
+struct RowSettlement {
+  std::int64_t id = 0;
+  Settlement outcome = Settlement::released;
+  std::chrono::milliseconds delay{0};  // retry: available again after this long
+  std::string error;                   // retry, parked: why (kept in last_error)
+};
+
+struct Backlog {
+  std::int64_t waiting = 0;         // unpublished, not parked
+  std::int64_t parked = 0;          // dead letters
+  std::int64_t oldest_age_ms = 0;   // age of the oldest waiting row; 0 when none
+};
+
+class OutboxSource {
+ public:
+  using ClaimHandler = std::function<void(store::pg::PgError, std::vector<OutboxRow>)>;
+  using CountHandler = std::function<void(store::pg::PgError, std::size_t rows)>;
+  using BacklogHandler = std::function<void(store::pg::PgError, Backlog)>;
+
+  OutboxSource(boost::asio::io_context& io, store::pg::PoolOptions options);
+  ~OutboxSource();
+  OutboxSource(const OutboxSource&) = delete;
+  OutboxSource& operator=(const OutboxSource&) = delete;
+
+  void start();
+  void stop();
+  bool connected() const;
+
+  // Up to `limit` rows (sorted by id) now leased to `token` for `lease`; see sql::kClaim.
+  void claim(std::size_t limit, const std::string& token, std::chrono::milliseconds lease, ClaimHandler handler);
+  // One statement for the whole batch; `rows` counts the rows still held by `token` (fewer means
+  // the lease was lost and another claim owns them now).
+  void settle(const std::string& token, const std::vector<RowSettlement>& settlements, CountHandler handler);
+  void delete_published(std::chrono::milliseconds older_than, std::size_t limit, CountHandler handler);
+  void backlog(BacklogHandler handler);
+
+ private:
+  std::shared_ptr<store::pg::Pool> pool_;
+};
+
+}  // namespace idem::relay

@@ -1,0 +1,335 @@
+#include "relay/redis_stream_sink.hpp"
+
+#include <boost/asio/post.hpp>
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <utility>
+
+#include "log/log.hpp"
+#include "relay/message_template.hpp"
+
+namespace idem::relay {
+namespace {
+
+constexpr std::chrono::milliseconds kMinReconnect{100};
+constexpr std::chrono::milliseconds kMaxReconnect{5'000};
+constexpr std::size_t kNoPrevious = static_cast<std::size_t>(-1);
+
+// KEYS[1] stream, KEYS[2] this row's marker, KEYS[3] the marker of the previous row of the same
+// aggregate in this batch ("" for the first). ARGV[1] marker lifetime (s), ARGV[2] MAXLEN ("0":
+// none), ARGV[3..] the entry's field/value pairs.
+// Returns 1 added, 2 duplicate (marker present: added before), 0 held (the previous row did not
+// go through, so this one must wait). An error from XADD (e.g. WRONGTYPE) aborts before SET.
+constexpr const char* kPublishScript = R"lua(
+if KEYS[3] ~= '' and redis.call('EXISTS', KEYS[3]) == 0 then
+  return 0
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return 2
+end
+local args = {KEYS[1]}
+if ARGV[2] ~= '0' then
+  table.insert(args, 'MAXLEN')
+  table.insert(args, '~')
+  table.insert(args, ARGV[2])
+end
+table.insert(args, '*')
+for i = 3, #ARGV do
+  table.insert(args, ARGV[i])
+end
+local id = redis.call('XADD', unpack(args))
+redis.call('SET', KEYS[2], id, 'EX', ARGV[1], 'NX')
+return 1
+)lua";
+
+constexpr std::int64_t kScriptAdded = 1;
+constexpr std::int64_t kScriptDuplicate = 2;
+constexpr std::int64_t kScriptHeld = 0;
+
+// Error replies that describe the server, not the row: no attempt is counted for them.
+bool is_server_condition(const redis::RedisReply& reply) {
+  static constexpr std::array<std::string_view, 8> kCodes = {"OOM",      "LOADING",  "BUSY",        "MASTERDOWN",
+                                                             "READONLY", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS"};
+  return std::any_of(kCodes.begin(), kCodes.end(), [&](std::string_view code) { return reply.is_error_code(code); });
+}
+
+}  // namespace
+
+struct RedisStreamSink::Batch {
+  std::shared_ptr<const std::vector<OutboxRow>> rows;
+  std::vector<std::string> streams;
+  std::vector<std::string> markers;
+  std::vector<std::size_t> previous;  // index of the previous row of the same aggregate, or kNoPrevious
+  std::vector<Delivery> deliveries;
+  std::vector<std::size_t> noscript;  // rows answered NOSCRIPT, re-sent once after SCRIPT LOAD
+  std::size_t outstanding = 0;
+  bool resent = false;
+  std::uint64_t generation = 0;
+  PublishHandler handler;
+};
+
+const char* RedisStreamSink::script() { return kPublishScript; }
+
+RedisStreamSink::RedisStreamSink(boost::asio::io_context& io, config::RedisSinkConfig config)
+    : io_(io), config_(std::move(config)), reconnect_backoff_(kMinReconnect, kMaxReconnect), reconnect_timer_(io) {}
+
+RedisStreamSink::~RedisStreamSink() {
+  if (connection_) connection_->close();
+}
+
+void RedisStreamSink::start() {
+  if (started_ || stopped_) return;
+  started_ = true;
+  connect();
+}
+
+void RedisStreamSink::stop() {
+  stopped_ = true;
+  ready_ = false;
+  reconnect_timer_.cancel();
+  ++generation_;
+  if (connection_) connection_->close();
+  connection_.reset();
+}
+
+void RedisStreamSink::connect() {
+  const std::uint64_t generation = ++generation_;
+  const std::weak_ptr<RedisStreamSink> weak = weak_from_this();
+  connection_ = std::make_shared<redis::RedisConnection>(io_, [weak, generation](redis::RedisError why) {
+    const auto self = weak.lock();
+    if (self && generation == self->generation_) self->on_lost(why);
+  });
+  connection_->connect(config_.host, config_.port, config_.connect_timeout, [weak, generation](redis::RedisError error) {
+    const auto self = weak.lock();
+    if (!self || generation != self->generation_) return;
+    if (!error.ok()) {
+      self->on_connect_failed(error.message);
+      return;
+    }
+    // Set-up, pipelined: AUTH and SELECT when configured, then load the script.
+    std::vector<std::vector<std::string>> commands;
+    if (!self->config_.password.empty()) commands.push_back({"AUTH", self->config_.password});
+    if (self->config_.database != 0) commands.push_back({"SELECT", std::to_string(self->config_.database)});
+    commands.push_back({"SCRIPT", "LOAD", kPublishScript});
+    auto remaining = std::make_shared<std::size_t>(commands.size());
+    auto failure = std::make_shared<std::string>();
+    for (std::size_t i = 0; i < commands.size(); ++i) {
+      const bool last = i + 1 == commands.size();
+      self->connection_->command(std::move(commands[i]), self->config_.command_timeout,
+                                 [weak, generation, remaining, failure, last](redis::RedisError error, redis::RedisReply reply) {
+                                   const auto self = weak.lock();
+                                   if (!self || generation != self->generation_) return;
+                                   if (!error.ok()) {
+                                     if (failure->empty()) *failure = error.message;
+                                   } else if (reply.is_error()) {
+                                     if (failure->empty()) *failure = reply.text;
+                                   } else if (last) {
+                                     if (reply.kind == redis::RedisReply::Kind::string) {
+                                       self->script_sha_ = reply.text;
+                                     } else if (failure->empty()) {
+                                       *failure = "SCRIPT LOAD answered " + describe(reply);
+                                     }
+                                   }
+                                   if (--*remaining > 0) return;
+                                   if (!failure->empty()) {
+                                     self->on_connect_failed("set-up failed: " + *failure);
+                                     return;
+                                   }
+                                   if (self->failed_connects_ > 0) {
+                                     log::info("redis connected", {{"after_failed_attempts", self->failed_connects_}});
+                                   }
+                                   self->failed_connects_ = 0;
+                                   self->ready_ = true;
+                                 });
+    }
+  });
+}
+
+void RedisStreamSink::on_connect_failed(const std::string& why) {
+  ready_ = false;
+  ++failed_connects_;
+  if (failed_connects_ == 1 || failed_connects_ % 20 == 0) {
+    log::warn("redis connect failed", {{"error", why}, {"attempt", failed_connects_}});
+  }
+  if (connection_) connection_->close();
+  schedule_reconnect();
+}
+
+void RedisStreamSink::on_lost(const redis::RedisError& why) {
+  ready_ = false;
+  log::warn("redis connection lost", {{"error", why.message}});
+  schedule_reconnect();
+}
+
+void RedisStreamSink::schedule_reconnect() {
+  if (stopped_) return;
+  ++generation_;  // callbacks of the old connection are ignored from here on
+  connection_.reset();
+  reconnect_timer_.expires_after(reconnect_backoff_.delay(std::max(failed_connects_, 1)));
+  const std::weak_ptr<RedisStreamSink> weak = weak_from_this();
+  reconnect_timer_.async_wait([weak](const boost::system::error_code& error) {
+    if (error) return;
+    const auto self = weak.lock();
+    if (self && !self->stopped_) self->connect();
+  });
+}
+
+void RedisStreamSink::publish(std::shared_ptr<const std::vector<OutboxRow>> rows, PublishHandler handler) {
+  const std::size_t count = rows->size();
+  if (!ready_ || !connection_ || !connection_->connected()) {
+    boost::asio::post(io_, [handler = std::move(handler), count] {
+      handler(std::vector<Delivery>(count, Delivery{DeliveryOutcome::unavailable, "redis not connected"}));
+    });
+    return;
+  }
+  auto batch = std::make_shared<Batch>();
+  batch->rows = std::move(rows);
+  batch->handler = std::move(handler);
+  batch->generation = generation_;
+  batch->deliveries.assign(count, Delivery{DeliveryOutcome::unavailable, "no reply"});
+  batch->streams.reserve(count);
+  batch->markers.reserve(count);
+  batch->previous.assign(count, kNoPrevious);
+  std::map<std::pair<std::string_view, std::string_view>, std::size_t> last_of_aggregate;
+  std::vector<std::size_t> all(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const OutboxRow& row = (*batch->rows)[i];
+    batch->streams.push_back(render(config_.stream, row, TemplateEscaping::none));
+    batch->markers.push_back(config_.dedup_prefix + batch->streams.back() + ":" + std::to_string(row.id));
+    const auto key = std::make_pair(std::string_view(row.aggregate_type), std::string_view(row.aggregate_id));
+    if (const auto it = last_of_aggregate.find(key); it != last_of_aggregate.end()) batch->previous[i] = it->second;
+    last_of_aggregate[key] = i;
+    all[i] = i;
+  }
+  send_rows(batch, all);
+}
+
+std::vector<std::string> RedisStreamSink::row_command(const Batch& batch, std::size_t index) const {
+  const OutboxRow& row = (*batch.rows)[index];
+  const std::size_t previous = batch.previous[index];
+  const auto window_seconds = std::chrono::duration_cast<std::chrono::seconds>(config_.dedup_window).count();
+  return {"EVALSHA",
+          script_sha_,
+          "3",
+          batch.streams[index],
+          batch.markers[index],
+          previous == kNoPrevious ? std::string() : batch.markers[previous],
+          std::to_string(std::max<std::int64_t>(window_seconds, 1)),
+          std::to_string(config_.maxlen),
+          "event_id",
+          std::to_string(row.id),
+          "event_type",
+          row.event_type,
+          "aggregate_type",
+          row.aggregate_type,
+          "aggregate_id",
+          row.aggregate_id,
+          "payload",
+          row.payload,
+          "headers",
+          row.headers,
+          "created_at",
+          row.created_at};
+}
+
+void RedisStreamSink::send_rows(const std::shared_ptr<Batch>& batch, const std::vector<std::size_t>& indexes) {
+  batch->outstanding += indexes.size();
+  const std::weak_ptr<RedisStreamSink> weak = weak_from_this();
+  for (const std::size_t index : indexes) {
+    connection_->command(row_command(*batch, index), config_.command_timeout,
+                         [weak, batch, index](redis::RedisError error, redis::RedisReply reply) {
+                           const auto self = weak.lock();
+                           if (!self) {
+                             batch->deliveries[index] = {DeliveryOutcome::unavailable, "sink stopped"};
+                             if (--batch->outstanding == 0) batch->handler(std::move(batch->deliveries));
+                             return;
+                           }
+                           self->on_row_reply(batch, index, std::move(error), std::move(reply));
+                         });
+  }
+}
+
+void RedisStreamSink::on_row_reply(const std::shared_ptr<Batch>& batch, std::size_t index, redis::RedisError error,
+                                   redis::RedisReply reply) {
+  Delivery& delivery = batch->deliveries[index];
+  if (!error.ok()) {
+    delivery = {DeliveryOutcome::unavailable, std::string(redis::redis_error_kind_name(error.kind)) + ": " + error.message};
+  } else if (reply.is_error_code("NOSCRIPT")) {
+    batch->noscript.push_back(index);
+    delivery = {DeliveryOutcome::unavailable, reply.text};
+  } else if (reply.is_error()) {
+    delivery = {is_server_condition(reply) ? DeliveryOutcome::unavailable : DeliveryOutcome::retry, reply.text};
+  } else if (reply.kind != redis::RedisReply::Kind::integer) {
+    delivery = {DeliveryOutcome::retry, "unexpected script reply: " + describe(reply)};
+  } else if (reply.integer == kScriptAdded) {
+    delivery = {DeliveryOutcome::delivered, {}};
+  } else if (reply.integer == kScriptDuplicate) {
+    delivery = {DeliveryOutcome::duplicate, {}};
+  } else if (reply.integer == kScriptHeld) {
+    delivery = {DeliveryOutcome::held, "an earlier row of the aggregate did not go through"};
+  } else {
+    delivery = {DeliveryOutcome::retry, "unexpected script reply: " + describe(reply)};
+  }
+  if (--batch->outstanding == 0) finish_sends(batch);
+}
+
+void RedisStreamSink::finish_sends(const std::shared_ptr<Batch>& batch) {
+  const bool same_connection = batch->generation == generation_ && connection_ && connection_->connected();
+  if (!batch->noscript.empty() && !batch->resent && same_connection) {
+    batch->resent = true;
+    std::vector<std::size_t> again = std::move(batch->noscript);
+    batch->noscript.clear();
+    std::sort(again.begin(), again.end());
+    log::warn("redis script missing (NOSCRIPT): reloading", {{"rows", again.size()}});
+    const std::weak_ptr<RedisStreamSink> weak = weak_from_this();
+    batch->outstanding = 1;  // the SCRIPT LOAD; send_rows adds the rows
+    connection_->command({"SCRIPT", "LOAD", kPublishScript}, config_.command_timeout,
+                         [weak, batch, again = std::move(again)](redis::RedisError error, redis::RedisReply reply) {
+                           const auto self = weak.lock();
+                           --batch->outstanding;
+                           if (!self || !error.ok() || reply.kind != redis::RedisReply::Kind::string ||
+                               batch->generation != self->generation_ || !self->connection_) {
+                             // The rows stay `unavailable` (NOSCRIPT): published on a later claim.
+                             batch->handler(std::move(batch->deliveries));
+                             return;
+                           }
+                           self->script_sha_ = reply.text;
+                           self->send_rows(batch, again);
+                         });
+    return;
+  }
+  const bool any_written = std::any_of(batch->deliveries.begin(), batch->deliveries.end(), [](const Delivery& d) {
+    return d.outcome == DeliveryOutcome::delivered || d.outcome == DeliveryOutcome::duplicate;
+  });
+  if (config_.wait_replicas > 0 && any_written && same_connection) {
+    wait_for_replicas(batch);
+    return;
+  }
+  batch->handler(std::move(batch->deliveries));
+}
+
+void RedisStreamSink::wait_for_replicas(const std::shared_ptr<Batch>& batch) {
+  const unsigned wanted = config_.wait_replicas;
+  connection_->command({"WAIT", std::to_string(wanted), std::to_string(config_.wait_timeout.count())},
+                       config_.wait_timeout + config_.command_timeout,
+                       [batch, wanted](redis::RedisError error, redis::RedisReply reply) {
+                         const bool enough = error.ok() && reply.kind == redis::RedisReply::Kind::integer &&
+                                             reply.integer >= static_cast<std::int64_t>(wanted);
+                         if (!enough) {
+                           const std::string why =
+                               error.ok() ? "WAIT: " + describe(reply) + " of " + std::to_string(wanted) + " replicas acknowledged"
+                                          : "WAIT: " + error.message;
+                           // Not durable enough: publish again later (the markers make it free).
+                           for (Delivery& delivery : batch->deliveries) {
+                             if (delivery.outcome == DeliveryOutcome::delivered || delivery.outcome == DeliveryOutcome::duplicate) {
+                               delivery = {DeliveryOutcome::unavailable, why};
+                             }
+                           }
+                         }
+                         batch->handler(std::move(batch->deliveries));
+                       });
+}
+
+}  // namespace idem::relay

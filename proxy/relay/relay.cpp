@@ -1,0 +1,439 @@
+#include "relay/relay.hpp"
+
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+
+#include <algorithm>
+#include <csignal>
+#include <random>
+#include <utility>
+
+#include "log/log.hpp"
+
+namespace idem::relay {
+namespace {
+
+constexpr std::chrono::milliseconds kOutageMin{200};
+constexpr std::chrono::milliseconds kOutageMax{10'000};
+
+std::string make_instance_id() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::mt19937_64 random(std::random_device{}());
+  std::string id = std::string(host[0] != '\0' ? host : "relay") + "-" + std::to_string(getpid()) + "-";
+  for (std::uint64_t bits = random(), i = 0; i < 8; ++i, bits >>= 4) id.push_back(kDigits[bits & 0xF]);
+  return id;
+}
+
+std::int64_t count_ms(std::chrono::milliseconds value) { return value.count(); }
+
+}  // namespace
+
+Relay::Relay(boost::asio::io_context& io, RelayOptions options, std::shared_ptr<OutboxSource> source,
+             std::shared_ptr<Sink> sink, RelayStats& stats, FaultHooks hooks)
+    : io_(io),
+      options_(std::move(options)),
+      source_(std::move(source)),
+      sink_(std::move(sink)),
+      stats_(stats),
+      hooks_(hooks),
+      instance_(make_instance_id()),
+      outage_backoff_(kOutageMin, kOutageMax),
+      pause_timer_(io),
+      row_backoff_(options_.backoff_initial, options_.backoff_max),
+      poll_timer_(io),
+      retry_timer_(io),
+      retention_timer_(io),
+      stats_timer_(io) {
+  lanes_.resize(std::max(options_.concurrency, 1u));
+  for (Lane& lane : lanes_) lane.settle_timer = std::make_unique<boost::asio::steady_timer>(io);
+}
+
+Relay::~Relay() = default;
+
+void Relay::start() {
+  if (started_) return;
+  started_ = true;
+  log::info("relay started", {{"instance", instance_},
+                              {"sink", std::string(sink_->name())},
+                              {"batch_size", options_.batch_size},
+                              {"concurrency", static_cast<unsigned>(lanes_.size())},
+                              {"lease_ms", count_ms(options_.lease)}});
+  source_->start();
+  sink_->start();
+  poll_tick();
+  run_stats();
+  if (options_.retention_max_age.count() > 0) run_retention();
+}
+
+void Relay::wake() { wake_one(); }
+
+void Relay::wake_one() {
+  if (stopping_ || paused_ || !started_) return;
+  for (std::size_t lane = 0; lane < lanes_.size(); ++lane) {
+    if (lanes_[lane].state == LaneState::idle) {
+      claim(lane);
+      return;
+    }
+  }
+  wake_pending_ = true;  // every lane is busy; the first to go idle claims again
+}
+
+void Relay::poll_tick() {
+  poll_timer_.expires_after(options_.poll_interval);
+  poll_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+    if (error || self->stopping_) return;
+    self->wake_one();
+    self->poll_tick();
+  });
+}
+
+void Relay::claim(std::size_t lane) {
+  if (!sink_->ready()) {
+    go_idle(lane);
+    pause("sink not connected");
+    return;
+  }
+  lanes_[lane].state = LaneState::claiming;
+  std::string token = instance_ + "-" + std::to_string(++batches_);
+  const Clock::time_point lease_end = Clock::now() + options_.lease;
+  source_->claim(options_.batch_size, token, options_.lease,
+                 [self = shared_from_this(), lane, token, lease_end](store::pg::PgError error, std::vector<OutboxRow> rows) mutable {
+                   self->on_claimed(lane, std::move(token), lease_end, std::move(error), std::move(rows));
+                 });
+}
+
+void Relay::on_claimed(std::size_t lane, std::string token, Clock::time_point lease_end, store::pg::PgError error,
+                       std::vector<OutboxRow> rows) {
+  if (!error.ok()) {
+    stats_.source_failures.fetch_add(1, std::memory_order_relaxed);
+    go_idle(lane);
+    pause("claim failed (" + std::string(store::pg::pg_error_kind_name(error.kind)) + "): " + error.message);
+    return;
+  }
+  stats_.source_connected.store(true, std::memory_order_relaxed);
+  stats_.claims.fetch_add(1, std::memory_order_relaxed);
+  stats_.rows_claimed.fetch_add(rows.size(), std::memory_order_relaxed);
+  if (rows.empty()) {
+    outages_ = 0;
+    lane_finished(lane, false);
+    return;
+  }
+  if (hooks_.stop_after_claim) {
+    hooks_.stop_after_claim = false;
+    log::warn("test hook: stopping after claim (SIGSTOP)", {{"rows", rows.size()}, {"token", token}});
+    std::raise(SIGSTOP);
+  }
+  const bool full = rows.size() >= options_.batch_size;
+  auto batch = std::make_shared<Batch>();
+  batch->lane = lane;
+  batch->token = std::move(token);
+  batch->lease_end = lease_end;
+  batch->rows = std::make_shared<const std::vector<OutboxRow>>(std::move(rows));
+  if (stopping_) {
+    release_all(batch, "shutting down");
+    return;
+  }
+  if (full) wake_one();  // more work is likely: another lane claims while this one publishes
+  publish(std::move(batch));
+}
+
+void Relay::publish(std::shared_ptr<Batch> batch) {
+  if (Clock::now() + options_.publish_timeout >= batch->lease_end) {
+    // Paused (SIGSTOP, a long GC-like stall) with the batch in hand: another relay may own these
+    // rows by now. Publishing late could overtake that relay's publishes of the same aggregate.
+    log::warn("lease nearly over before publishing: releasing the batch",
+              {{"token", batch->token}, {"rows", batch->rows->size()}});
+    release_all(std::move(batch), "lease nearly over");
+    return;
+  }
+  lanes_[batch->lane].state = LaneState::publishing;
+  sink_->publish(batch->rows, [self = shared_from_this(), batch](std::vector<Delivery> deliveries) mutable {
+    self->on_published(std::move(batch), std::move(deliveries));
+  });
+}
+
+void Relay::on_published(std::shared_ptr<Batch> batch, std::vector<Delivery> deliveries) {
+  const std::vector<OutboxRow>& rows = *batch->rows;
+  bool any_through = false;
+  std::string unavailable;
+  std::chrono::milliseconds earliest_retry = std::chrono::milliseconds::max();
+  batch->settlements.clear();
+  batch->settlements.reserve(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const OutboxRow& row = rows[i];
+    Delivery& delivery = deliveries[i];
+    RowSettlement settlement{.id = row.id, .outcome = Settlement::released, .delay = {}, .error = {}};
+    switch (delivery.outcome) {
+      case DeliveryOutcome::delivered:
+      case DeliveryOutcome::duplicate:
+        settlement.outcome = Settlement::published;
+        any_through = true;
+        if (delivery.outcome == DeliveryOutcome::duplicate) stats_.duplicates.fetch_add(1, std::memory_order_relaxed);
+        break;
+      case DeliveryOutcome::retry: {
+        const int attempts = row.attempts + 1;
+        if (attempts >= static_cast<int>(options_.max_attempts)) {
+          settlement.outcome = Settlement::parked;
+          settlement.error = delivery.error;
+          log::error("row parked after its last attempt", {{"event_id", row.id},
+                                                           {"aggregate_type", row.aggregate_type},
+                                                           {"aggregate_id", row.aggregate_id},
+                                                           {"attempts", attempts},
+                                                           {"error", delivery.error}});
+        } else {
+          settlement.outcome = Settlement::retry;
+          settlement.delay = row_backoff_.delay(attempts);
+          settlement.error = delivery.error;
+          earliest_retry = std::min(earliest_retry, settlement.delay);
+          log::warn("publish failed: will retry", {{"event_id", row.id},
+                                                   {"aggregate_id", row.aggregate_id},
+                                                   {"attempts", attempts},
+                                                   {"retry_in_ms", count_ms(settlement.delay)},
+                                                   {"error", delivery.error}});
+        }
+        break;
+      }
+      case DeliveryOutcome::poison:
+        settlement.outcome = Settlement::parked;
+        settlement.error = delivery.error;
+        log::error("row refused by the sink: parked", {{"event_id", row.id},
+                                                       {"aggregate_type", row.aggregate_type},
+                                                       {"aggregate_id", row.aggregate_id},
+                                                       {"error", delivery.error}});
+        break;
+      case DeliveryOutcome::held:
+        settlement.outcome = Settlement::released;
+        break;
+      case DeliveryOutcome::unavailable:
+        settlement.outcome = Settlement::released;
+        if (unavailable.empty()) unavailable = delivery.error;
+        break;
+    }
+    batch->settlements.push_back(std::move(settlement));
+  }
+  if (any_through && hooks_.crash_after_publish) {
+    log::warn("test hook: exiting after publish, before settle (_exit 137)", {{"rows", rows.size()}});
+    _exit(137);
+  }
+  if (any_through && hooks_.stop_after_publish) {
+    hooks_.stop_after_publish = false;
+    log::warn("test hook: stopping after publish, before settle (SIGSTOP)", {{"token", batch->token}});
+    std::raise(SIGSTOP);
+  }
+  if (!unavailable.empty()) {
+    stats_.sink_unavailable.fetch_add(1, std::memory_order_relaxed);
+    pause("sink unavailable: " + unavailable);
+  } else if (any_through && outages_ > 0) {
+    log::info("relay recovered", {{"after_outages", outages_}});
+    outages_ = 0;
+  }
+  if (earliest_retry != std::chrono::milliseconds::max()) arm_retry_wake(earliest_retry);
+  settle(std::move(batch));
+}
+
+void Relay::release_all(std::shared_ptr<Batch> batch, std::string why) {
+  batch->settlements.clear();
+  for (const OutboxRow& row : *batch->rows) {
+    batch->settlements.push_back({.id = row.id, .outcome = Settlement::released, .delay = {}, .error = {}});
+  }
+  log::info("releasing batch", {{"token", batch->token}, {"rows", batch->rows->size()}, {"why", why}});
+  settle(std::move(batch));
+}
+
+void Relay::settle(std::shared_ptr<Batch> batch) {
+  lanes_[batch->lane].state = LaneState::settling;
+  source_->settle(batch->token, batch->settlements,
+                  [self = shared_from_this(), batch](store::pg::PgError error, std::size_t updated) mutable {
+                    self->on_settled(std::move(batch), std::move(error), updated);
+                  });
+}
+
+void Relay::on_settled(std::shared_ptr<Batch> batch, store::pg::PgError error, std::size_t updated) {
+  const std::size_t lane = batch->lane;
+  if (!error.ok()) {
+    stats_.source_failures.fetch_add(1, std::memory_order_relaxed);
+    ++batch->settle_failures;
+    const std::chrono::milliseconds delay = outage_backoff_.delay(batch->settle_failures);
+    if (!stopping_ && Clock::now() + delay + options_.publish_timeout < batch->lease_end) {
+      log::warn("settle failed: retrying", {{"token", batch->token},
+                                            {"attempt", batch->settle_failures},
+                                            {"retry_in_ms", count_ms(delay)},
+                                            {"error", error.message}});
+      boost::asio::steady_timer& timer = *lanes_[lane].settle_timer;
+      timer.expires_after(delay);
+      timer.async_wait([self = shared_from_this(), batch](const boost::system::error_code& wait_error) mutable {
+        if (wait_error || self->stopping_) {
+          self->lane_finished(batch->lane, false);
+          return;
+        }
+        self->settle(std::move(batch));
+      });
+      return;
+    }
+    log::error("settle failed: the rows are re-claimed when their lease lapses (the sink deduplicates)",
+               {{"token", batch->token}, {"rows", batch->rows->size()}, {"error", error.message}});
+    pause("settle failed");
+    lane_finished(lane, false);
+    return;
+  }
+  if (updated < batch->settlements.size()) {
+    const std::size_t lost = batch->settlements.size() - updated;
+    stats_.lease_lost.fetch_add(lost, std::memory_order_relaxed);
+    log::warn("lease lost: another claim owns these rows now; settle ignored for them",
+              {{"token", batch->token}, {"rows", lost}});
+  } else {
+    for (const RowSettlement& settlement : batch->settlements) {
+      switch (settlement.outcome) {
+        case Settlement::published: stats_.published.fetch_add(1, std::memory_order_relaxed); break;
+        case Settlement::retry: stats_.publish_failures.fetch_add(1, std::memory_order_relaxed); break;
+        case Settlement::parked: stats_.parked.fetch_add(1, std::memory_order_relaxed); break;
+        case Settlement::released: stats_.released.fetch_add(1, std::memory_order_relaxed); break;
+      }
+    }
+  }
+  lane_finished(lane, true);
+}
+
+void Relay::lane_finished(std::size_t lane, bool more_work) {
+  if (stopping_) {
+    lanes_[lane].state = LaneState::done;
+    check_stopped();
+    return;
+  }
+  if (more_work && !paused_) {
+    claim(lane);  // no sleep while there is work
+    return;
+  }
+  go_idle(lane);
+}
+
+void Relay::go_idle(std::size_t lane) {
+  if (stopping_) {
+    lanes_[lane].state = LaneState::done;
+    check_stopped();
+    return;
+  }
+  lanes_[lane].state = LaneState::idle;
+  if (wake_pending_ && !paused_) {
+    wake_pending_ = false;
+    claim(lane);
+  }
+}
+
+void Relay::pause(std::string why) {
+  if (paused_ || stopping_) return;
+  ++outages_;
+  paused_ = true;
+  const std::chrono::milliseconds delay = outage_backoff_.delay(outages_);
+  if (outages_ == 1 || outages_ % 10 == 0) {
+    log::warn("backing off", {{"why", why}, {"consecutive", outages_}, {"delay_ms", count_ms(delay)}});
+  }
+  pause_timer_.expires_after(delay);
+  pause_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+    if (error) return;
+    self->paused_ = false;
+    self->wake_one();
+  });
+}
+
+void Relay::arm_retry_wake(std::chrono::milliseconds delay) {
+  const Clock::time_point at = Clock::now() + delay;
+  if (at >= retry_at_) return;
+  retry_at_ = at;
+  retry_timer_.expires_at(at);
+  retry_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+    if (error) return;
+    self->retry_at_ = Clock::time_point::max();
+    self->wake_one();
+  });
+}
+
+void Relay::run_retention() {
+  if (stopping_) return;
+  retention_timer_.expires_after(options_.retention_interval);
+  retention_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+    if (error || self->stopping_) return;
+    self->retention_round(0, 0);
+  });
+}
+
+void Relay::retention_round(std::size_t deleted_so_far, std::size_t batches) {
+  source_->delete_published(
+      options_.retention_max_age, options_.retention_batch,
+      [self = shared_from_this(), deleted_so_far, batches](store::pg::PgError error, std::size_t deleted) {
+        if (!error.ok()) {
+          if (!self->stopping_) log::warn("retention delete failed", {{"error", error.message}});
+          self->run_retention();
+          return;
+        }
+        self->stats_.retention_deleted.fetch_add(deleted, std::memory_order_relaxed);
+        const std::size_t total = deleted_so_far + deleted;
+        // A full batch means more is due: the next one goes at once, each in its own short transaction.
+        if (deleted >= self->options_.retention_batch && !self->stopping_) {
+          self->retention_round(total, batches + 1);
+          return;
+        }
+        if (total > 0) {
+          log::info("retention deleted published rows", {{"rows", total}, {"statements", batches + 1}});
+        }
+        self->run_retention();
+      });
+}
+
+void Relay::run_stats() {
+  source_->backlog([self = shared_from_this()](store::pg::PgError error, Backlog backlog) {
+    RelayStats& stats = self->stats_;
+    stats.sink_ready.store(self->sink_->ready(), std::memory_order_relaxed);
+    stats.source_connected.store(self->source_->connected(), std::memory_order_relaxed);
+    if (error.ok()) {
+      stats.backlog_waiting.store(backlog.waiting, std::memory_order_relaxed);
+      stats.backlog_parked.store(backlog.parked, std::memory_order_relaxed);
+      stats.oldest_waiting_age_ms.store(backlog.oldest_age_ms, std::memory_order_relaxed);
+      stats.backlog_known.store(true, std::memory_order_relaxed);
+      if (backlog.parked != self->last_parked_logged_) {
+        self->last_parked_logged_ = backlog.parked;
+        if (backlog.parked > 0) {
+          log::warn("parked rows in the outbox (redrive with --redrive ID or --redrive-all)", {{"parked", backlog.parked}});
+        } else {
+          log::info("no parked rows left");
+        }
+      }
+    }
+    if (self->stopping_) return;
+    self->stats_timer_.expires_after(self->options_.stats_interval);
+    self->stats_timer_.async_wait([self](const boost::system::error_code& wait_error) {
+      if (wait_error || self->stopping_) return;
+      self->run_stats();
+    });
+  });
+}
+
+void Relay::stop(std::function<void()> on_stopped) {
+  if (stopping_) return;
+  stopping_ = true;
+  on_stopped_ = std::move(on_stopped);
+  poll_timer_.cancel();
+  pause_timer_.cancel();
+  retry_timer_.cancel();
+  retention_timer_.cancel();
+  stats_timer_.cancel();
+  for (Lane& lane : lanes_) {
+    if (lane.state == LaneState::idle) lane.state = LaneState::done;
+    if (lane.state == LaneState::settling) lane.settle_timer->cancel();  // a waiting retry gives up
+  }
+  check_stopped();
+}
+
+void Relay::check_stopped() {
+  if (!stopping_ || !on_stopped_) return;
+  if (!std::all_of(lanes_.begin(), lanes_.end(), [](const Lane& lane) { return lane.state == LaneState::done; })) return;
+  sink_->stop();
+  source_->stop();
+  boost::asio::post(io_, std::move(on_stopped_));
+  on_stopped_ = nullptr;
+}
+
+}  // namespace idem::relay

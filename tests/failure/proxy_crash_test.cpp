@@ -1,0 +1,91 @@
+// The proxy killed with kill -9 while the upstream is processing: the claim survives in Postgres,
+// the restarted proxy answers retries 409 while the lease runs, and after it the route's
+// unknown_outcome decides: lock never re-executes, retry executes once more.
+#include <future>
+#include <thread>
+
+#include "failure/failure_fixture.hpp"
+#include "failure/failure_requests.hpp"
+#include "support/proxy_fixture.hpp"
+
+namespace idem::test::failure {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kLease = 3s;
+constexpr auto kUpstreamWork = 1500ms;
+
+class ProxyCrash : public FailureTest {};
+
+// Polls until the upstream has received a request with each key: the proxy is then surely
+// between forwarding and answering.
+bool wait_until_upstream_received(const ProxyRig& rig, std::initializer_list<std::string_view> keys,
+                                  std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    bool all = true;
+    for (const auto key : keys) all = all && rig.upstream_count(key) == 1;
+    if (all) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+TEST_F(ProxyCrash, KilledMidRequestThen409WithinLeaseThenLockRefusesAndRetryReExecutes) {
+  ProxyRig& rig = start_rig({.variables = {{"UPSTREAM_TIMEOUT", "2s"}, {"LEASE", "3s"}}});
+  const std::string lock_key = unique_key("crash-lock");
+  const std::string retry_key = unique_key("crash-retry");
+  const std::string delay = std::to_string(kUpstreamWork.count());
+
+  const auto sent_at = std::chrono::steady_clock::now();
+  auto lock_first = std::async(std::launch::async, [&] {
+    return send(rig.proxy_port(), keyed_post("/lock", lock_key).with("X-Test-Delay-Ms", delay));
+  });
+  auto retry_first = std::async(std::launch::async, [&] {
+    return send(rig.proxy_port(), keyed_post("/retry", retry_key).with("X-Test-Delay-Ms", delay));
+  });
+  ASSERT_TRUE(wait_until_upstream_received(rig, {lock_key, retry_key}, 1000ms)) << "the upstream never got both requests";
+
+  rig.kill_proxy();
+  EXPECT_FALSE(lock_first.get().ok()) << "the client of a killed proxy cannot have an answer";
+  EXPECT_FALSE(retry_first.get().ok());
+  rig.start_proxy();
+
+  // Within the lease: both records are still in flight, whatever their route's policy.
+  for (const auto& [path, key] : {std::pair{"/lock", lock_key}, std::pair{"/retry", retry_key}}) {
+    const HttpResponse early = send(rig.proxy_port(), keyed_post(path, key));
+    ASSERT_LT(std::chrono::steady_clock::now() - sent_at, kLease) << "the restart took the whole lease";
+    EXPECT_EQ(early.status, 409) << describe(early);
+    EXPECT_EQ(problem_slug(early), "request-in-flight") << describe(early);
+    const auto retry_after = retry_after_seconds(early);
+    ASSERT_TRUE(retry_after.has_value()) << describe(early);
+    EXPECT_GE(*retry_after, 1);
+    EXPECT_LE(*retry_after, std::chrono::seconds(kLease).count());
+  }
+  EXPECT_EQ(rig.inspect("lock", lock_key).state, "in_flight");
+
+  std::this_thread::sleep_until(sent_at + kLease + 300ms);
+
+  // lock: at most once. The outcome is unknown and stays so; nothing runs again.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const HttpResponse refused = send(rig.proxy_port(), keyed_post("/lock", lock_key));
+    EXPECT_EQ(refused.status, 502) << describe(refused);
+    EXPECT_EQ(problem_slug(refused), "outcome-unknown") << describe(refused);
+  }
+  EXPECT_EQ(rig.upstream_count(lock_key), 1u);
+
+  // retry: the first retry after the lease takes the record over and executes again, once.
+  const HttpResponse reexecuted = send(rig.proxy_port(), keyed_post("/retry", retry_key));
+  EXPECT_EQ(reexecuted.status, 200) << describe(reexecuted);
+  EXPECT_FALSE(is_replay(reexecuted));
+  EXPECT_EQ(rig.upstream_count(retry_key), 2u);
+  const HttpResponse replayed = send(rig.proxy_port(), keyed_post("/retry", retry_key));
+  EXPECT_EQ(replayed.status, 200) << describe(replayed);
+  EXPECT_TRUE(is_replay(replayed)) << describe(replayed);
+  EXPECT_EQ(replayed.body, reexecuted.body);
+  EXPECT_EQ(rig.upstream_count(retry_key), 2u);
+}
+
+}  // namespace
+}  // namespace idem::test::failure

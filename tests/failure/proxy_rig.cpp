@@ -1,0 +1,192 @@
+#include "failure/proxy_rig.hpp"
+
+#include <boost/json.hpp>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+
+#include "support/env.hpp"
+#include "support/ports.hpp"
+#include "support/proxy_fixture.hpp"
+
+namespace idem::test::failure {
+
+namespace {
+
+constexpr std::chrono::milliseconds kStartupTimeout{20'000};
+constexpr std::chrono::milliseconds kCommandTimeout{30'000};
+
+constexpr std::string_view kConfigTemplate = R"(# failure-test config rendered by tests/failure/proxy_rig.cpp
+listen: 127.0.0.1:${PROXY_PORT}
+workers: ${WORKERS}
+drain_timeout: ${DRAIN_TIMEOUT}
+upstream: { url: "http://127.0.0.1:${UPSTREAM_PORT}", connect_timeout: 500ms, timeout: ${UPSTREAM_TIMEOUT} }
+store:
+  postgres:
+    dsn: ${PG_DSN}
+    pool_size: ${POOL_SIZE}
+    connect_timeout: ${PG_CONNECT_TIMEOUT}
+    query_timeout: ${PG_QUERY_TIMEOUT}
+    acquire_timeout: ${PG_ACQUIRE_TIMEOUT}
+replay_cache: { max_bytes: 0 }
+reaper: { interval: 0s }
+defaults: { ttl: 1h, lease: ${LEASE} }
+routes:
+  - name: lock
+    match: { method: POST, path: /lock }
+    unknown_outcome: lock
+    store_unavailable: fail_closed
+  - name: retry
+    match: { method: POST, path: /retry }
+    unknown_outcome: retry
+  - name: open
+    match: { method: POST, path: /open }
+    store_unavailable: fail_open
+  - name: wait
+    match: { method: POST, path: /wait }
+    in_flight: wait
+    wait_timeout: ${WAIT_TIMEOUT}
+)";
+
+const std::map<std::string, std::string>& default_variables() {
+  static const std::map<std::string, std::string> defaults{
+      {"UPSTREAM_TIMEOUT", "1s"},     {"LEASE", "2s"},
+      {"DRAIN_TIMEOUT", "10s"},       {"WAIT_TIMEOUT", "5s"},
+      {"WORKERS", "2"},               {"POOL_SIZE", "4"},
+      {"PG_CONNECT_TIMEOUT", "1s"},   {"PG_QUERY_TIMEOUT", "1s"},
+      {"PG_ACQUIRE_TIMEOUT", "1s"},
+  };
+  return defaults;
+}
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+std::string describe_run(const RunResult& result) {
+  return "exit status: " + (result.exit_status ? std::to_string(*result.exit_status) : std::string("timeout")) +
+         "\n--- stdout ---\n" + result.stdout_text + "\n--- stderr ---\n" + result.stderr_text + "\n";
+}
+
+}  // namespace
+
+std::string_view failure_config_template() { return kConfigTemplate; }
+
+ProxyRig::ProxyRig(RigOptions options) : options_(std::move(options)), work_dir_("idem-failure") {}
+
+// Each Process SIGKILLs and reaps its child when destroyed.
+ProxyRig::~ProxyRig() = default;
+
+void ProxyRig::start() {
+  if (options_.start_upstream) {
+    upstream_.emplace(start_test_upstream(work_dir_.path()));
+    upstream_port_ = upstream_->port;
+  } else {
+    upstream_port_ = free_port();
+  }
+  proxy_port_ = free_port();
+
+  std::map<std::string, std::string> variables = default_variables();
+  for (const auto& [name, value] : options_.variables) variables[name] = value;
+  variables["PROXY_PORT"] = std::to_string(proxy_port_);
+  variables["UPSTREAM_PORT"] = std::to_string(upstream_port_);
+  variables["PG_DSN"] = yaml_quoted(options_.pg_dsn.empty() ? pg_dsn() : options_.pg_dsn);
+  config_text_ = render_template(kConfigTemplate, variables);
+  config_path_ = work_dir_.path() / "idemproxy.yaml";
+  write_text(config_path_, config_text_);
+
+  const RunResult migrated = run_command({"--migrate"}, "migrate");
+  if (migrated.exit_status != 0) {
+    throw std::runtime_error("idemproxy --migrate failed:\n" + describe_run(migrated) + "--- config ---\n" + config_text_);
+  }
+  start_proxy();
+}
+
+void ProxyRig::start_proxy() {
+  if (!proxies_.empty() && proxies_.back().running()) throw std::logic_error("start_proxy: a proxy is already running");
+  ProcessSpec spec{idemproxy_binary(), {"--config", config_path_.string()}, {}, work_dir_.path(),
+                   "proxy-" + std::to_string(proxies_.size() + 1)};
+  proxies_.push_back(Process::start(spec));
+  Process& process = proxies_.back();
+  const auto deadline = std::chrono::steady_clock::now() + kStartupTimeout;
+  while (process.running() && !port_accepts(proxy_port_) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!process.running() || !port_accepts(proxy_port_)) {
+    throw std::runtime_error("idemproxy did not start listening on 127.0.0.1:" + std::to_string(proxy_port_) + ":\n" +
+                             process.describe() + "--- config ---\n" + config_text_);
+  }
+}
+
+void ProxyRig::kill_proxy() {
+  Process& process = proxy();
+  process.kill9();
+  if (!process.wait_exit(std::chrono::seconds(10))) throw std::runtime_error("idemproxy survived SIGKILL");
+}
+
+void ProxyRig::signal_proxy(int signo) { proxy().signal(signo); }
+
+Process& ProxyRig::proxy() {
+  if (proxies_.empty()) throw std::logic_error("the proxy was never started");
+  return proxies_.back();
+}
+
+void ProxyRig::start_upstream() {
+  if (upstream_ && upstream_->process.running()) return;
+  upstream_.emplace(start_test_upstream(work_dir_.path(), upstream_port_, "late-upstream"));
+}
+
+std::uint64_t ProxyRig::upstream_count(std::string_view key) const {
+  return upstream_count_for_key(upstream_port_, key);
+}
+
+std::uint64_t ProxyRig::upstream_total() const { return test::upstream_total(upstream_port_); }
+
+RunResult ProxyRig::run_command(std::vector<std::string> args, std::string_view name) const {
+  args.insert(args.begin(), {"--config", config_path_.string()});
+  ProcessSpec spec{idemproxy_binary(), std::move(args), {}, work_dir_.path(), std::string(name)};
+  return run_to_exit(spec, kCommandTimeout);
+}
+
+RecordInspection ProxyRig::inspect(std::string_view route, std::string_view key) const {
+  const RunResult result = run_command({"--inspect", std::string(route), std::string(key)}, "inspect");
+  RecordInspection inspection;
+  inspection.exit_status = result.exit_status;
+  inspection.output = describe_run(result);
+  if (result.exit_status != 0) return inspection;
+  boost::system::error_code ec;
+  const boost::json::value parsed = boost::json::parse(result.stdout_text, ec);
+  if (ec || !parsed.is_object()) return inspection;
+  const auto& record = parsed.as_object();
+  if (const auto* state = record.if_contains("state"); state != nullptr && state->is_string()) {
+    inspection.state = std::string(state->as_string());
+  }
+  if (const auto* lease = record.if_contains("lease_expires_at_ms"); lease != nullptr && lease->is_int64()) {
+    inspection.lease_expires_at_ms = lease->as_int64();
+  }
+  return inspection;
+}
+
+RunResult ProxyRig::release(std::string_view route, std::string_view key) const {
+  return run_command({"--release", std::string(route), std::string(key)}, "release");
+}
+
+std::string ProxyRig::proxy_logs() const {
+  std::string logs;
+  for (const Process& process : proxies_) logs += process.stderr_text();
+  return logs;
+}
+
+std::string ProxyRig::diagnostics() {
+  std::ostringstream out;
+  out << "=== config " << config_path_.string() << " ===\n" << config_text_ << "\n";
+  for (Process& process : proxies_) out << "=== idemproxy ===\n" << process.describe(6144) << "\n";
+  if (upstream_) out << "=== idem-test-upstream ===\n" << upstream_->process.describe(2048) << "\n";
+  return out.str();
+}
+
+}  // namespace idem::test::failure

@@ -1,0 +1,95 @@
+// The upstream misbehaves while the proxy stays up: it hangs past upstream.timeout (the request
+// was sent, the outcome is unknown) or it is not there at all (nothing was sent, nothing is locked).
+#include <thread>
+
+#include "failure/failure_fixture.hpp"
+#include "failure/failure_requests.hpp"
+#include "support/proxy_fixture.hpp"
+
+namespace idem::test::failure {
+namespace {
+
+using namespace std::chrono_literals;
+
+class UpstreamFailure : public FailureTest {};
+
+TEST_F(UpstreamFailure, HangPastTimeoutIs504ThenLockedUnknownUntilReleasedThenExecutesOnce) {
+  ProxyRig& rig = start_rig({.variables = {{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "2s"}}});
+  const std::string key = unique_key("hang-lock");
+
+  const auto sent_at = std::chrono::steady_clock::now();
+  const HttpResponse timed_out = send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Hang", "1"));
+  EXPECT_EQ(timed_out.status, 504) << describe(timed_out);
+  EXPECT_EQ(problem_slug(timed_out), "upstream-timeout") << describe(timed_out);
+  EXPECT_GE(elapsed_ms(sent_at), 900) << "answered before upstream.timeout";
+  EXPECT_LT(elapsed_ms(sent_at), 3000) << "upstream.timeout not enforced";
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+
+  // Immediately, not only after the lease: the timeout itself made the outcome terminal.
+  const HttpResponse retried = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_EQ(retried.status, 502) << describe(retried);
+  EXPECT_EQ(problem_slug(retried), "outcome-unknown") << describe(retried);
+  EXPECT_EQ(rig.upstream_count(key), 1u) << "an unknown outcome was executed again";
+
+  const RecordInspection record = rig.inspect("lock", key);
+  EXPECT_EQ(record.exit_status, 0) << record.output;
+  EXPECT_EQ(record.state, "unknown") << record.output;
+
+  // The operator reconciled it with the upstream and releases the key: the next retry runs.
+  const RunResult released = rig.release("lock", key);
+  EXPECT_EQ(released.exit_status, 0) << released.stdout_text << released.stderr_text;
+  EXPECT_EQ(rig.inspect("lock", key).exit_status, 3) << "the released record is still there";
+  const HttpResponse executed = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_EQ(executed.status, 200) << describe(executed);
+  EXPECT_FALSE(is_replay(executed));
+  EXPECT_EQ(rig.upstream_count(key), 2u);
+  const HttpResponse replayed = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_TRUE(is_replay(replayed)) << describe(replayed);
+  EXPECT_EQ(replayed.body, executed.body);
+  EXPECT_EQ(rig.upstream_count(key), 2u);
+}
+
+TEST_F(UpstreamFailure, HangPastTimeoutOnRetryRouteStaysInFlightUntilTheLeaseThenExecutesAgain) {
+  ProxyRig& rig = start_rig({.variables = {{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "2s"}}});
+  const std::string key = unique_key("hang-retry");
+
+  const auto sent_at = std::chrono::steady_clock::now();
+  const HttpResponse timed_out = send(rig.proxy_port(), keyed_post("/retry", key).with("X-Test-Hang", "1"));
+  EXPECT_EQ(timed_out.status, 504) << describe(timed_out);
+  EXPECT_EQ(problem_slug(timed_out), "upstream-timeout") << describe(timed_out);
+
+  const HttpResponse early = send(rig.proxy_port(), keyed_post("/retry", key));
+  EXPECT_EQ(early.status, 409) << describe(early);
+  EXPECT_EQ(problem_slug(early), "request-in-flight") << describe(early);
+  EXPECT_EQ(rig.inspect("retry", key).state, "in_flight");
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+
+  std::this_thread::sleep_until(sent_at + 2s + 300ms);
+  const HttpResponse executed = send(rig.proxy_port(), keyed_post("/retry", key));
+  EXPECT_EQ(executed.status, 200) << describe(executed);
+  EXPECT_FALSE(is_replay(executed));
+  EXPECT_EQ(rig.upstream_count(key), 2u);
+}
+
+TEST_F(UpstreamFailure, UnreachableUpstreamIs502AndReleasesTheKeySoTheRetryExecutesOnce) {
+  ProxyRig& rig = start_rig({.start_upstream = false});
+  const std::string key = unique_key("down");
+
+  const HttpResponse refused = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_EQ(refused.status, 502) << describe(refused);
+  EXPECT_EQ(problem_slug(refused), "upstream-unreachable") << describe(refused);
+  const RecordInspection record = rig.inspect("lock", key);
+  EXPECT_EQ(record.exit_status, 3) << "nothing was sent, yet the key is held: " << record.output;
+
+  rig.start_upstream();
+  const HttpResponse executed = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_EQ(executed.status, 200) << describe(executed);
+  EXPECT_FALSE(is_replay(executed));
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+  const HttpResponse replayed = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_TRUE(is_replay(replayed)) << describe(replayed);
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+}
+
+}  // namespace
+}  // namespace idem::test::failure
