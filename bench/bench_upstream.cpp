@@ -5,7 +5,8 @@
 //   idem-bench-upstream [--port P] [--threads N] [--delay-ms D]
 //
 // Prints "listening 127.0.0.1:PORT" once it accepts. SIGTERM/SIGINT stop it (exit 0).
-// A request header "Bench-Delay-Ms: D" delays that one response (at most 10 s).
+// A request header "Bench-Delay-Ms: D" delays that one response (at most 10 s);
+// "Bench-Body-Bytes: N" makes its body N bytes long (padded_body, at most 1 MiB).
 #include <pthread.h>
 
 #include <algorithm>
@@ -82,6 +83,19 @@ std::optional<unsigned long> parse_number(std::string_view text) {
   return value;
 }
 
+// The padded response a Bench-Body-Bytes request asks for; nullopt when it asks for none.
+std::optional<std::string> padded_response(const http::request<http::string_body>& request, bool keep_alive) {
+  const auto it = request.find(kBodyBytesHeader);
+  if (it == request.end()) return std::nullopt;
+  const auto bytes = parse_number(it->value());
+  if (!bytes) return std::nullopt;
+  const std::string body = padded_body(std::min<std::size_t>(*bytes, kMaxBodyBytes));
+  std::string out = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+                    "\r\n";
+  if (!keep_alive) out += "Connection: close\r\n";
+  return out + "\r\n" + body;
+}
+
 std::chrono::milliseconds delay_for(const http::request<http::string_body>& request, std::chrono::milliseconds fallback) {
   const auto it = request.find(kDelayHeader);
   if (it == request.end()) return fallback;
@@ -106,13 +120,17 @@ asio::awaitable<void> serve(tcp::socket socket, std::chrono::milliseconds defaul
     const auto& request = parser.get();
     const bool keep_alive = request.keep_alive();
 
-    std::string count_text;
+    std::string built;  // a response made for this request (count, padded body); usually none
     const std::string* response = keep_alive ? &kKeepAliveResponse : &kCloseResponse;
     if (request.method() == http::verb::get && request.target() == kCountPath) {
-      count_text = count_response(keep_alive);
-      response = &count_text;
+      built = count_response(keep_alive);
+      response = &built;
     } else {
       g_executions.fetch_add(1, std::memory_order_relaxed);
+      if (auto padded = padded_response(request, keep_alive)) {
+        built = std::move(*padded);
+        response = &built;
+      }
       if (const auto delay = delay_for(request, default_delay); delay.count() > 0) {
         if (!delay_timer) delay_timer.emplace(stream.get_executor());
         delay_timer->expires_after(delay);

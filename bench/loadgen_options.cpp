@@ -24,6 +24,7 @@ What to send
   --body TEXT              request body (default: {"amount":100}); "" for none
   --header 'Name: value'   extra request header (repeatable)
   --keys MODE              none | unique | replay:K | same   (default: none)
+  --body-bytes N           ask idem-bench-upstream for an N-byte response body (and expect it)
   --key-header NAME        default: Idempotency-Key
 
 How hard and how long (every phase is bounded by --duration; the process always stops itself)
@@ -129,6 +130,7 @@ ParseOutcome parse_options(int argc, char** argv) {
   options.expect_body = std::string(kUpstreamBody);
   bool have_target = false;
   bool hold_given = false;
+  bool expect_body_given = false;
   auto fail = [](std::string message) { return ParseOutcome{std::nullopt, std::move(message)}; };
 
   for (int i = 1; i < argc; ++i) {
@@ -230,6 +232,11 @@ ParseOutcome parse_options(int argc, char** argv) {
       options.expect_status = static_cast<unsigned>(*n);
     } else if (arg == "--expect-body") {
       options.expect_body = value;
+      expect_body_given = true;
+    } else if (arg == "--body-bytes") {
+      auto n = parse_unsigned(value, kMaxBodyBytes);
+      if (!n || *n == 0) return bad();
+      options.body_bytes = static_cast<std::size_t>(*n);
     } else if (arg == "--idle-connections") {
       auto n = parse_unsigned(value, kMaxConnections);
       if (!n || *n == 0) return bad();
@@ -259,6 +266,10 @@ ParseOutcome parse_options(int argc, char** argv) {
   if (options.keys == KeyMode::same && options.rate > 0) return fail("--keys same is not an open-loop mode");
   if (options.idle_connections > 0 && (options.keys == KeyMode::same || options.keys == KeyMode::replay)) {
     return fail("--idle-connections takes --keys none or unique");
+  }
+  if (options.body_bytes > 0) {
+    options.headers.emplace_back(std::string(kBodyBytesHeader), std::to_string(options.body_bytes));
+    if (!expect_body_given) options.expect_body = padded_body(options.body_bytes);
   }
   options.threads = std::min(options.threads, options.connections);
   return ParseOutcome{std::move(options), ""};

@@ -56,8 +56,10 @@ struct LoadgenOptions {
   unsigned rounds = 1;  // storm rounds, a fresh key each
   std::chrono::nanoseconds timeout = std::chrono::seconds(5);  // per connect and per request
 
+  std::size_t body_bytes = 0;  // > 0: ask the bench upstream for a body this long (Bench-Body-Bytes)
+
   unsigned expect_status = 200;
-  std::string expect_body;  // defaults to the bench upstream's body
+  std::string expect_body;  // defaults to the bench upstream's body (of body_bytes when set)
 
   unsigned idle_connections = 0;
   std::chrono::nanoseconds hold{0};

@@ -186,6 +186,21 @@ TEST(RequestPlans, CompletionSendsEveryKeyExactlyOnceThenReplaysCycleThroughThem
   EXPECT_EQ(replayed.size(), kKeys);
 }
 
+TEST(PaddedBody, IsExactlyTheAskedSizeAndStillTheUpstreamObject) {
+  for (std::size_t bytes : {40u, 41u, 1000u, 16384u}) {
+    const std::string body = padded_body(bytes);
+    EXPECT_EQ(body.size(), bytes);
+    EXPECT_TRUE(body.starts_with(R"({"ok":true,"id":12345,"pad":")"));
+    EXPECT_TRUE(body.ends_with(R"("})"));
+  }
+  EXPECT_EQ(padded_body(5), kUpstreamBody);
+  const auto options = options_for({"--target", "127.0.0.1:1", "--body-bytes", "1000"});
+  EXPECT_EQ(options.expect_body, padded_body(1000));
+  ASSERT_EQ(options.headers.size(), 1u);
+  EXPECT_EQ(options.headers[0].first, kBodyBytesHeader);
+  EXPECT_EQ(options.headers[0].second, "1000");
+}
+
 TEST(LoadgenOptions, DerivesTheModeAndRefusesWhatCannotRun) {
   EXPECT_EQ(options_for({"--target", "127.0.0.1:1"}).mode(), LoadMode::closed);
   EXPECT_EQ(options_for({"--target", "127.0.0.1:1", "--rate", "100"}).mode(), LoadMode::open);

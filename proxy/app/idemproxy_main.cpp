@@ -155,7 +155,8 @@ std::optional<std::int64_t> modified_time(const std::string& path) {
 }
 
 void register_process_metrics(metrics::Registry& registry, const http::ReplayCache& cache, const http::Reaper& reaper,
-                              const std::atomic<std::size_t>& waiting, const std::atomic<bool>& draining,
+                              const std::atomic<std::size_t>& waiting, const std::atomic<std::size_t>& connections,
+                              const std::atomic<bool>& draining,
                               const config::Config& config) {
   auto& pg = store::pg::pg_counters();
   auto number = [](auto value) { return static_cast<double>(value); };
@@ -169,6 +170,8 @@ void register_process_metrics(metrics::Registry& registry, const http::ReplayCac
                         [&reaper, number] { return number(reaper.deleted_total()); });
   registry.add_callback("idemproxy_waiting_duplicates", "Duplicates waiting for their first request (in_flight: wait).",
                         "gauge", [&waiting, number] { return number(waiting.load()); });
+  registry.add_callback("idemproxy_client_connections", "Client connections open.", "gauge",
+                        [&connections, number] { return number(connections.load()); });
   registry.add_callback("idemproxy_draining", "1 from the moment a shutdown signal arrives.", "gauge",
                         [&draining] { return draining.load() ? 1.0 : 0.0; });
   const double pool_size = static_cast<double>(config.store.postgres.pool_size);
@@ -221,6 +224,7 @@ int run_proxy(config::Config loaded, const std::string& config_path) {
   std::signal(SIGPIPE, SIG_IGN);
 
   std::atomic<std::size_t> waiting_duplicates{0};
+  std::atomic<std::size_t> client_connections{0};
   http::ReplayCache replay_cache(config.replay_cache.max_bytes);
   http::ProxyMetrics metrics;
   std::vector<std::unique_ptr<WorkerSlot>> slots;
@@ -237,7 +241,7 @@ int run_proxy(config::Config loaded, const std::string& config_path) {
       slot->upstream = std::make_unique<http::UpstreamPool>(
           slot->io, config.upstream, share(config.upstream.max_connections, workers), config.limits.max_response_body);
       slot->worker = std::make_unique<http::Worker>(
-          slot->io, http::WorkerServices{runtime, *slot->store, *slot->upstream, slot->background, waiting_duplicates,
+          slot->io, http::WorkerServices{runtime, *slot->store, *slot->upstream, slot->background, waiting_duplicates, client_connections,
                                      replay_cache, metrics});
       slots.push_back(std::move(slot));
     }
@@ -249,7 +253,8 @@ int run_proxy(config::Config loaded, const std::string& config_path) {
   // One reaper per process, on the first worker's thread.
   http::Reaper reaper(slots.front()->io, *slots.front()->store, config.reaper);
   reaper.start();
-  register_process_metrics(metrics.registry(), replay_cache, reaper, waiting_duplicates, draining_flag, config);
+  register_process_metrics(metrics.registry(), replay_cache, reaper, waiting_duplicates, client_connections,
+                           draining_flag, config);
 
   // The admin listener runs on its own thread with its own one-connection store.
   std::unique_ptr<admin::AdminServer> admin_server;

@@ -1,6 +1,7 @@
 #pragma once
 // idemproxy's configuration as plain structs, loaded from YAML. See config/idemproxy.example.yaml
 // for every option with its default.
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -28,6 +29,8 @@ struct LimitsConfig {
   std::chrono::milliseconds idle_timeout{60'000};      // keep-alive idle time before the proxy closes
   std::chrono::milliseconds write_timeout{30'000};     // time to write a response to the client
   std::size_t max_waiting = 1024;  // duplicates waiting (in_flight: wait) per process; beyond, 409 at once
+  std::size_t max_headers = 100;          // header fields per request; 431 beyond
+  std::size_t max_connections = 10'000;   // client connections per process; beyond, 503 and close
 };
 
 struct UpstreamConfig {
@@ -59,8 +62,28 @@ struct ReplayCacheConfig {
   std::size_t max_bytes = 16 * 1024 * 1024;  // 0 disables it
 };
 
+// One record encryption key. The key bytes are read from the file or the environment variable
+// when the config is loaded (a file's or variable's text: 64 hex digits or base64 of 32 bytes).
+struct EncryptionKeyConfig {
+  std::string id;                      // stored with each record it seals: 1-64 of [A-Za-z0-9._-]
+  std::array<std::uint8_t, 32> key{};  // AES-256 key
+  std::string source;                  // "file <path>" or "env <VAR>": where it came from, for logs
+  bool operator==(const EncryptionKeyConfig&) const = default;
+};
+
+// Completed responses encrypted at rest (AES-256-GCM); off unless current_key is set. Records are
+// sealed with current_key; every listed key still opens the records it sealed (rotation: add the
+// new key, make it current, drop the old one once its records have expired).
+struct EncryptionConfig {
+  std::string current_key;                 // empty: encryption off
+  std::vector<EncryptionKeyConfig> keys;   // ids unique; current_key among them
+  bool enabled() const { return !current_key.empty(); }
+  bool operator==(const EncryptionConfig&) const = default;
+};
+
 struct StoreConfig {
   PostgresConfig postgres;
+  EncryptionConfig encryption;
 };
 
 // The admin listener: /healthz, /readyz, /metrics, /admin/keys/... (see README "Operating").

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/addresses.hpp"
+#include "config/encryption_keys.hpp"
 #include "config/http_syntax.hpp"
 #include "config/units.hpp"
 #include "core/route_table.hpp"
@@ -27,9 +28,10 @@ const Keys kLogKeys = {"level", "access"};
 const Keys kReplayCacheKeys = {"max_bytes"};
 const Keys kReaperKeys = {"interval", "batch"};
 const Keys kLimitsKeys = {"max_request_body", "max_response_body", "max_header_bytes", "header_timeout",
-                          "body_timeout",     "idle_timeout",      "write_timeout",    "max_waiting"};
+                          "body_timeout",     "idle_timeout",      "write_timeout",    "max_waiting",
+                          "max_headers",      "max_connections"};
 const Keys kUpstreamKeys = {"url", "connect_timeout", "timeout", "max_connections", "idle_timeout"};
-const Keys kStoreKeys = {"postgres"};
+const Keys kStoreKeys = {"postgres", "encryption"};
 const Keys kPostgresKeys = {"dsn", "pool_size", "connect_timeout", "query_timeout", "acquire_timeout"};
 const Keys kPolicyKeys = {"key_header",       "key",              "max_key_length",  "ttl",       "lease",
                           "max_stored_body",  "scope",            "fingerprint",     "release_statuses",
@@ -168,6 +170,14 @@ void ConfigReader::read_limits(const Field& field, LimitsConfig& limits) {
   if (const Field* f = fields->find("max_waiting")) {
     if (const auto n = yaml_.integer(*f, "limits.max_waiting", 0, 1'000'000)) limits.max_waiting = static_cast<std::size_t>(*n);
   }
+  if (const Field* f = fields->find("max_headers")) {
+    if (const auto n = yaml_.integer(*f, "limits.max_headers", 1, 10'000)) limits.max_headers = static_cast<std::size_t>(*n);
+  }
+  if (const Field* f = fields->find("max_connections")) {
+    if (const auto n = yaml_.integer(*f, "limits.max_connections", 1, 1'000'000)) {
+      limits.max_connections = static_cast<std::size_t>(*n);
+    }
+  }
 }
 
 void ConfigReader::read_reaper(const Field& field, ReaperConfig& reaper) {
@@ -287,6 +297,7 @@ void ConfigReader::read_store(const Field* field, const YAML::Mark& top_level, S
   const std::optional<Fields> store_fields =
       field ? yaml_.mapping(field->value, field->key.Mark(), "store", kStoreKeys) : std::optional<Fields>(Fields(top_level));
   if (!store_fields) return;
+  if (const Field* f = store_fields->find("encryption")) read_encryption(*f, yaml_, store.encryption);
   const Field* postgres_field = store_fields->find("postgres");
   const std::optional<Fields> fields =
       postgres_field ? yaml_.mapping(postgres_field->value, postgres_field->key.Mark(), "store.postgres", kPostgresKeys)

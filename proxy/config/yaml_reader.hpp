@@ -47,6 +47,8 @@ class YamlReader {
   YamlReader(IssueSink& issues, const EnvLookup& env) : issues_(issues), env_(env) {}
 
   IssueSink& issues() { return issues_; }
+  // The environment ${VAR} expansion reads (also where store.encryption `env:` keys come from).
+  const EnvLookup& env() const { return env_; }
 
   // `node` as a mapping whose keys are all in `allowed`: unknown and duplicate keys are reported
   // (at the key) and left out. A null node (a section whose entries are all commented out) is an

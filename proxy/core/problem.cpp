@@ -132,4 +132,10 @@ Problem internal_problem(std::string_view why) {
   return make_problem(500, "internal", "Internal error", with_reason("the proxy failed to handle the request", why));
 }
 
+Problem record_corrupt_problem() {
+  return make_problem(500, "record-corrupt", "Stored response corrupt",
+                      "the stored response for this idempotency key failed its integrity check and cannot be "
+                      "replayed; the original request was already executed and will not be executed again");
+}
+
 }  // namespace idem::core

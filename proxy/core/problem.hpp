@@ -34,5 +34,8 @@ Problem upstream_bad_response_problem(std::string_view why);                    
 Problem request_too_large_problem(std::size_t limit);                                         // 413
 Problem bad_request_problem(std::string_view why);                                            // 400
 Problem internal_problem(std::string_view why);                                               // 500
+// The stored response exists but failed its integrity check (encrypted at rest, see
+// store/encrypting_store.hpp): it is never replayed, and the request is not executed again.
+Problem record_corrupt_problem();                                                             // 500
 
 }  // namespace idem::core

@@ -102,6 +102,14 @@ asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices&
       co_return;
     }
     const unsigned version = parser.get().version();
+    if (static_cast<std::size_t>(std::distance(parser.get().begin(), parser.get().end())) > limits.max_headers) {
+      auto problem = core::bad_request_problem("the request has more than limits.max_headers (" +
+                                               std::to_string(limits.max_headers) + ") header fields");
+      problem.status = 431;
+      problem.title = "Request Header Fields Too Large";
+      co_await refuse(connection, std::move(problem), version, limits.write_timeout, services.metrics);
+      co_return;
+    }
     if (const auto length = parser.content_length(); length && *length > limits.max_request_body) {
       core::Problem problem = core::request_too_large_problem(limits.max_request_body);
       co_await refuse(connection, std::move(problem), version, limits.write_timeout, services.metrics);
@@ -143,6 +151,15 @@ asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices&
     connection.in_request = false;
     if (write_ec || !keep_alive) co_return;
   }
+}
+
+asio::awaitable<void> refuse_connection(ClientConnection& connection, WorkerServices& services) {
+  core::Problem problem = core::bad_request_problem("this proxy has reached limits.max_connections; retry shortly");
+  problem.status = 503;
+  problem.type = "urn:idemproxy:problem:too-many-connections";
+  problem.title = "Too many connections";
+  problem.retry_after = std::chrono::seconds(1);
+  co_await refuse(connection, std::move(problem), 11, services.config->config.limits.write_timeout, services.metrics);
 }
 
 }  // namespace idem::http

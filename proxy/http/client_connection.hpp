@@ -23,4 +23,7 @@ struct ClientConnection {
 // becomes true (the response then carries Connection: close).
 boost::asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices& services, const bool& draining);
 
+// Answers 503 (too many connections) and returns; the caller closes the connection.
+boost::asio::awaitable<void> refuse_connection(ClientConnection& connection, WorkerServices& services);
+
 }  // namespace idem::http

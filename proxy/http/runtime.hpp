@@ -47,7 +47,8 @@ struct WorkerServices {
   store::Store& store;
   UpstreamPool& upstream;
   BackgroundTasks& background;
-  std::atomic<std::size_t>& waiting;  // duplicates currently waiting, across all workers
+  std::atomic<std::size_t>& waiting;      // duplicates currently waiting, across all workers
+  std::atomic<std::size_t>& connections;  // client connections open, across all workers
   ReplayCache& cache;                 // shared by all workers
   ProxyMetrics& metrics;              // shared by all workers
 };

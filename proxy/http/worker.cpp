@@ -57,7 +57,15 @@ asio::awaitable<void> Worker::accept_loop() {
 asio::awaitable<void> Worker::serve(tcp::socket socket) {
   ClientConnection connection(std::move(socket));
   connections_.insert(&connection);
-  co_await serve_client(connection, services_, draining_);
+  // Counted per process: past limits.max_connections a new client gets a 503 and the close,
+  // instead of taking memory and file descriptors the established ones need.
+  const std::size_t open = services_.connections.fetch_add(1) + 1;
+  if (open > services_.config->config.limits.max_connections) {
+    co_await refuse_connection(connection, services_);
+  } else {
+    co_await serve_client(connection, services_, draining_);
+  }
+  services_.connections.fetch_sub(1);
   connection.close();
   connections_.erase(&connection);
   check_drained();

@@ -25,6 +25,8 @@ enum class StoreError {
   not_owner,    // complete/release/mark_unknown: the record is no longer ours (lease taken over, released, expired)
   not_found,    // force_release/inspect: no live record for (scope, key), or not in a releasable state
   internal,     // anything else (bad data, unexpected SQLSTATE): logged by the store
+  corrupt,      // claim: the existing record's sealed response does not open (see encrypting_store.hpp);
+                // logged by the store; the record must never be replayed
 };
 std::string_view store_error_name(StoreError error);
 

@@ -10,6 +10,7 @@ std::string_view store_error_name(StoreError error) {
     case StoreError::not_owner: return "not_owner";
     case StoreError::not_found: return "not_found";
     case StoreError::internal: return "internal";
+    case StoreError::corrupt: return "corrupt";
   }
   return "invalid";
 }

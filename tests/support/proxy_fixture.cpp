@@ -22,6 +22,7 @@ constexpr int kStartAttempts = 3;
 constexpr std::string_view kDefaultConfig = R"(# e2e config rendered by tests/support/proxy_fixture.cpp
 listen: 127.0.0.1:${PROXY_PORT}
 workers: 2
+admin: { listen: "127.0.0.1:0" }
 upstream: { url: "http://127.0.0.1:${UPSTREAM_PORT}", connect_timeout: 1s, timeout: ${UPSTREAM_TIMEOUT} }
 store: { postgres: { dsn: ${PG_DSN}, pool_size: 4 } }
 defaults: { ttl: 1h, lease: 10s }

@@ -33,14 +33,14 @@ std::vector<ErrorCase> error_cases() {
   return {
       {"unknown_top_level_key", kStore + "lisen: 127.0.0.1:8080\n",
        "test.yaml:2:1: unknown key \"lisen\" at the top level (expected one of: listen, workers, drain_timeout, limits, "
-       "upstream, store, reaper, replay_cache, log, defaults, routes)"},
+       "upstream, store, reaper, replay_cache, log, admin, defaults, routes)"},
       {"unknown_route_key", kRoute + "    foo: 1\n",
        "test.yaml:6:5: unknown key \"foo\" in routes[0] (expected one of: name, match, key_header, key, max_key_length, ttl, "
        "lease, max_stored_body, scope, fingerprint, release_statuses, store_set_cookie, unknown_outcome, store_unavailable, "
        "in_flight, wait_timeout)"},
       {"unknown_limits_key", kStore + "limits:\n  max_body: 1MiB\n",
        "test.yaml:3:3: unknown key \"max_body\" in limits (expected one of: max_request_body, max_response_body, "
-       "max_header_bytes, header_timeout, body_timeout, idle_timeout, write_timeout, max_waiting)"},
+       "max_header_bytes, header_timeout, body_timeout, idle_timeout, write_timeout, max_waiting, max_headers, max_connections)"},
       {"unknown_match_key", kStore + "routes:\n  - name: a\n    match: { path: /a, verb: POST }\n    scope: { headers: [Authorization] }\n",
        "test.yaml:4:24: unknown key \"verb\" in routes[0].match (expected one of: method, path)"},
       {"duplicate_key", kStore + "workers: 2\nworkers: 4\n",

@@ -59,6 +59,7 @@ TEST(Problems, StatusAndTypeForEverySituation) {
       {request_too_large_problem(1024), 413, "request-too-large"},
       {bad_request_problem("bad target"), 400, "bad-request"},
       {internal_problem("oops"), 500, "internal"},
+      {record_corrupt_problem(), 500, "record-corrupt"},
   };
   for (const ExpectedProblem& c : cases) {
     EXPECT_EQ(c.problem.status, c.status) << c.slug;
@@ -93,6 +94,13 @@ TEST(Problems, OutcomeUnknownSaysNoReExecution) {
   const std::string detail = outcome_unknown_problem().detail;
   EXPECT_NE(detail.find("no response came back"), std::string::npos);
   EXPECT_NE(detail.find("operator"), std::string::npos);
+  EXPECT_NE(detail.find("will not be executed again"), std::string::npos);
+}
+
+TEST(Problems, RecordCorruptSaysNeitherReplayNorReExecution) {
+  const std::string detail = record_corrupt_problem().detail;
+  EXPECT_NE(detail.find("integrity check"), std::string::npos);
+  EXPECT_NE(detail.find("cannot be replayed"), std::string::npos);
   EXPECT_NE(detail.find("will not be executed again"), std::string::npos);
 }
 

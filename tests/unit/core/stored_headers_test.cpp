@@ -71,6 +71,16 @@ TEST(FilterForStorage, CredentialsAreDroppedEvenWhenSetCookieIsAllowed) {
                   .empty());
 }
 
+TEST(FilterForStorage, CredentialsAreDroppedWhateverTheirCase) {
+  RoutePolicy policy;
+  const HeaderList headers = {{"AUTHORIZATION", "Bearer a"}, {"authorization", "Bearer b"}, {"COOKIE", "c=1"},
+                              {"Cookie", "c=2"},            {"proxy-authorization", "Basic p"},
+                              {"PROXY-AUTHORIZATION", "Basic q"}, {"SET-COOKIE", "s=1"}, {"set-cookie", "s=2"},
+                              {"X-Kept", "k"}};
+  const HeaderList expected = {{"X-Kept", "k"}};
+  EXPECT_EQ(filter_for_storage(headers, policy), expected);
+}
+
 TEST(FilterForStorage, DropsFieldsTheBlockCannotHold) {
   const HeaderList headers = {{"X-Bad", "a\r\nInjected: 1"}, {"", "no name"}, {"X:Colon", "v"}, {"X-Good", "v"}};
   const HeaderList expected = {{"X-Good", "v"}};

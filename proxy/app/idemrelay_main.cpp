@@ -1,0 +1,267 @@
+// idemrelay: the outbox relay. Reads committed rows from the Postgres outbox table and publishes
+// them to Redis Streams or an HTTP endpoint, at least once, in order per aggregate, deduplicated.
+// The one place that wires concrete implementations: source, sink, relay loop, NOTIFY listener.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <charconv>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "config/relay_config.hpp"
+#include "log/log.hpp"
+#include "relay/fault_hooks.hpp"
+#include "relay/http_sink.hpp"
+#include "relay/migrations.hpp"
+#include "relay/notify_listener.hpp"
+#include "relay/outbox_source.hpp"
+#include "relay/redis_stream_sink.hpp"
+#include "relay/redrive.hpp"
+#include "relay/relay.hpp"
+#include "relay/stats.hpp"
+#include "relay_admin.hpp"
+#include "store/pg/migrate.hpp"
+
+#ifndef IDEMRELAY_VERSION
+#define IDEMRELAY_VERSION "0.0.0"
+#endif
+
+namespace {
+using namespace idem;
+
+constexpr std::string_view kUsage =
+    "usage: idemrelay --config FILE [--check | --migrate | --redrive ID | --redrive-all]\n"
+    "       idemrelay --version\n"
+    "\n"
+    "  --config FILE   YAML configuration (see config/idemrelay.example.yaml)\n"
+    "  --check         validate the configuration, print every problem as file:line:col, exit 1 if any\n"
+    "  --migrate       create or upgrade the outbox table, its indexes and NOTIFY trigger (idempotent)\n"
+    "  --redrive ID    un-park the dead-lettered row ID (its aggregate's later rows follow it)\n"
+    "  --redrive-all   un-park every dead-lettered row\n"
+    "  --version       print the version\n"
+    "\n"
+    "Signals: SIGTERM/SIGINT finish or release the batches in hand and exit 0 (a second one exits at once).\n";
+
+enum class Command { run, check, migrate, redrive_one, redrive_all };
+
+struct Options {
+  std::string config_path;
+  Command command = Command::run;
+  std::int64_t redrive_id = 0;
+};
+
+std::optional<Options> parse_arguments(int argc, char** argv) {
+  Options options;
+  int commands = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--version") {
+      std::cout << "idemrelay " << IDEMRELAY_VERSION << "\n";
+      std::exit(0);
+    } else if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (arg == "--config" && i + 1 < argc) {
+      options.config_path = argv[++i];
+    } else if (arg == "--check") {
+      options.command = Command::check;
+      ++commands;
+    } else if (arg == "--migrate") {
+      options.command = Command::migrate;
+      ++commands;
+    } else if (arg == "--redrive-all") {
+      options.command = Command::redrive_all;
+      ++commands;
+    } else if (arg == "--redrive" && i + 1 < argc) {
+      const std::string_view text = argv[++i];
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), options.redrive_id);
+      if (ec != std::errc{} || end != text.data() + text.size() || options.redrive_id <= 0) {
+        std::cerr << "idemrelay: --redrive takes a positive outbox id, got \"" << text << "\"\n";
+        return std::nullopt;
+      }
+      options.command = Command::redrive_one;
+      ++commands;
+    } else {
+      std::cerr << "idemrelay: unexpected argument \"" << arg << "\"\n" << kUsage;
+      return std::nullopt;
+    }
+  }
+  if (options.config_path.empty()) {
+    std::cerr << "idemrelay: --config FILE is required\n" << kUsage;
+    return std::nullopt;
+  }
+  if (commands > 1) {
+    std::cerr << "idemrelay: give at most one of --check, --migrate, --redrive, --redrive-all\n";
+    return std::nullopt;
+  }
+  return options;
+}
+
+relay::RelayOptions relay_options(const config::RelayConfig& config) {
+  const auto& loop = config.relay;
+  return relay::RelayOptions{
+      .batch_size = loop.batch_size,
+      .concurrency = loop.concurrency,
+      .poll_interval = loop.poll_interval,
+      .lease = loop.lease,
+      .publish_timeout = config.sink.kind == config::SinkKind::redis_streams ? config.sink.redis.command_timeout
+                                                                              : config.sink.http.timeout,
+      .max_attempts = loop.max_attempts,
+      .backoff_initial = loop.backoff_initial,
+      .backoff_max = loop.backoff_max,
+      .stats_interval = loop.stats_interval,
+      .retention_max_age = config.retention.max_age,
+      .retention_batch = config.retention.batch,
+      .retention_interval = config.retention.interval,
+  };
+}
+
+int run(const config::RelayConfig& config) {
+  boost::asio::io_context io(1);
+  relay::RelayStats stats;
+  const relay::FaultHooks hooks = relay::FaultHooks::from_environment();
+  if (hooks.any()) log::warn("test fault hooks are active (IDEMRELAY_TEST_*): never in production");
+
+  store::pg::PoolOptions pool_options;
+  pool_options.dsn = config.postgres.dsn;
+  pool_options.size = config.relay.concurrency + 1;  // a connection per lane, one for retention and stats
+  pool_options.connect_timeout = config.postgres.connect_timeout;
+  pool_options.query_timeout = config.postgres.query_timeout;
+  pool_options.acquire_timeout = config.postgres.query_timeout;
+  auto source = std::make_shared<relay::OutboxSource>(io, pool_options);
+
+  std::shared_ptr<relay::Sink> sink;
+  try {
+    switch (config.sink.kind) {
+      case config::SinkKind::redis_streams:
+        sink = std::make_shared<relay::RedisStreamSink>(io, config.sink.redis);
+        break;
+      case config::SinkKind::http:
+        sink = std::make_shared<relay::HttpSink>(io, config.sink.http);
+        break;
+    }
+  } catch (const std::exception& error) {
+    log::error("sink set-up failed", {{"error", error.what()}});
+    return 1;
+  }
+
+  auto loop = std::make_shared<relay::Relay>(io, relay_options(config), source, sink, stats, hooks);
+  std::shared_ptr<relay::NotifyListener> listener;
+  if (config.relay.notify) {
+    const std::weak_ptr<relay::Relay> weak = loop;
+    listener = std::make_shared<relay::NotifyListener>(io, config.postgres.dsn, config.postgres.connect_timeout, [weak] {
+      if (const auto relay = weak.lock()) relay->wake();
+    });
+  }
+
+  std::unique_ptr<app::RelayAdmin> admin;
+  if (config.admin.enabled) {
+    try {
+      admin = std::make_unique<app::RelayAdmin>(config.admin, stats);
+      log::info("admin listening", {{"address", config.admin.host + ":" + std::to_string(admin->port())}});
+    } catch (const std::exception& error) {
+      log::error("admin listener failed", {{"error", error.what()}});
+      return 1;
+    }
+  }
+
+  int exit_code = 0;
+  bool stopping = false;
+  boost::asio::steady_timer shutdown_deadline(io);
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [&](const boost::system::error_code& error, int signal_number) {
+        if (error) return;
+        if (stopping) {
+          log::warn("second signal: exiting now", {{"signal", signal_number}});
+          std::_Exit(1);
+        }
+        stopping = true;
+        log::info("stopping: finishing the batches in hand", {{"signal", signal_number}});
+        if (listener) listener->stop();
+        shutdown_deadline.expires_after(config.relay.shutdown_timeout);
+        shutdown_deadline.async_wait([&](const boost::system::error_code& wait_error) {
+          if (wait_error) return;
+          log::error("shutdown timed out: exiting with batches in hand (their leases will lapse)");
+          exit_code = 1;
+          io.stop();
+        });
+        loop->stop([&] {
+          shutdown_deadline.cancel();
+          signals.cancel();
+          io.stop();
+        });
+        signals.async_wait(on_signal);
+      };
+  signals.async_wait(on_signal);
+
+  loop->start();
+  if (listener) listener->start();
+  io.run();
+
+  log::info("stopped", {{"published", static_cast<std::int64_t>(stats.published.load())},
+                        {"duplicates", static_cast<std::int64_t>(stats.duplicates.load())},
+                        {"publish_failures", static_cast<std::int64_t>(stats.publish_failures.load())},
+                        {"parked", static_cast<std::int64_t>(stats.parked.load())},
+                        {"released", static_cast<std::int64_t>(stats.released.load())},
+                        {"lease_lost", static_cast<std::int64_t>(stats.lease_lost.load())},
+                        {"retention_deleted", static_cast<std::int64_t>(stats.retention_deleted.load())}});
+  return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::optional<Options> options = parse_arguments(argc, argv);
+  if (!options) return 2;
+  std::signal(SIGPIPE, SIG_IGN);
+
+  const config::RelayLoadResult loaded = config::load_relay_config_file(options->config_path);
+  for (const config::ConfigIssue& issue : loaded.issues) std::cerr << issue.to_string() << "\n";
+  if (!loaded.config) return options->command == Command::check ? 1 : 2;
+  const config::RelayConfig& config = *loaded.config;
+
+  switch (options->command) {
+    case Command::check:
+      std::cout << options->config_path << ": ok\n";
+      return 0;
+    case Command::migrate: {
+      const store::pg::MigrateResult result = store::pg::migrate(config.postgres.dsn, relay::relay_migration_set());
+      if (!result.ok) {
+        std::cerr << "idemrelay --migrate failed: " << result.error << "\n";
+        return 1;
+      }
+      std::cout << "outbox schema at version " << result.schema_version << " (" << result.applied << " applied)\n";
+      return 0;
+    }
+    case Command::redrive_one:
+    case Command::redrive_all: {
+      const std::optional<std::int64_t> id =
+          options->command == Command::redrive_one ? std::optional<std::int64_t>(options->redrive_id) : std::nullopt;
+      const relay::RedriveResult result = relay::redrive(config.postgres.dsn, id);
+      if (!result.ok) {
+        std::cerr << "idemrelay: " << result.error << "\n";
+        return 1;
+      }
+      if (id && result.ids.empty()) {
+        std::cerr << "idemrelay: row " << *id << " is not parked (no such row, already published, or never failed)\n";
+        return 1;
+      }
+      std::cout << "redriven " << result.ids.size() << " row(s)";
+      for (const std::int64_t redriven : result.ids) std::cout << " " << redriven;
+      std::cout << "\n";
+      return 0;
+    }
+    case Command::run:
+      return run(config);
+  }
+  return 2;
+}
