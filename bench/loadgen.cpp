@@ -73,7 +73,7 @@ class ExecutionCheck {
       errors.add(ErrorKind::execution_count_mismatch);
     }
   }
-  json::value json() const {
+  json::value to_json() const {
     if (!upstream_) return nullptr;
     json::object out;
     out["upstream"] = upstream_->address().to_string() + ":" + std::to_string(upstream_->port());
@@ -346,7 +346,7 @@ int main(int argc, char** argv) {
   out["spectrum"] = spectrum_json(outcome.stats.latency);
   if (options.histogram_buckets) out["buckets"] = buckets_json(outcome.stats.latency);
   out["warmup"] = json::object{{"requests", outcome.warmup_requests}, {"errors", errors_json(outcome.warmup_errors)}};
-  out["executions"] = executions.json();
+  out["executions"] = executions.to_json();
   if (rss.enabled()) out["rss_kib"] = rss.json();
   for (auto& [name, value] : outcome.extra) out[name] = value;
 

@@ -208,8 +208,16 @@ EOF
 }
 start_nginx
 
+# write_proxy_config FILE PORT REPLAY_CACHE_BYTES ADMIN_PORT [plain]: "plain" leaves out the admin
+# and log sections (for an idemproxy that predates them).
 write_proxy_config() {
-  local file=$1 port=$2 cache=$3
+  local file=$1 port=$2 cache=$3 admin_port=$4 plain=${5:-}
+  local extra=""
+  if [ "$plain" != plain ]; then
+    # Access logs off, as nginx's (access_log off): the bench measures proxying, not log writing.
+    extra="admin: { listen: 127.0.0.1:$admin_port }
+log: { access: false }"
+  fi
   cat >"$file" <<EOF
 # Written by bench/run.sh.
 listen: 127.0.0.1:$port
@@ -226,6 +234,7 @@ routes:
   - name: bench-plain
     match: { path: /plain }
     key: "off"
+$extra
 EOF
 }
 start_proxy() {  # NAME PORT CONFIG -> pid in STARTED_PID
@@ -240,16 +249,23 @@ start_proxy() {  # NAME PORT CONFIG -> pid in STARTED_PID
 }
 
 PROXY_PORT=$(idem_free_port)
-write_proxy_config "$WORK/idemproxy.yaml" "$PROXY_PORT" 16MiB
-"$PROXY_BIN" --config "$WORK/idemproxy.yaml" --check >"$WORK/check.log" 2>&1 ||
-  { cat "$WORK/check.log" >&2; idem_die "idemproxy rejected its bench config"; }
+PROXY_ADMIN_PORT=$(idem_free_port)
+CONFIG_FLAVOUR=
+write_proxy_config "$WORK/idemproxy.yaml" "$PROXY_PORT" 16MiB "$PROXY_ADMIN_PORT"
+if ! "$PROXY_BIN" --config "$WORK/idemproxy.yaml" --check >"$WORK/check.log" 2>&1; then
+  CONFIG_FLAVOUR=plain
+  write_proxy_config "$WORK/idemproxy.yaml" "$PROXY_PORT" 16MiB "$PROXY_ADMIN_PORT" plain
+  "$PROXY_BIN" --config "$WORK/idemproxy.yaml" --check >"$WORK/check-plain.log" 2>&1 ||
+    { cat "$WORK/check.log" >&2; idem_die "idemproxy rejected its bench config"; }
+  idem_log "this idemproxy takes no admin/log settings: running without them (no metrics)"
+fi
 "$PROXY_BIN" --config "$WORK/idemproxy.yaml" --migrate >"$WORK/migrate.log" 2>&1 ||
   { cat "$WORK/migrate.log" >&2; idem_die "idemproxy --migrate failed"; }
 start_proxy idemproxy "$PROXY_PORT" "$WORK/idemproxy.yaml"
 PROXY_PID=$STARTED_PID
 # The same proxy with its replay cache off: replays answered from Postgres.
 PROXY_NOCACHE_PORT=$(idem_free_port)
-write_proxy_config "$WORK/idemproxy-nocache.yaml" "$PROXY_NOCACHE_PORT" 0
+write_proxy_config "$WORK/idemproxy-nocache.yaml" "$PROXY_NOCACHE_PORT" 0 "$(idem_free_port)" $CONFIG_FLAVOUR
 start_proxy idemproxy-nocache "$PROXY_NOCACHE_PORT" "$WORK/idemproxy-nocache.yaml"
 PROXY_NOCACHE_PID=$STARTED_PID
 
@@ -368,7 +384,16 @@ else
   echo '{}' >"$WORK/redis.json"
 fi
 
-# Memory: idemproxy's RSS with 1,000 idle keep-alive connections, then over a replay soak.
+# Memory: idemproxy's RSS with its replay cache full (1,280 responses of 16 KiB: 20 MiB offered to
+# the 16 MiB default) and 1,000 idle keep-alive connections, then over a replay soak.
+proxy_metric() {  # NAME: one unlabelled sample from idemproxy's /metrics, empty when unavailable
+  [ "$CONFIG_FLAVOUR" = plain ] && return 0
+  curl -s --max-time 2 "http://127.0.0.1:$PROXY_ADMIN_PORT/metrics" | awk -v name="$1" '$1 == name { print $2; exit }'
+}
+loadgen memory-fill "${KEYED[@]}" --connections 16 --keys replay:1280 --body-bytes 16384 --duration 1
+CACHE_BYTES=$(proxy_metric idemproxy_replay_cache_bytes)
+jq -n --arg bytes "$CACHE_BYTES" '{replay_cache_bytes_before_idle: ($bytes | tonumber? // null),
+  replay_cache_max_bytes: 16777216}' >"$WORK/proxy-metrics.json"
 loadgen memory-idle "${PASSTHROUGH[@]}" --idle-connections "$IDLE_CONNECTIONS" --hold "$IDLE_HOLD" --rss-pid "$PROXY_PID"
 loadgen memory-soak "${KEYED[@]}" --duration "$SOAK" --connections 16 --keys "replay:$REPLAY_KEYS" --rss-pid "$PROXY_PID"
 
@@ -383,15 +408,16 @@ jq -n --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg profile "$PROFILE" \
   --arg cpu "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" --argjson cores "$(nproc)" \
   --arg kernel "$(uname -sr)" --arg load_before "$LOAD_BEFORE" --arg load_after "$LOAD_AFTER" --arg commit "$COMMIT" \
   --arg versions "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///'), PostgreSQL $PG_VERSION, $(redis-server --version | cut -d' ' -f1-3)" \
-  --arg setup "loopback; idem-loadgen 1 thread; idem-bench-upstream 1 thread; nginx 1 worker, upstream keepalive; idemproxy workers: $PROXY_WORKERS, Postgres pool 8 (synchronous_commit on, fsync off); ${DURATION}s per run after ${WARMUP}s warm-up; replay over $REPLAY_KEYS keys; open loop $OPEN_RATE req/s on $OPEN_CONNECTIONS connections" \
+  --arg setup "loopback; idem-loadgen 1 thread; idem-bench-upstream 1 thread; nginx 1 worker, upstream keepalive, access log off; idemproxy workers: $PROXY_WORKERS, Postgres pool 8 (synchronous_commit on, fsync off), access log off; ${DURATION}s per run after ${WARMUP}s warm-up; replay over $REPLAY_KEYS keys; open loop $OPEN_RATE req/s on $OPEN_CONNECTIONS connections" \
   --argjson elapsed "$((SECONDS - STARTED))" \
   '{date: $date, profile: $profile, cpu: $cpu, cores: $cores, kernel: $kernel, load_before: $load_before,
     load_after: $load_after, commit: $commit, versions: $versions, setup: $setup, elapsed_s: $elapsed}' >"$WORK/meta.json"
 RESULTS_JSON=$RESULTS_DIR/$STAMP.json
 jq -n --slurpfile meta "$WORK/meta.json" --slurpfile pgbench "$WORK/pgbench-prepared.json" \
   --slurpfile pgbench_extended "$WORK/pgbench-extended.json" --slurpfile redis "$WORK/redis.json" \
-  --slurpfile runs <(cat "$WORK"/runs/*.json) \
-  '{meta: $meta[0], runs: $runs, pgbench: $pgbench[0], pgbench_extended: $pgbench_extended[0], redis_get: $redis[0]}' \
+  --slurpfile proxy_metrics "$WORK/proxy-metrics.json" --slurpfile runs <(cat "$WORK"/runs/*.json) \
+  '{meta: $meta[0], runs: $runs, pgbench: $pgbench[0], pgbench_extended: $pgbench_extended[0], redis_get: $redis[0],
+    proxy_metrics: $proxy_metrics[0]}' \
   >"$RESULTS_JSON"
 "$REPORT_BIN" --results "$RESULTS_JSON" --markdown "$RESULTS_DIR/latest.md" --gnuplot "$WORK/latency.gp" \
   --svg "$RESULTS_DIR/latency.svg" || FAILED+=(report)

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Shared by tests/run.sh and deploy/run-local.sh (sourced, not run): installs the Debian packages
-# the project needs, builds it, and starts throw-away Postgres and Redis servers on loopback.
+# the project needs, builds it, and starts throw-away Postgres, PgBouncer and Redis servers on
+# loopback.
 # Everything started here is remembered by PID (or data directory) so the caller's trap can stop
 # exactly what it started.
 
@@ -9,7 +10,7 @@ IDEM_PG_BIN=${IDEM_PG_BIN:-/usr/lib/postgresql/15/bin}
 IDEM_PACKAGES=(
   libboost1.81-dev libboost-json1.81-dev libhiredis-dev libyaml-cpp-dev libpq-dev libssl-dev
   googletest libgtest-dev libgmock-dev postgresql-15 redis-server cmake ninja-build g++ ccache
-  pkg-config ca-certificates curl
+  pkg-config ca-certificates curl pgbouncer prometheus
 )
 
 idem_log() { printf '[%s] %s\n' "${IDEM_SCRIPT:-idemproxy}" "$*" >&2; }
@@ -144,6 +145,64 @@ idem_stop_postgres() {
     idem_as_postgres "$IDEM_PG_BIN/pg_ctl" -D "$data" -m fast -w -t 20 stop >/dev/null 2>&1 ||
       idem_as_postgres "$IDEM_PG_BIN/pg_ctl" -D "$data" -m immediate -w -t 10 stop >/dev/null 2>&1 || true
   fi
+}
+
+# Runs a long-lived server as the postgres user when we are root (PgBouncer, like Postgres, refuses
+# root). setpriv execs in place, so the "$!" of a backgrounded call is the server's own PID.
+idem_exec_as_postgres() {
+  if [ "$(id -u)" -eq 0 ]; then
+    exec setpriv --reuid=postgres --regid=postgres --init-groups -- "$@"
+  fi
+  exec "$@"
+}
+
+# idem_start_pgbouncer DIR: PgBouncer in transaction pooling mode (auth trust, the one user in a
+# userlist) on a free loopback port, in front of the cluster idem_start_postgres started (call
+# that first). Exports IDEMPROXY_PGBOUNCER_PORT and IDEMPROXY_PGBOUNCER_DSN and sets
+# IDEM_PGBOUNCER_PID (the caller's trap stops it with idem_stop_pid).
+idem_start_pgbouncer() {
+  local dir=$1/pgbouncer attempt port
+  [ -n "${IDEMPROXY_PG_PORT:-}" ] || idem_die "idem_start_pgbouncer: start postgres first"
+  mkdir -p "$dir"
+  echo '"postgres" ""' >"$dir/userlist.txt"
+  for attempt in 1 2 3; do
+    port=$(idem_free_port)
+    # Transaction pooling lends a server connection for one transaction only: any session state
+    # a client relied on (prepared statements, session advisory locks, SET) would break here.
+    cat >"$dir/pgbouncer.ini" <<EOF
+[databases]
+* = host=127.0.0.1 port=$IDEMPROXY_PG_PORT
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = trust
+auth_file = $dir/userlist.txt
+pool_mode = transaction
+max_client_conn = 2000
+default_pool_size = 60
+ignore_startup_parameters = extra_float_digits
+log_connections = 0
+log_disconnections = 0
+EOF
+    if [ "$(id -u)" -eq 0 ]; then
+      chown -R postgres:postgres "$dir"
+    fi
+    (idem_exec_as_postgres pgbouncer "$dir/pgbouncer.ini") >"$dir/pgbouncer.log" 2>&1 &
+    IDEM_PGBOUNCER_PID=$!
+    if idem_wait_for_port "$port" 10; then
+      export IDEMPROXY_PGBOUNCER_PORT=$port
+      export IDEMPROXY_PGBOUNCER_DSN="host=127.0.0.1 port=$port user=postgres dbname=postgres"
+      idem_log "pgbouncer (transaction pooling) listening on 127.0.0.1:$port (pid $IDEM_PGBOUNCER_PID)"
+      return 0
+    fi
+    idem_stop_pid "$IDEM_PGBOUNCER_PID"
+    IDEM_PGBOUNCER_PID=
+    idem_log "pgbouncer did not start on port $port (attempt $attempt)"
+  done
+  tail -n 30 "$dir/pgbouncer.log" >&2 || true
+  idem_die "could not start pgbouncer"
 }
 
 # idem_start_redis DIR: redis-server on a free loopback port, no persistence. Exports

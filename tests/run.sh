@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test on a fresh Debian 12 with nothing set up: installs missing packages, builds,
-# starts a private Postgres 15 cluster and a Redis server on loopback (stopped again on exit),
-# then runs ctest. Extra arguments go to ctest (e.g. -L e2e, -R Replay).
+# starts a private Postgres 15 cluster, PgBouncer in front of it (transaction pooling) and a Redis
+# server on loopback (stopped again on exit), then runs ctest. Extra arguments go to ctest (e.g.
+# -L e2e, -R Replay).
 #
 #   IDEMPROXY_BUILD_DIR   build directory (default: build)
 #   IDEMPROXY_SKIP_BUILD=1  test what is already built (no apt, no build)
@@ -24,9 +25,11 @@ fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/idemproxy-tests.XXXXXX")
 IDEM_REDIS_PID=
+IDEM_PGBOUNCER_PID=
 cleanup() {
   local status=$?
   idem_stop_pid "$IDEM_REDIS_PID"
+  idem_stop_pid "$IDEM_PGBOUNCER_PID"
   idem_stop_postgres "$WORK/pgdata"
   if [ "${IDEMPROXY_TEST_KEEP_TMP:-0}" = 1 ]; then
     idem_log "kept $WORK"
@@ -40,6 +43,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 idem_start_postgres "$WORK"
+idem_start_pgbouncer "$WORK"
 idem_start_redis "$WORK"
 export IDEMPROXY_TEST_PG_DSN=$IDEMPROXY_PG_DSN
 export IDEMPROXY_TEST_PG_DATA=$IDEMPROXY_PG_DATA
@@ -47,6 +51,7 @@ export IDEMPROXY_TEST_PG_CTL=$IDEMPROXY_PG_CTL
 export IDEMPROXY_TEST_PG_LOG=$IDEMPROXY_PG_LOG
 export IDEMPROXY_TEST_PG_PORT=$IDEMPROXY_PG_PORT
 export IDEMPROXY_TEST_REDIS_PORT=$IDEMPROXY_REDIS_PORT
+export IDEMPROXY_TEST_PGBOUNCER_DSN=$IDEMPROXY_PGBOUNCER_DSN
 export TMPDIR=$WORK  # test temp dirs land here and go away with it
 
 set +e

@@ -32,6 +32,8 @@
 #include "http/upstream_pool.hpp"
 #include "http/worker.hpp"
 #include "log/log.hpp"
+#include "crypto/keyring.hpp"
+#include "store/encrypting_store.hpp"
 #include "store/pg/counters.hpp"
 #include "store/pg/migrate.hpp"
 #include "store/pg/pg_store.hpp"
@@ -135,7 +137,8 @@ config::Config keep_restart_only_sections(config::Config next, const config::Con
            next.upstream.max_connections != running.upstream.max_connections ||
            next.upstream.idle_timeout != running.upstream.idle_timeout);
   keep(next.store, running.store, "store",
-       next.store.postgres.dsn != running.store.postgres.dsn || next.store.postgres.pool_size != running.store.postgres.pool_size);
+       next.store.postgres.dsn != running.store.postgres.dsn || next.store.postgres.pool_size != running.store.postgres.pool_size ||
+           next.store.encryption != running.store.encryption);
   keep(next.admin, running.admin, "admin",
        next.admin.port != running.admin.port || next.admin.host != running.admin.host || next.admin.token != running.admin.token);
   keep(next.replay_cache, running.replay_cache, "replay_cache", next.replay_cache.max_bytes != running.replay_cache.max_bytes);
@@ -197,6 +200,7 @@ std::size_t share(std::size_t total, unsigned parts) { return std::max<std::size
 struct WorkerSlot {
   boost::asio::io_context io{1};
   std::unique_ptr<store::pg::PgStore> store;
+  std::unique_ptr<store::Store> sealed;  // the encrypting decorator over `store`, when keys are configured
   std::unique_ptr<http::UpstreamPool> upstream;
   http::BackgroundTasks background;
   std::unique_ptr<http::Worker> worker;
@@ -227,6 +231,14 @@ int run_proxy(config::Config loaded, const std::string& config_path) {
   std::atomic<std::size_t> client_connections{0};
   http::ReplayCache replay_cache(config.replay_cache.max_bytes);
   http::ProxyMetrics metrics;
+  std::shared_ptr<const crypto::Keyring> keyring;
+  if (config.store.encryption.enabled()) {
+    std::vector<crypto::Keyring::Entry> keys;
+    for (const auto& key : config.store.encryption.keys) keys.push_back({key.id, key.key});
+    keyring = std::make_shared<const crypto::Keyring>(config.store.encryption.current_key, std::move(keys));
+    log::info("store_encryption", {{"current_key", keyring->current_id()}, {"keys", keyring->size()}});
+  }
+
   std::vector<std::unique_ptr<WorkerSlot>> slots;
   try {
     for (unsigned i = 0; i < workers; ++i) {
@@ -238,10 +250,12 @@ int run_proxy(config::Config loaded, const std::string& config_path) {
       pool.query_timeout = config.store.postgres.query_timeout;
       pool.acquire_timeout = config.store.postgres.acquire_timeout;
       slot->store = std::make_unique<store::pg::PgStore>(slot->io, pool);
+      if (keyring) slot->sealed = store::make_encrypting_store(*slot->store, keyring);
+      store::Store& records = slot->sealed ? *slot->sealed : *slot->store;
       slot->upstream = std::make_unique<http::UpstreamPool>(
           slot->io, config.upstream, share(config.upstream.max_connections, workers), config.limits.max_response_body);
       slot->worker = std::make_unique<http::Worker>(
-          slot->io, http::WorkerServices{runtime, *slot->store, *slot->upstream, slot->background, waiting_duplicates, client_connections,
+          slot->io, http::WorkerServices{runtime, records, *slot->upstream, slot->background, waiting_duplicates, client_connections,
                                      replay_cache, metrics});
       slots.push_back(std::move(slot));
     }

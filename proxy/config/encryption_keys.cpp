@@ -69,6 +69,8 @@ class EncryptionReader {
   YamlReader& yaml_;
   IssueSink& issues_;
   bool valid_ = true;
+  // False when some entry has no usable id: current_key cannot then be checked against the ids.
+  bool ids_complete_ = true;
   std::vector<EncryptionKeyConfig> keys_;
   std::map<std::string, int, std::less<>> first_line_of_id_;  // every id read, even if its key failed
 };
@@ -86,12 +88,17 @@ void EncryptionReader::read(const Field& field, EncryptionConfig& encryption) {
       for (std::size_t index = 0; index < elements->size(); ++index) {
         read_key((*elements)[index], keys->key.Mark(), keys_path + "[" + std::to_string(index) + "]");
       }
-      if (elements->empty()) error(keys->value.Mark(), keys_path + " lists no key (e.g. - { id: k1, file: /run/secrets/idemproxy/k1 })");
+      if (elements->empty()) {
+        error(keys->value.Mark(), keys_path + " lists no key (e.g. - { id: k1, file: /run/secrets/idemproxy/k1 })");
+        ids_complete_ = false;
+      }
     } else {
       valid_ = false;
+      ids_complete_ = false;
     }
   } else {
     error(fields->mark(), keys_path + " is required (e.g. - { id: k1, file: /run/secrets/idemproxy/k1 })");
+    ids_complete_ = false;
   }
 
   const std::string current_path = std::string(kSection) + ".current_key";
@@ -101,6 +108,8 @@ void EncryptionReader::read(const Field& field, EncryptionConfig& encryption) {
   } else if (std::optional<std::string> id = yaml_.string(*current, current_path)) {
     if (id->empty()) {
       error(current->value.Mark(), current_path + " is empty (the id of the key new records are sealed with)");
+    } else if (!ids_complete_) {
+      valid_ = false;  // the entries' own errors say what to fix first
     } else if (first_line_of_id_.find(*id) == first_line_of_id_.end()) {
       std::string known;
       for (const auto& [name, line] : first_line_of_id_) known += (known.empty() ? "" : ", ") + name;
@@ -122,6 +131,7 @@ void EncryptionReader::read_key(const YAML::Node& element, const YAML::Mark& fal
   const std::optional<Fields> fields = yaml_.mapping(element, element.IsNull() ? fallback : element.Mark(), path, kKeyEntryKeys);
   if (!fields) {
     valid_ = false;
+    ids_complete_ = false;
     return;
   }
   EncryptionKeyConfig key;
@@ -132,6 +142,7 @@ void EncryptionReader::read_key(const YAML::Node& element, const YAML::Mark& fal
         error(f->value.Mark(), "bad key id " + quoted(*id) + " in " + join_path(path, "id") + " (expected 1-" +
                                    std::to_string(crypto::kMaxKeyIdLength) + " letters, digits, '.', '_' or '-')");
         key_valid = false;
+        ids_complete_ = false;
       } else if (const auto first = first_line_of_id_.find(*id); first != first_line_of_id_.end()) {
         error(f->value.Mark(), "duplicate key id " + quoted(*id) + " in " + std::string(kSection) + ".keys (first used at line " +
                                    std::to_string(first->second) + ")");
@@ -142,10 +153,12 @@ void EncryptionReader::read_key(const YAML::Node& element, const YAML::Mark& fal
       }
     } else {
       key_valid = false;
+      ids_complete_ = false;
     }
   } else {
     error(fields->mark(), join_path(path, "id") + " is required (the name stored with each record this key seals)");
     key_valid = false;
+    ids_complete_ = false;
   }
 
   const Field* file = fields->find("file");

@@ -10,6 +10,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <array>
 #include <string>
 
 #include "core/problem.hpp"
@@ -26,6 +27,7 @@ namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kFirstReadSize = 4096;
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+constexpr std::chrono::seconds kLingerTime{2};
 
 // A request the proxy refuses before reading it whole: answered, then the connection is closed
 // (the unread rest of the request would otherwise be taken for the next one).
@@ -36,7 +38,19 @@ asio::awaitable<void> refuse(ClientConnection& connection, core::Problem problem
   Response response = problem_response(problem, version);
   response.keep_alive(false);
   connection.stream.expires_after(write_timeout);
-  co_await beast_http::async_write(connection.stream, response, use_tuple);
+  auto [write_ec, written] = co_await beast_http::async_write(connection.stream, response, use_tuple);
+  if (write_ec) co_return;
+  // Lingering close (as nginx does): closing with unread request bytes makes the kernel send a
+  // reset, which can destroy the answer before the client reads it. So half-close, then read and
+  // discard what the client is still sending, for a bounded time.
+  boost::system::error_code ignored;
+  connection.stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  connection.stream.expires_after(kLingerTime);
+  std::array<char, 16 * 1024> sink;
+  for (;;) {
+    auto [ec, n] = co_await connection.stream.async_read_some(asio::buffer(sink), use_tuple);
+    if (ec) break;
+  }
 }
 
 void log_request(std::string_view method, std::string_view target, const Response& response, const RequestTrace& trace) {
@@ -88,7 +102,11 @@ asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices&
     connection.stream.expires_after(limits.header_timeout);
     auto [header_ec, header_bytes] = co_await beast_http::async_read_header(connection.stream, buffer, parser, use_tuple);
     if (header_ec) {
-      if (header_ec == beast_http::error::header_limit) {
+      if (header_ec == beast_http::error::body_limit) {
+        // A Content-Length above the limit is refused as soon as the header says so.
+        core::Problem problem = core::request_too_large_problem(limits.max_request_body);
+        co_await refuse(connection, std::move(problem), parser.get().version(), limits.write_timeout, services.metrics);
+      } else if (header_ec == beast_http::error::header_limit) {
         auto problem = core::bad_request_problem("the request line and headers exceed limits.max_header_bytes");
         problem.status = 431;
         problem.title = "Request Header Fields Too Large";
@@ -107,11 +125,6 @@ asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices&
                                                std::to_string(limits.max_headers) + ") header fields");
       problem.status = 431;
       problem.title = "Request Header Fields Too Large";
-      co_await refuse(connection, std::move(problem), version, limits.write_timeout, services.metrics);
-      co_return;
-    }
-    if (const auto length = parser.content_length(); length && *length > limits.max_request_body) {
-      core::Problem problem = core::request_too_large_problem(limits.max_request_body);
       co_await refuse(connection, std::move(problem), version, limits.write_timeout, services.metrics);
       co_return;
     }

@@ -116,6 +116,7 @@ class IdempotentExchange {
     claim_sent_at_ = Clock::now();
     auto [error, claimed] = co_await async_claim(services_.store, claim_, use_awaitable);
     note_store("claim", claim_sent_at_);
+    if (error == store::StoreError::corrupt) co_return corrupt();
     if (error != store::StoreError::ok) co_return co_await store_unavailable(error);
     remember_if_finished(claimed);
     core::Decision decision = core::decide(claimed, claim_.fingerprint, policy_);
@@ -152,6 +153,13 @@ class IdempotentExchange {
     }
     trace_.decision = decision::replay;
     return replay_response(cached.response, request_.version());
+  }
+
+  // A stored record that fails authentication is never replayed and never re-executed: the key
+  // is answered with a 500 until the record expires or an operator looks at it.
+  Response corrupt() const {
+    trace_.decision = decision::corrupt;
+    return problem(core::record_corrupt_problem());
   }
 
   void note_store(std::string_view operation, Clock::time_point started) {
@@ -230,6 +238,7 @@ class IdempotentExchange {
       claim_sent_at_ = Clock::now();
       auto [error, claimed] = co_await async_claim(services_.store, claim_, use_awaitable);
       note_store("claim", claim_sent_at_);
+      if (error == store::StoreError::corrupt) co_return corrupt();
       if (error != store::StoreError::ok) co_return co_await store_unavailable(error);
       remember_if_finished(claimed);
       decision = core::decide(claimed, claim_.fingerprint, policy_);

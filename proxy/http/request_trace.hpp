@@ -21,6 +21,7 @@ inline constexpr std::string_view invalid_key = "invalid_key_400";          // e
 inline constexpr std::string_view unknown = "unknown";                      // outcome unknown (marked or answered)
 inline constexpr std::string_view store_unavailable = "store_unavailable";  // fail_closed 503
 inline constexpr std::string_view unchecked = "unchecked";                  // fail_open: forwarded unprotected
+inline constexpr std::string_view corrupt = "corrupt_500";                    // stored record failed decryption
 inline constexpr std::string_view refused = "refused";                      // 400/413/431 before the request was read whole
 }  // namespace decision
 

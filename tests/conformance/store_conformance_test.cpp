@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -52,13 +53,16 @@ class StoreConformance : public ::testing::Test {
   std::string scope_;
 };
 
-using Backends = ::testing::Types<MemoryHarness, PgHarness>;
+// Each backend on its own and under the at-rest encryption decorator.
+using Backends = ::testing::Types<MemoryHarness, PgHarness, Encrypted<MemoryHarness>, Encrypted<PgHarness>>;
 class BackendNames {
  public:
   template <typename T>
   static std::string GetName(int) {
     if constexpr (std::is_same_v<T, MemoryHarness>) return "Memory";
-    return "Postgres";
+    if constexpr (std::is_same_v<T, PgHarness>) return "Postgres";
+    if constexpr (std::is_same_v<T, Encrypted<MemoryHarness>>) return "EncryptedMemory";
+    return "EncryptedPostgres";
   }
 };
 TYPED_TEST_SUITE(StoreConformance, Backends, BackendNames);
@@ -66,7 +70,8 @@ TYPED_TEST_SUITE(StoreConformance, Backends, BackendNames);
 TEST(StoreErrorName, EveryErrorHasItsOwnName) {
   const std::vector<std::pair<StoreError, std::string_view>> names = {
       {StoreError::ok, "ok"},           {StoreError::unavailable, "unavailable"}, {StoreError::timeout, "timeout"},
-      {StoreError::not_owner, "not_owner"}, {StoreError::not_found, "not_found"}, {StoreError::internal, "internal"}};
+      {StoreError::not_owner, "not_owner"}, {StoreError::not_found, "not_found"}, {StoreError::internal, "internal"},
+      {StoreError::corrupt, "corrupt"}};
   for (const auto& [error, name] : names) EXPECT_EQ(store::store_error_name(error), name);
 }
 
@@ -464,7 +469,8 @@ TYPED_TEST(StoreConformance, InspectShowsACompletedRecordWithoutItsBody) {
   const store::RecordInfo& info = seen.info;
   EXPECT_EQ(info.state, RecordState::completed);
   EXPECT_EQ(info.response_status, 201);
-  EXPECT_EQ(info.body_bytes, binary_response().body.size());
+  // As stored: the body itself, or its sealed form (which also holds the headers) when encrypted.
+  EXPECT_EQ(info.body_bytes, this->harness_.stored_body_bytes(binary_response()));
   EXPECT_EQ(info.lease_expires_at_ms, 0);
   EXPECT_GE(info.completed_at_ms, info.created_at_ms + 20);
   EXPECT_LT(info.completed_at_ms, info.expires_at_ms);

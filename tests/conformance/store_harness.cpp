@@ -8,8 +8,11 @@
 #include <string>
 #include <thread>
 
+#include "crypto/keyring.hpp"
 #include "integration/pg_private_schema.hpp"
+#include "store/encrypting_store.hpp"
 #include "store/memory_store.hpp"
+#include "store/sealed_record.hpp"
 #include "store/pg/handles.hpp"
 #include "store/pg/pg_store.hpp"
 
@@ -19,6 +22,39 @@ namespace {
 constexpr std::chrono::seconds kOperationDeadline{10};
 
 }  // namespace
+
+StoreHarness::~StoreHarness() = default;
+
+store::Store& StoreHarness::store() {
+  if (!keyring_) return backend();
+  // Built on first use: a backend may only exist after set_up(), and be replaced by another.
+  store::Store& inner = backend();
+  if (!encrypting_ || encrypted_backend_ != &inner) {
+    encrypting_ = store::make_encrypting_store(inner, keyring_);
+    encrypted_backend_ = &inner;
+  }
+  return *encrypting_;
+}
+
+void StoreHarness::encrypt_with(std::shared_ptr<const crypto::Keyring> keyring) {
+  keyring_ = std::move(keyring);
+  encrypting_.reset();
+}
+
+std::size_t StoreHarness::stored_body_bytes(const core::StoredResponse& response) const {
+  return keyring_ ? store::sealed_body_size(response) : response.body.size();
+}
+
+std::shared_ptr<const crypto::Keyring> conformance_keyring() {
+  crypto::AeadKey first{};
+  crypto::AeadKey second{};
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    first[i] = static_cast<std::uint8_t>(0x40 + i);
+    second[i] = static_cast<std::uint8_t>(0x90 + i);
+  }
+  return std::make_shared<const crypto::Keyring>(
+      "conformance-k2", std::vector<crypto::Keyring::Entry>{{"conformance-k1", first}, {"conformance-k2", second}});
+}
 
 ClaimOutcome StoreHarness::claim(const store::ClaimRequest& request) {
   // Shared with the handler: should it run after a failed wait, it must not touch a dead frame.
@@ -99,7 +135,7 @@ InspectOutcome StoreHarness::inspect(const store::RecordKey& key) {
 
 MemoryHarness::MemoryHarness() : store_(std::make_unique<store::MemoryStore>(clock_)) {}
 MemoryHarness::~MemoryHarness() = default;
-store::Store& MemoryHarness::store() { return *store_; }
+store::Store& MemoryHarness::backend() { return *store_; }
 
 std::size_t MemoryHarness::records_held() { return store_->size(); }
 
@@ -139,7 +175,9 @@ void PgHarness::tear_down() {
   schema_.reset();  // drops the schema
 }
 
-store::Store& PgHarness::store() { return *store_; }
+store::Store& PgHarness::backend() { return *store_; }
+
+const std::string& PgHarness::dsn() const { return schema_->dsn(); }
 
 std::optional<std::size_t> PgHarness::count_rows(const std::string& where, const std::vector<std::string>& params) {
   const store::pg::ConnHandle connection(PQconnectdb(schema_->dsn().c_str()));

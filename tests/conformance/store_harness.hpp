@@ -11,6 +11,7 @@
 #include "store/store.hpp"
 
 namespace boost::asio { class io_context; }
+namespace idem::crypto { class Keyring; }
 namespace idem::store { class MemoryStore; }
 namespace idem::store::pg { class PgStore; }
 
@@ -35,12 +36,20 @@ struct InspectOutcome {
 
 class StoreHarness {
  public:
-  virtual ~StoreHarness() = default;
+  virtual ~StoreHarness();
 
   // Called from the fixture's SetUp; a fatal gtest failure here skips the test body.
   virtual void set_up() = 0;
   virtual void tear_down() {}
-  virtual store::Store& store() = 0;
+  // The store under test: the backend, or an EncryptingStore over it after encrypt_with().
+  store::Store& store();
+  // From now on every operation goes through an EncryptingStore over the backend holding
+  // `keyring` (called again: a new decorator, as a process restarted with other keys would have).
+  // nullptr: straight to the backend again (to see what it holds).
+  void encrypt_with(std::shared_ptr<const crypto::Keyring> keyring);
+  bool encrypted() const { return keyring_ != nullptr; }
+  // What inspect() reports as body_bytes for a record completed with `response`.
+  std::size_t stored_body_bytes(const core::StoredResponse& response) const;
   // Lets `duration` pass as the store sees time: a hand-driven clock, or a real sleep.
   virtual void let_time_pass(std::chrono::milliseconds duration) = 0;
 
@@ -62,6 +71,12 @@ class StoreHarness {
  protected:
   // Drives the backend until `done()` holds or the deadline passes; true when done.
   virtual bool run_until(const std::function<bool()>& done) = 0;
+  virtual store::Store& backend() = 0;
+
+ private:
+  std::shared_ptr<const crypto::Keyring> keyring_;
+  std::unique_ptr<store::Store> encrypting_;
+  const store::Store* encrypted_backend_ = nullptr;  // the backend `encrypting_` wraps
 };
 
 class ManualClock final : public core::Clock {
@@ -73,37 +88,39 @@ class ManualClock final : public core::Clock {
   std::chrono::steady_clock::time_point now_{std::chrono::hours(1)};
 };
 
-class MemoryHarness final : public StoreHarness {
+class MemoryHarness : public StoreHarness {
  public:
   MemoryHarness();
   ~MemoryHarness() override;
   void set_up() override {}
-  store::Store& store() override;
   void let_time_pass(std::chrono::milliseconds duration) override { clock_.advance(duration); }
   std::size_t records_held() override;
   bool holds(const store::RecordKey& key) override;
 
  protected:
   bool run_until(const std::function<bool()>& done) override { return done(); }  // handlers run inline
+  store::Store& backend() override;
 
  private:
   ManualClock clock_;
   std::unique_ptr<store::MemoryStore> store_;
 };
 
-class PgHarness final : public StoreHarness {
+class PgHarness : public StoreHarness {
  public:
   PgHarness();
   ~PgHarness() override;
   void set_up() override;  // needs IDEMPROXY_TEST_PG_DSN; a migrated schema of the test's own
   void tear_down() override;
-  store::Store& store() override;
   void let_time_pass(std::chrono::milliseconds duration) override;
   std::size_t records_held() override;  // blocking queries on a connection of their own
   bool holds(const store::RecordKey& key) override;
+  // The private schema's DSN, for tests that read or alter rows with a client of their own.
+  const std::string& dsn() const;
 
  protected:
   bool run_until(const std::function<bool()>& done) override;
+  store::Store& backend() override;
 
  private:
   // The count of rows matching `where` (with text parameters), or a test failure and nullopt.
@@ -112,6 +129,17 @@ class PgHarness final : public StoreHarness {
   std::unique_ptr<PrivateSchema> schema_;
   std::unique_ptr<boost::asio::io_context> io_;
   std::unique_ptr<store::pg::PgStore> store_;
+};
+
+// The keys the encrypted backends of the conformance suite seal with (fixed test keys).
+std::shared_ptr<const crypto::Keyring> conformance_keyring();
+
+// A backend harness whose every operation goes through an EncryptingStore: the whole Store
+// contract must hold unchanged through the decorator.
+template <class Backend>
+class Encrypted final : public Backend {
+ public:
+  Encrypted() { this->encrypt_with(conformance_keyring()); }
 };
 
 // A scope no other test (or earlier run) has used.

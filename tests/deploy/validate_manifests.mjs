@@ -26,13 +26,13 @@ import { parse as parseYaml, parseAllDocuments } from "yaml";
 const DURATION_UNITS_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 // idemproxy's duration syntax: a number and a unit, or "0".
+// NaN for anything else (idemproxy --check names the error; NaN fails every comparison here).
 function durationSeconds(text, fallbackSeconds) {
   if (text === undefined || text === null) return fallbackSeconds;
   const value = String(text).trim();
   if (value === "0") return 0;
   const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(value);
-  if (!match) throw new Error(`bad duration "${value}"`);
-  return (Number(match[1]) * DURATION_UNITS_MS[match[2]]) / 1000;
+  return match ? (Number(match[1]) * DURATION_UNITS_MS[match[2]]) / 1000 : Number.NaN;
 }
 
 // "0.0.0.0:8080", "[::]:8080" -> 8080
@@ -307,8 +307,9 @@ function checkInvariants(docs) {
       (sidecar.lifecycle?.preStop?.sleep?.seconds ?? 0);
     const upstreamTimeout = durationSeconds(config.upstream?.timeout, 30);
     const drain = durationSeconds(config.drain_timeout, 30);
-    if (grace < preStop + upstreamTimeout + drain) {
-      fail(doc, `terminationGracePeriodSeconds ${grace} < preStop ${preStop}s + upstream.timeout ${upstreamTimeout}s + drain_timeout ${drain}s`);
+    if (!(grace >= preStop + upstreamTimeout + drain)) {
+      const seconds = (value) => (Number.isNaN(value) ? "(unreadable)" : `${value}s`);
+      fail(doc, `terminationGracePeriodSeconds ${grace} < preStop ${preStop}s + upstream.timeout ${seconds(upstreamTimeout)} + drain_timeout ${seconds(drain)}`);
     }
     if (!(pod.containers ?? []).some((c) => c.lifecycle?.preStop)) {
       fail(doc, "no app container has a preStop hook: it would get SIGTERM while endpoints still send it traffic");
@@ -339,8 +340,8 @@ function checkInvariants(docs) {
     checkProbe(doc, relay, "readinessProbe", "/readyz", adminPort);
     checkProbe(doc, relay, "livenessProbe", "/healthz", adminPort);
     const shutdown = durationSeconds(config.relay?.shutdown_timeout, 10);
-    if ((pod.terminationGracePeriodSeconds ?? 30) <= shutdown) {
-      fail(doc, `terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds ?? 30} must exceed relay.shutdown_timeout ${shutdown}s`);
+    if (!((pod.terminationGracePeriodSeconds ?? 30) > shutdown)) {
+      fail(doc, `terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds ?? 30} must exceed relay.shutdown_timeout (${config.relay?.shutdown_timeout ?? "10s"})`);
     }
   }
 
@@ -453,10 +454,17 @@ function checkDockerfile(file, localEnvFile) {
   const buildInstalls = stages.slice(0, -1).flatMap((s) => s.lines.filter((l) => l.instruction === "RUN").map((l) => l.rest)).join(" ");
   const localEnv = readFileSync(localEnvFile, "utf8");
   const packageList = /IDEM_PACKAGES=\(([^)]*)\)/.exec(localEnv)?.[1] ?? "";
-  for (const dev of packageList.split(/\s+/).filter((p) => /^lib.*-dev$/.test(p) && !/^lib(gtest|gmock)-dev$/.test(p))) {
+  const libraries = packageList.split(/\s+/).filter((p) => /^lib.*-dev$/.test(p) && !/^lib(gtest|gmock)-dev$/.test(p));
+  if (libraries.length === 0) errors.push(`${localEnvFile}: no IDEM_PACKAGES=( lib…-dev … ) list found to compare with`);
+  for (const dev of libraries) {
     if (!new RegExp(`(^|\\s)${dev.replace(/[.+]/g, "\\$&")}(\\s|$)`).test(buildInstalls)) errors.push(`Dockerfile: build stage lacks ${dev} (in deploy/local-env.sh)`);
   }
   if (!/--target idemproxy idemrelay/.test(buildInstalls)) errors.push("Dockerfile: build stage must build the idemproxy and idemrelay targets");
+  // The image ships binaries built with the flags the test suite builds with.
+  const buildType = (source) => /-DCMAKE_BUILD_TYPE=(\w+)/.exec(source)?.[1];
+  if (buildType(buildInstalls) !== buildType(localEnv)) {
+    errors.push(`Dockerfile: CMAKE_BUILD_TYPE ${buildType(buildInstalls)} differs from the tests' ${buildType(localEnv)} (deploy/local-env.sh)`);
+  }
   return errors;
 }
 

@@ -54,9 +54,13 @@ std::uint64_t execution_of(const HttpResponse& response) {
 
 HttpResponse send_until_settled(std::uint16_t port, const HttpRequest& request, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto unsettled = [](const HttpResponse& response) {
+    const std::string slug = problem_slug(response);
+    return (response.status == 409 && slug == "request-in-flight") ||
+           (response.status == 503 && slug == "store-unavailable");
+  };
   HttpResponse response = send(port, request);
-  while (response.status == 409 && problem_slug(response) == "request-in-flight" &&
-         std::chrono::steady_clock::now() + kSettlePollInterval < deadline) {
+  while (unsettled(response) && std::chrono::steady_clock::now() + kSettlePollInterval < deadline) {
     std::this_thread::sleep_for(kSettlePollInterval);
     response = send(port, request);
   }

@@ -28,8 +28,9 @@ std::optional<long> retry_after_seconds(const HttpResponse& response);
 // The upstream's execution number (X-Execution); 0 when the upstream did not answer this.
 std::uint64_t execution_of(const HttpResponse& response);
 
-// Sends request until the answer is something other than 409 request-in-flight (a retry waiting
-// for the first execution to settle) or until timeout passes; returns the last answer.
+// Sends request until the answer is neither 409 request-in-flight (the first execution has not
+// settled) nor 503 store-unavailable (the store is still reconnecting), or until timeout passes;
+// returns the last answer.
 HttpResponse send_until_settled(std::uint16_t port, const HttpRequest& request, std::chrono::milliseconds timeout);
 
 // Milliseconds since start, for messages.

@@ -27,7 +27,7 @@ struct Sent {
 };
 
 TEST_F(GracefulShutdown, SigtermDuringSteadyLoadFinishesEveryAcceptedRequestAndExitsZero) {
-  ProxyRig& rig = start_rig({.variables = {{"UPSTREAM_TIMEOUT", "3s"}, {"LEASE", "6s"}, {"DRAIN_TIMEOUT", "10s"}}});
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "3s"}, {"LEASE", "6s"}, {"DRAIN_TIMEOUT", "10s"}}));
   const std::uint16_t port = rig.proxy_port();
   constexpr int kClients = 6;
   constexpr int kMaxRequestsPerClient = 100;  // bound; the drain ends every loop long before

@@ -14,9 +14,14 @@ namespace {
 constexpr std::chrono::milliseconds kInitTimeout{90'000};
 constexpr std::chrono::milliseconds kCtlTimeout{60'000};
 
-// idem_start_postgres exports the port; the wrapper prints it where this side can read it.
-constexpr std::string_view kStartScript =
-    R"(source "$0" && idem_start_postgres "$1" && printf 'IDEMPROXY_PG_PORT=%s\n' "$IDEMPROXY_PG_PORT")";
+// idem_start_postgres exports the port; the script prints it where this side can read it.
+// The shared cluster runs with synchronous_commit = off, which an immediate stop turns into lost
+// commits (the schema, completed records): these clusters are crashed on purpose, so they commit
+// synchronously, as a production database holding idempotency records must.
+constexpr std::string_view kStartScript = R"(source "$0" && idem_start_postgres "$1" &&
+printf 'synchronous_commit = on\n' >> "$1/pgdata/idemproxy-local.conf" &&
+"$1/bin/pg_ctl" -D "$1/pgdata" -w -t 60 -m fast restart >/dev/null &&
+printf 'IDEMPROXY_PG_PORT=%s\n' "$IDEMPROXY_PG_PORT")";
 constexpr std::string_view kPortPrefix = "IDEMPROXY_PG_PORT=";
 
 std::string describe_run(const RunResult& result) {

@@ -33,7 +33,7 @@ bool wait_until_upstream_received(const ProxyRig& rig, std::initializer_list<std
 }
 
 TEST_F(ProxyCrash, KilledMidRequestThen409WithinLeaseThenLockRefusesAndRetryReExecutes) {
-  ProxyRig& rig = start_rig({.variables = {{"UPSTREAM_TIMEOUT", "2s"}, {"LEASE", "3s"}}});
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "2s"}, {"LEASE", "3s"}}));
   const std::string lock_key = unique_key("crash-lock");
   const std::string retry_key = unique_key("crash-retry");
   const std::string delay = std::to_string(kUpstreamWork.count());

@@ -32,6 +32,7 @@ store:
     acquire_timeout: ${PG_ACQUIRE_TIMEOUT}
 replay_cache: { max_bytes: 0 }
 reaper: { interval: 0s }
+admin: { listen: "off" }
 defaults: { ttl: 1h, lease: ${LEASE} }
 routes:
   - name: lock

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "support/process.hpp"
@@ -23,7 +24,8 @@ namespace idem::test::failure {
 //   POST /retry  unknown_outcome: retry
 //   POST /open   store_unavailable: fail_open
 //   POST /wait   in_flight: wait
-// The replay cache is off (every retry asks Postgres) and the reaper does not run.
+// The replay cache is off (every retry asks Postgres), the reaper does not run, and there is no
+// admin listener (its fixed default port would collide between tests running side by side).
 // Placeholders with defaults (RigOptions::variables overrides them): UPSTREAM_TIMEOUT 1s,
 // LEASE 2s, DRAIN_TIMEOUT 10s, WAIT_TIMEOUT 5s, WORKERS 2, POOL_SIZE 4, PG_CONNECT_TIMEOUT 1s,
 // PG_QUERY_TIMEOUT 1s, PG_ACQUIRE_TIMEOUT 1s. Set by the rig: PROXY_PORT, UPSTREAM_PORT, PG_DSN.
@@ -36,6 +38,15 @@ struct RigOptions {
   // false: the config points at a port nothing listens on until start_upstream().
   bool start_upstream = true;
 };
+
+inline RigOptions rig_options(std::map<std::string, std::string> variables, std::string pg_dsn = {},
+                              bool start_upstream = true) {
+  RigOptions options;
+  options.variables = std::move(variables);
+  options.pg_dsn = std::move(pg_dsn);
+  options.start_upstream = start_upstream;
+  return options;
+}
 
 // What `idemproxy --inspect` said about one record.
 struct RecordInspection {

@@ -74,7 +74,7 @@ class SteadyLoad {
 
 TEST_F(StoreOutage, PostgresStoppedMidLoadFailClosed503FailOpenForwardsThenRecoversWithoutDuplicates) {
   PrivatePostgres& postgres = start_private_postgres();
-  ProxyRig& rig = start_rig({.variables = {{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "6s"}}, .pg_dsn = postgres.dsn()});
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "6s"}}, postgres.dsn()));
   const std::uint16_t port = rig.proxy_port();
 
   const std::string old_key = unique_key("before-outage");
@@ -177,7 +177,7 @@ TEST_F(StoreOutage, PostgresStoppedMidLoadFailClosed503FailOpenForwardsThenRecov
 TEST_F(StoreOutage, PostgresLostBeforeTheCompletionWriteClientGetsTheResponseAndTheRetryReplaysIt) {
   PrivatePostgres& postgres = start_private_postgres();
   constexpr auto kLease = 12s;
-  ProxyRig& rig = start_rig({.variables = {{"UPSTREAM_TIMEOUT", "3s"}, {"LEASE", "12s"}}, .pg_dsn = postgres.dsn()});
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "3s"}, {"LEASE", "12s"}}, postgres.dsn()));
   const std::string key = unique_key("completion-lost");
 
   const auto sent_at = Clock::now();

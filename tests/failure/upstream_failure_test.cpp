@@ -14,7 +14,7 @@ using namespace std::chrono_literals;
 class UpstreamFailure : public FailureTest {};
 
 TEST_F(UpstreamFailure, HangPastTimeoutIs504ThenLockedUnknownUntilReleasedThenExecutesOnce) {
-  ProxyRig& rig = start_rig({.variables = {{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "2s"}}});
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "2s"}}));
   const std::string key = unique_key("hang-lock");
 
   const auto sent_at = std::chrono::steady_clock::now();
@@ -50,7 +50,7 @@ TEST_F(UpstreamFailure, HangPastTimeoutIs504ThenLockedUnknownUntilReleasedThenEx
 }
 
 TEST_F(UpstreamFailure, HangPastTimeoutOnRetryRouteStaysInFlightUntilTheLeaseThenExecutesAgain) {
-  ProxyRig& rig = start_rig({.variables = {{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "2s"}}});
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "2s"}}));
   const std::string key = unique_key("hang-retry");
 
   const auto sent_at = std::chrono::steady_clock::now();
@@ -72,7 +72,7 @@ TEST_F(UpstreamFailure, HangPastTimeoutOnRetryRouteStaysInFlightUntilTheLeaseThe
 }
 
 TEST_F(UpstreamFailure, UnreachableUpstreamIs502AndReleasesTheKeySoTheRetryExecutesOnce) {
-  ProxyRig& rig = start_rig({.start_upstream = false});
+  ProxyRig& rig = start_rig(rig_options({}, {}, false));
   const std::string key = unique_key("down");
 
   const HttpResponse refused = send(rig.proxy_port(), keyed_post("/lock", key));

@@ -17,7 +17,7 @@ using namespace std::chrono_literals;
 class WaitingDuplicates : public FailureTest {};
 
 TEST_F(WaitingDuplicates, FiftyConcurrentDuplicatesGetTheSameBytesFromOneExecution) {
-  ProxyRig& rig = start_rig({.variables = {{"UPSTREAM_TIMEOUT", "2s"}, {"LEASE", "4s"}, {"WAIT_TIMEOUT", "5s"}}});
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "2s"}, {"LEASE", "4s"}, {"WAIT_TIMEOUT", "5s"}}));
   const std::string key = unique_key("wait");
   constexpr int kDuplicates = 50;
 

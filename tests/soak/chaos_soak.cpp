@@ -73,8 +73,9 @@ struct Tally {
   std::map<std::string, int> transient_answers;  // retried answers, by kind
 };
 
-std::optional<int> parse_int(std::string_view text) {
-  int value = 0;
+template <typename Number = int>
+std::optional<Number> parse_number(std::string_view text) {
+  Number value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
   return value;
@@ -87,21 +88,21 @@ std::optional<Options> parse_options(int argc, char** argv) {
     const bool has_value = i + 1 < argc;
     const std::string_view value = has_value ? argv[i + 1] : "";
     if (arg == "--duration" && has_value) {
-      const auto seconds = parse_int(value);
+      const auto seconds = parse_number(value);
       if (!seconds || *seconds < 1 || *seconds > 3600) return std::nullopt;
       options.duration_s = *seconds;
     } else if (arg == "--clients" && has_value) {
-      const auto clients = parse_int(value);
+      const auto clients = parse_number(value);
       if (!clients || *clients < 1 || *clients > 64) return std::nullopt;
       options.clients = *clients;
     } else if (arg == "--seed" && has_value) {
-      const auto seed = parse_int(value);
-      if (!seed || *seed < 0) return std::nullopt;
-      options.seed = static_cast<std::uint64_t>(*seed);
+      const auto seed = parse_number<std::uint64_t>(value);
+      if (!seed) return std::nullopt;
+      options.seed = *seed;
     } else if (arg == "--kill-every-ms" && has_value) {
       const auto colon = value.find(':');
-      const auto low = parse_int(value.substr(0, colon));
-      const auto high = colon == std::string_view::npos ? low : parse_int(value.substr(colon + 1));
+      const auto low = parse_number(value.substr(0, colon));
+      const auto high = colon == std::string_view::npos ? low : parse_number(value.substr(colon + 1));
       if (!low || !high || *low < 50 || *high < *low) return std::nullopt;
       options.kill_min_ms = *low;
       options.kill_max_ms = *high;
@@ -214,7 +215,8 @@ int run(const Options& options) {
   // Verification, with the proxy left alone.
   std::vector<std::string> violations;
   std::uint64_t executions = 0;
-  int duplicates = 0, completed = 0, replayed_first = 0, unknowns = 0, unknown_executed = 0, unsettled = 0;
+  int duplicates = 0, completed = 0, replayed_first = 0, unknowns = 0, unknown_executed = 0, unknown_lapsed = 0,
+      unsettled = 0;
   const auto now_ms = [] {
     return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   };
@@ -246,6 +248,7 @@ int run(const Options& options) {
         if (count == 1) ++unknown_executed;
         const RecordInspection record = rig.inspect("lock", request.key);
         const bool lapsed = record.state == "in_flight" && record.lease_expires_at_ms <= now_ms();
+        if (lapsed) ++unknown_lapsed;
         if (record.state != "unknown" && !lapsed) {
           violations.push_back(request.key + ": answered outcome-unknown but the record says: " + record.output);
         }
@@ -261,7 +264,8 @@ int run(const Options& options) {
             << "  executions         " << executions << "\n"
             << "  completed          " << completed << " (" << replayed_first << " answered by a replay after a kill)\n"
             << "  unknowns           " << unknowns << " (" << unknown_executed << " reached the upstream, "
-            << unknowns - unknown_executed << " did not)\n"
+            << unknowns - unknown_executed << " did not; " << unknowns - unknown_lapsed << " recorded unknown, "
+            << unknown_lapsed << " in flight with a lapsed lease)\n"
             << "  unsettled          " << unsettled << "\n"
             << "  duplicates         " << duplicates << "\n"
             << "  retried answers:\n";

@@ -1,0 +1,254 @@
+#include "relay/relay_env.hpp"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "relay/migrations.hpp"
+#include "store/pg/migrate.hpp"
+#include "support/env.hpp"
+
+namespace idem::test::relay {
+namespace {
+
+std::string quoted_conninfo(const std::string& text) {
+  std::string out = "'";
+  for (const char c : text) {
+    if (c == '\'' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out + "'";
+}
+
+// `dsn` (key=value form, as tests/run.sh sets it) with search_path pinned to `schema`.
+std::string with_search_path(const std::string& dsn, const std::string& schema) {
+  return dsn + " options=" + quoted_conninfo("-c search_path=" + schema);
+}
+
+std::string yaml_string(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::uint16_t redis_port() {
+  const auto text = env_var("IDEMPROXY_TEST_REDIS_PORT");
+  int port = 0;
+  if (!text || std::from_chars(text->data(), text->data() + text->size(), port).ec != std::errc{} || port <= 0) {
+    throw std::runtime_error("IDEMPROXY_TEST_REDIS_PORT is not set: run the relay tests through tests/run.sh");
+  }
+  return static_cast<std::uint16_t>(port);
+}
+
+std::string idemrelay_binary() {
+  if (auto path = env_var("IDEMRELAY_BIN"); path && !path->empty()) return *path;
+  return IDEMRELAY_BIN;
+}
+
+std::string random_hex(std::size_t digits) {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < digits; ++i) out.push_back(kHex[random() % 16]);
+  return out;
+}
+
+bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout, std::chrono::milliseconds step) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(step);
+  }
+}
+
+PgClient::PgClient(const std::string& dsn) : connection_(PQconnectdb(dsn.c_str())) {
+  if (!connection_ || PQstatus(connection_.get()) != CONNECTION_OK) {
+    throw std::runtime_error("connect: " + std::string(connection_ ? PQerrorMessage(connection_.get()) : "out of memory"));
+  }
+  PQsetNoticeProcessor(connection_.get(), [](void*, const char*) {}, nullptr);
+}
+
+std::vector<Row> PgClient::query(const std::string& sql, const std::vector<std::string>& params) {
+  std::vector<const char*> values;
+  for (const std::string& param : params) values.push_back(param.c_str());
+  const store::pg::ResultHandle result(PQexecParams(connection_.get(), sql.c_str(), static_cast<int>(values.size()), nullptr,
+                                                    values.data(), nullptr, nullptr, 0));
+  const ExecStatusType status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
+  if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
+    throw std::runtime_error(sql + ": " + PQerrorMessage(connection_.get()));
+  }
+  std::vector<Row> rows;
+  for (int row = 0; row < PQntuples(result.get()); ++row) {
+    Row values_of_row;
+    for (int column = 0; column < PQnfields(result.get()); ++column) {
+      if (PQgetisnull(result.get(), row, column)) {
+        values_of_row.emplace_back(std::nullopt);
+      } else {
+        values_of_row.emplace_back(std::string(PQgetvalue(result.get(), row, column)));
+      }
+    }
+    rows.push_back(std::move(values_of_row));
+  }
+  return rows;
+}
+
+std::int64_t PgClient::scalar(const std::string& sql, const std::vector<std::string>& params) {
+  const std::vector<Row> rows = query(sql, params);
+  if (rows.size() != 1 || rows[0].empty() || !rows[0][0]) throw std::runtime_error(sql + ": expected one value");
+  return std::stoll(*rows[0][0]);
+}
+
+OutboxSchema::OutboxSchema(const std::string& prefix) : server_dsn_(pg_dsn()) {
+  name_ = prefix + "_" + random_hex(12);
+  schema_dsn_ = with_search_path(server_dsn_, name_);
+  PgClient(server_dsn_).query("CREATE SCHEMA \"" + name_ + "\"");
+  const store::pg::MigrateResult migrated = store::pg::migrate(schema_dsn_, idem::relay::relay_migration_set());
+  if (!migrated.ok) throw std::runtime_error("relay migrate: " + migrated.error);
+}
+
+OutboxSchema::~OutboxSchema() {
+  try {
+    PgClient(server_dsn_).query("DROP SCHEMA \"" + name_ + "\" CASCADE");
+  } catch (const std::exception&) {
+    // best effort: a leftover schema only costs space
+  }
+}
+
+std::vector<std::int64_t> OutboxSchema::insert(const std::string& aggregate_type, const std::string& aggregate_id,
+                                               int count, const std::string& event_type) {
+  PgClient client(schema_dsn_);
+  const std::vector<Row> rows = client.query(
+      "INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload, headers) "
+      "SELECT $1, $2, $3, jsonb_build_object('n', g), jsonb_build_object('trace', 't' || g) "
+      "FROM generate_series(1, $4::int) AS g ORDER BY g RETURNING id",
+      {aggregate_type, aggregate_id, event_type, std::to_string(count)});
+  std::vector<std::int64_t> ids;
+  for (const Row& row : rows) ids.push_back(std::stoll(*row[0]));
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+RedisClient::RedisClient(std::uint16_t port) {
+  const timeval timeout{5, 0};
+  context_ = redisConnectWithTimeout("127.0.0.1", port, timeout);
+  if (context_ == nullptr || context_->err != 0) {
+    const std::string error = context_ != nullptr ? context_->errstr : "out of memory";
+    if (context_ != nullptr) redisFree(context_);
+    context_ = nullptr;
+    throw std::runtime_error("redis connect to port " + std::to_string(port) + ": " + error);
+  }
+  redisSetTimeout(context_, timeout);
+}
+
+RedisClient::~RedisClient() {
+  if (context_ != nullptr) redisFree(context_);
+}
+
+redis::RedisReply RedisClient::command(const std::vector<std::string>& argv) {
+  std::vector<const char*> arguments;
+  std::vector<std::size_t> lengths;
+  for (const std::string& argument : argv) {
+    arguments.push_back(argument.data());
+    lengths.push_back(argument.size());
+  }
+  auto* reply = static_cast<redisReply*>(
+      redisCommandArgv(context_, static_cast<int>(arguments.size()), arguments.data(), lengths.data()));
+  if (reply == nullptr) throw std::runtime_error("redis: " + std::string(context_->errstr));
+  redis::RedisReply copy = redis::copy_reply(*reply);
+  freeReplyObject(reply);
+  return copy;
+}
+
+std::vector<StreamEntry> RedisClient::stream(const std::string& key) {
+  const redis::RedisReply reply = command({"XRANGE", key, "-", "+"});
+  std::vector<StreamEntry> entries;
+  for (const redis::RedisReply& item : reply.elements) {
+    StreamEntry entry;
+    entry.id = item.elements.at(0).text;
+    const auto& fields = item.elements.at(1).elements;
+    for (std::size_t i = 0; i + 1 < fields.size(); i += 2) entry.fields[fields[i].text] = fields[i + 1].text;
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+StreamAudit audit(const std::vector<StreamEntry>& entries) {
+  StreamAudit result;
+  std::map<std::string, std::int64_t> last_of_aggregate;
+  for (const StreamEntry& entry : entries) {
+    const std::int64_t id = entry.event_id();
+    ++result.copies[id];
+    const std::string aggregate = entry.fields.at("aggregate_type") + "/" + entry.fields.at("aggregate_id");
+    auto [it, inserted] = last_of_aggregate.try_emplace(aggregate, id);
+    if (!inserted) {
+      if (id <= it->second && result.ordered_per_aggregate) {
+        result.ordered_per_aggregate = false;
+        result.first_disorder = aggregate + ": " + std::to_string(id) + " after " + std::to_string(it->second);
+      }
+      it->second = std::max(it->second, id);
+    }
+  }
+  return result;
+}
+
+std::string render_config(const RelaySettings& s) {
+  std::string text = "# rendered by tests/relay/relay_env.cpp\n";
+  text += "postgres: { dsn: " + yaml_string(s.dsn) + ", connect_timeout: 1s, query_timeout: 1s }\n";
+  text += "relay:\n";
+  text += "  batch_size: " + std::to_string(s.batch_size) + "\n";
+  text += "  concurrency: " + std::to_string(s.concurrency) + "\n";
+  text += "  poll_interval: " + s.poll_interval + "\n";
+  text += "  lease: " + s.lease + "\n";
+  text += "  max_attempts: " + std::to_string(s.max_attempts) + "\n";
+  text += "  backoff: { initial: " + s.backoff_initial + ", max: " + s.backoff_max + " }\n";
+  text += "  shutdown_timeout: 5s\n";
+  text += "  stats_interval: 200ms\n";
+  text += "retention: { max_age: " + s.retention + ", batch: " + std::to_string(s.retention_batch) +
+          ", interval: " + s.retention_interval + " }\n";
+  text += "sink:\n";
+  if (s.http) {
+    text += "  type: http\n";
+    text += "  http: { url: " + yaml_string(s.http_url) + ", timeout: " + s.command_timeout +
+            ", connect_timeout: 500ms, secret: " + yaml_string(s.http_secret) + " }\n";
+  } else {
+    text += "  type: redis_streams\n";
+    text += "  redis_streams:\n";
+    text += "    address: 127.0.0.1:" + std::to_string(s.redis_port) + "\n";
+    text += "    connect_timeout: 500ms\n";
+    text += "    command_timeout: " + s.command_timeout + "\n";
+    text += "    stream: " + yaml_string(s.stream_prefix + ".{aggregate_type}") + "\n";
+    text += "    dedup_prefix: " + yaml_string(s.stream_prefix + ":pub:") + "\n";
+    text += "    dedup_window: 1h\n";
+  }
+  return text;
+}
+
+RelayRunner::RelayRunner(const std::filesystem::path& dir, const RelaySettings& settings)
+    : dir_(dir), config_path_(dir / ("idemrelay-" + random_hex(6) + ".yaml")) {
+  std::ofstream out(config_path_, std::ios::binary | std::ios::trunc);
+  out << render_config(settings);
+  if (!out) throw std::runtime_error("cannot write " + config_path_.string());
+}
+
+Process RelayRunner::start(const std::string& name, std::vector<std::pair<std::string, std::string>> env) const {
+  return Process::start(ProcessSpec{idemrelay_binary(), {"--config", config_path_.string()}, std::move(env), dir_, name});
+}
+
+RunResult RelayRunner::run(const std::vector<std::string>& args) const {
+  std::vector<std::string> all = {"--config", config_path_.string()};
+  all.insert(all.end(), args.begin(), args.end());
+  return run_to_exit(ProcessSpec{idemrelay_binary(), all, {}, dir_, "idemrelay-command"}, std::chrono::seconds(30));
+}
+
+}  // namespace idem::test::relay

@@ -1,0 +1,129 @@
+#pragma once
+// What the relay tests share: a private Postgres schema holding a migrated outbox, blocking
+// Postgres and Redis clients for playing the legacy writer and the stream consumer, and a runner
+// for real idemrelay processes with a rendered config. Blocking I/O: test threads only.
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <hiredis/hiredis.h>
+
+#include "redis/reply.hpp"
+#include "store/pg/handles.hpp"
+#include "support/process.hpp"
+
+namespace idem::test::relay {
+
+std::uint16_t redis_port();       // IDEMPROXY_TEST_REDIS_PORT (throws when unset)
+std::string idemrelay_binary();   // $IDEMRELAY_BIN, else the build's target
+std::string random_hex(std::size_t digits);
+
+// Polls `done` every `step` until it holds or `timeout` passes.
+bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout,
+                std::chrono::milliseconds step = std::chrono::milliseconds(50));
+
+using Row = std::vector<std::optional<std::string>>;
+
+class PgClient {
+ public:
+  explicit PgClient(const std::string& dsn);
+  // Text parameters and results; throws std::runtime_error with the server's message on failure.
+  std::vector<Row> query(const std::string& sql, const std::vector<std::string>& params = {});
+  std::int64_t scalar(const std::string& sql, const std::vector<std::string>& params = {});
+
+ private:
+  store::pg::ConnHandle connection_;
+};
+
+// A schema of its own with the relay's migrations applied; dropped on destruction.
+class OutboxSchema {
+ public:
+  explicit OutboxSchema(const std::string& prefix);
+  ~OutboxSchema();
+  OutboxSchema(const OutboxSchema&) = delete;
+  OutboxSchema& operator=(const OutboxSchema&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::string& dsn() const { return schema_dsn_; }  // search_path = this schema
+  PgClient client() const { return PgClient(schema_dsn_); }
+  // INSERTs `count` rows for one aggregate in one transaction; returns their ids in order.
+  std::vector<std::int64_t> insert(const std::string& aggregate_type, const std::string& aggregate_id, int count,
+                                   const std::string& event_type = "happened");
+
+ private:
+  std::string server_dsn_;
+  std::string name_;
+  std::string schema_dsn_;
+};
+
+struct StreamEntry {
+  std::string id;
+  std::map<std::string, std::string> fields;
+  std::int64_t event_id() const { return std::stoll(fields.at("event_id")); }
+};
+
+class RedisClient {
+ public:
+  explicit RedisClient(std::uint16_t port);
+  ~RedisClient();
+  RedisClient(const RedisClient&) = delete;
+  RedisClient& operator=(const RedisClient&) = delete;
+
+  // Throws std::runtime_error when the server cannot be reached.
+  redis::RedisReply command(const std::vector<std::string>& argv);
+  std::vector<StreamEntry> stream(const std::string& key);
+
+ private:
+  redisContext* context_ = nullptr;
+};
+
+// Checks on what reached a stream: each event exactly once, per-aggregate id order.
+struct StreamAudit {
+  std::map<std::int64_t, int> copies;  // event_id -> entries
+  bool ordered_per_aggregate = true;
+  std::string first_disorder;          // description of the first out-of-order pair
+};
+StreamAudit audit(const std::vector<StreamEntry>& entries);
+
+struct RelaySettings {
+  std::string dsn;
+  std::uint16_t redis_port = 0;
+  std::string stream_prefix;     // streams are "<prefix>.{aggregate_type}", markers "<prefix>:pub:"
+  int batch_size = 50;
+  int concurrency = 2;
+  std::string lease = "3s";
+  std::string poll_interval = "100ms";
+  int max_attempts = 5;
+  std::string backoff_initial = "50ms";
+  std::string backoff_max = "200ms";
+  std::string retention = "0";       // max_age; "0" disables
+  int retention_batch = 100;
+  std::string retention_interval = "200ms";
+  std::string command_timeout = "500ms";
+  bool http = false;                 // HTTP sink instead of Redis
+  std::string http_url;
+  std::string http_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+};
+std::string render_config(const RelaySettings& settings);
+
+// One idemrelay config file and the processes started from it.
+class RelayRunner {
+ public:
+  RelayRunner(const std::filesystem::path& dir, const RelaySettings& settings);
+  const std::filesystem::path& config_path() const { return config_path_; }
+  // Starts `idemrelay --config F` with `env` added to the environment.
+  Process start(const std::string& name, std::vector<std::pair<std::string, std::string>> env = {}) const;
+  // Runs idemrelay --config F <args> to completion.
+  RunResult run(const std::vector<std::string>& args) const;
+
+ private:
+  std::filesystem::path dir_;
+  std::filesystem::path config_path_;
+};
+
+}  // namespace idem::test::relay

@@ -1,0 +1,434 @@
+// The relay behaviours, end to end: real idemrelay processes, the test Postgres (a private
+// schema per test) and Redis (the shared one, with per-test key prefixes; a private server where
+// the test stops it).
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "relay/relay_env.hpp"
+#include "support/ports.hpp"
+#include "support/proxy_fixture.hpp"
+#include "support/temp_dir.hpp"
+
+namespace idem::test::relay {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A field of the JSON "stopped" line idemrelay logs on exit; -1 when absent.
+std::int64_t stopped_field(const std::string& log, const std::string& field) {
+  const std::size_t line = log.rfind("\"event\":\"stopped\"");
+  if (line == std::string::npos) return -1;
+  const std::regex pattern("\"" + field + "\":(-?[0-9]+)");
+  std::smatch match;
+  const std::string tail = log.substr(line);
+  if (!std::regex_search(tail, match, pattern)) return -1;
+  return std::stoll(match[1].str());
+}
+
+bool is_stopped(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const std::size_t close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'T';
+}
+
+class RelayProcess : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    schema_ = std::make_unique<OutboxSchema>("relay");
+    dir_ = std::make_unique<TempDir>("idem-relay");
+    prefix_ = "t" + random_hex(10);
+    settings_.dsn = schema_->dsn();
+    settings_.redis_port = redis_port();
+    settings_.stream_prefix = prefix_;
+    redis_ = std::make_unique<RedisClient>(redis_port());
+  }
+
+  void TearDown() override {
+    if (!redis_) return;
+    // Drop this test's streams and markers from the shared server.
+    std::string cursor = "0";
+    for (int round = 0; round < 1000; ++round) {
+      const redis::RedisReply page = redis_->command({"SCAN", cursor, "MATCH", prefix_ + "*", "COUNT", "1000"});
+      cursor = page.elements.at(0).text;
+      std::vector<std::string> del = {"DEL"};
+      for (const auto& key : page.elements.at(1).elements) del.push_back(key.text);
+      if (del.size() > 1) redis_->command(del);
+      if (cursor == "0") break;
+    }
+  }
+
+  std::string stream(const std::string& aggregate_type) const { return prefix_ + "." + aggregate_type; }
+  std::int64_t unpublished() { return schema_->client().scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL"); }
+  bool drained(std::chrono::milliseconds timeout) {
+    return eventually([&] { return unpublished() == 0; }, timeout);
+  }
+
+  std::unique_ptr<OutboxSchema> schema_;
+  std::unique_ptr<TempDir> dir_;
+  std::string prefix_;
+  RelaySettings settings_;
+  std::unique_ptr<RedisClient> redis_;
+};
+
+// 1. kill -9 between XADD and the mark: after a restart the stream holds one entry per event.
+TEST_F(RelayProcess, CrashAfterPublishBeforeMarkLeavesOneEntryPerEvent) {
+  for (const char* aggregate : {"a1", "a2", "a3"}) schema_->insert("order", aggregate, 10);
+  settings_.batch_size = 100;
+  const RelayRunner runner(dir_->path(), settings_);
+
+  Process crashing = runner.start("crashing", {{"IDEMRELAY_TEST_CRASH_AFTER_PUBLISH", "1"}});
+  ASSERT_EQ(crashing.wait_exit(15s), 137) << crashing.describe();
+  EXPECT_EQ(redis_->stream(stream("order")).size(), 30u) << "the batch reached the stream";
+  EXPECT_EQ(unpublished(), 30) << "...but was never marked";
+
+  Process restarted = runner.start("restarted");
+  ASSERT_TRUE(drained(20s)) << restarted.describe();
+  ASSERT_EQ(restarted.terminate(10s), 0) << restarted.describe();
+
+  const auto entries = redis_->stream(stream("order"));
+  const StreamAudit result = audit(entries);
+  EXPECT_EQ(entries.size(), 30u);
+  EXPECT_EQ(result.copies.size(), 30u);
+  for (const auto& [id, copies] : result.copies) EXPECT_EQ(copies, 1) << "event " << id;
+  EXPECT_TRUE(result.ordered_per_aggregate) << result.first_disorder;
+  EXPECT_EQ(stopped_field(restarted.stderr_text(), "duplicates"), 30) << "the re-publish hit the dedup markers";
+}
+
+// 2. Two relays, 20 aggregates x 50 rows inserted concurrently: each row once, in order per aggregate.
+TEST_F(RelayProcess, TwoRelaysKeepEveryAggregateInOrder) {
+  settings_.batch_size = 40;
+  const RelayRunner runner(dir_->path(), settings_);
+  Process first = runner.start("relay-1");
+  Process second = runner.start("relay-2");
+
+  constexpr int kAggregates = 20;
+  constexpr int kRowsEach = 50;
+  std::vector<std::thread> writers;
+  std::atomic<int> failures{0};
+  for (int a = 0; a < kAggregates; ++a) {
+    writers.emplace_back([&, a] {
+      try {
+        PgClient client = schema_->client();
+        for (int n = 0; n < kRowsEach; ++n) {  // one transaction per row: the writers interleave
+          client.query("INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', $1, 'e', '{}')",
+                       {"agg-" + std::to_string(a)});
+        }
+      } catch (const std::exception&) {
+        ++failures;
+      }
+    });
+  }
+  for (std::thread& writer : writers) writer.join();
+  ASSERT_EQ(failures.load(), 0);
+
+  ASSERT_TRUE(drained(30s)) << first.describe() << second.describe();
+  const auto entries = redis_->stream(stream("order"));
+  const StreamAudit result = audit(entries);
+  EXPECT_EQ(entries.size(), static_cast<std::size_t>(kAggregates * kRowsEach));
+  EXPECT_EQ(result.copies.size(), static_cast<std::size_t>(kAggregates * kRowsEach));
+  for (const auto& [id, copies] : result.copies) ASSERT_EQ(copies, 1) << "event " << id;
+  EXPECT_TRUE(result.ordered_per_aggregate) << result.first_disorder;
+  EXPECT_EQ(first.terminate(10s), 0) << first.describe();
+  EXPECT_EQ(second.terminate(10s), 0) << second.describe();
+}
+
+// 3. A long transaction commits its lower id after a higher one was published; a rolled-back row never exists.
+TEST_F(RelayProcess, RowCommittedLateWithLowerIdIsStillPublished) {
+  const RelayRunner runner(dir_->path(), settings_);
+  Process relay = runner.start("relay");
+
+  PgClient a = schema_->client();
+  PgClient b = schema_->client();
+  PgClient c = schema_->client();
+  const auto insert = [](PgClient& client, const std::string& aggregate) {
+    return client.scalar(
+        "INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', $1, 'e', '{}') RETURNING id",
+        {aggregate});
+  };
+  a.query("BEGIN");
+  const std::int64_t id_a = insert(a, "agg-a");
+  b.query("BEGIN");
+  const std::int64_t id_b = insert(b, "agg-b");
+  ASSERT_LT(id_a, id_b);
+  b.query("COMMIT");
+  const auto published = [&](std::int64_t id) {
+    const auto entries = redis_->stream(stream("order"));
+    return std::any_of(entries.begin(), entries.end(), [&](const StreamEntry& e) { return e.event_id() == id; });
+  };
+  ASSERT_TRUE(eventually([&] { return published(id_b); }, 10s)) << relay.describe();
+  c.query("BEGIN");
+  const std::int64_t id_c = insert(c, "agg-c");
+  c.query("ROLLBACK");
+  std::this_thread::sleep_for(300ms);  // several polls pass with id_a still uncommitted
+  EXPECT_FALSE(published(id_a));
+  a.query("COMMIT");
+  ASSERT_TRUE(eventually([&] { return published(id_a); }, 10s)) << relay.describe();
+
+  const auto entries = redis_->stream(stream("order"));
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].event_id(), id_b) << "published in commit order";
+  EXPECT_EQ(entries[1].event_id(), id_a);
+  EXPECT_EQ(schema_->client().scalar("SELECT count(*) FROM outbox WHERE id = $1", {std::to_string(id_c)}), 0);
+  EXPECT_EQ(unpublished(), 0);
+  EXPECT_EQ(relay.terminate(10s), 0) << relay.describe();
+}
+
+// 4. Redis stopped for 10 s under load: nothing lost, backoff visible, drained in order after.
+TEST_F(RelayProcess, RedisOutageBacksOffAndDrainsInOrder) {
+  const std::uint16_t port = free_port();
+  const auto redis_dir = dir_->path() / "private-redis";
+  std::filesystem::create_directories(redis_dir);
+  const ProcessSpec redis_spec{"/usr/bin/redis-server",
+                               {"--port", std::to_string(port), "--bind", "127.0.0.1", "--dir", redis_dir.string(),
+                                "--dbfilename", "dump.rdb", "--save", "", "--appendonly", "no"},
+                               {},
+                               dir_->path(),
+                               "private-redis"};
+  std::optional<Process> redis_server = Process::start(redis_spec);
+  ASSERT_TRUE(wait_for_port(port, 10s)) << redis_server->describe();
+  settings_.redis_port = port;
+  const RelayRunner runner(dir_->path(), settings_);
+  Process relay = runner.start("relay");
+
+  std::atomic<bool> writing{true};
+  std::atomic<int> inserted{0};
+  std::thread writer([&] {
+    PgClient client = schema_->client();
+    for (int n = 0; writing.load() && n < 5'000; ++n) {
+      client.query("INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', $1, 'e', '{}')",
+                   {"agg-" + std::to_string(n % 5)});
+      ++inserted;
+      std::this_thread::sleep_for(10ms);
+    }
+  });
+  std::this_thread::sleep_for(1s);
+  {
+    RedisClient control(port);
+    try {
+      control.command({"SHUTDOWN", "SAVE"});  // the connection closes: no reply
+    } catch (const std::exception&) {
+    }
+  }
+  ASSERT_TRUE(redis_server->wait_exit(10s).has_value()) << redis_server->describe();
+  const int before_outage = inserted.load();
+  std::this_thread::sleep_for(10s);
+  EXPECT_GT(unpublished(), 0) << "rows waited during the outage";
+  redis_server.reset();
+  redis_server.emplace(Process::start(redis_spec));
+  ASSERT_TRUE(wait_for_port(port, 10s)) << redis_server->describe();
+  std::this_thread::sleep_for(500ms);
+  writing = false;
+  writer.join();
+  ASSERT_GT(inserted.load(), before_outage + 500) << "the writer kept going through the outage";
+
+  ASSERT_TRUE(drained(20s)) << relay.describe();
+  RedisClient private_client(port);
+  const auto entries = private_client.stream(stream("order"));
+  const StreamAudit result = audit(entries);
+  EXPECT_EQ(entries.size(), static_cast<std::size_t>(inserted.load()));
+  EXPECT_EQ(result.copies.size(), static_cast<std::size_t>(inserted.load()));
+  for (const auto& [id, copies] : result.copies) ASSERT_EQ(copies, 1) << "event " << id;
+  EXPECT_TRUE(result.ordered_per_aggregate) << result.first_disorder;
+  EXPECT_EQ(relay.terminate(10s), 0) << relay.describe();
+  const std::string log = relay.stderr_text();
+  EXPECT_NE(log.find("\"event\":\"backing off\""), std::string::npos) << log;
+  EXPECT_NE(log.find("\"event\":\"relay recovered\""), std::string::npos) << log;
+  EXPECT_GT(stopped_field(log, "published"), 0);
+  redis_server->terminate(5s);
+}
+
+// 5. A poison row is parked after N attempts; its aggregate waits, others flow; --redrive resumes in order.
+TEST_F(RelayProcess, PoisonRowParksOnlyItsAggregateUntilRedriven) {
+  settings_.max_attempts = 3;
+  // The "blocked" stream name holds a string: XADD fails with WRONGTYPE for that aggregate type.
+  redis_->command({"SET", stream("blocked"), "not a stream"});
+  const auto blocked = schema_->insert("blocked", "b1", 3);
+  schema_->insert("order", "o1", 5);
+  schema_->insert("order", "o2", 5);
+  const RelayRunner runner(dir_->path(), settings_);
+  Process relay = runner.start("relay");
+
+  const std::string head = std::to_string(blocked[0]);
+  ASSERT_TRUE(eventually([&] {
+    return schema_->client().scalar("SELECT count(*) FROM outbox WHERE parked_at IS NOT NULL") == 1;
+  }, 15s)) << relay.describe();
+  auto client = schema_->client();
+  EXPECT_EQ(client.scalar("SELECT attempts FROM outbox WHERE id = $1 AND parked_at IS NOT NULL", {head}), 3);
+  EXPECT_NE(client.query("SELECT last_error FROM outbox WHERE id = $1", {head})[0][0].value_or("").find("WRONGTYPE"),
+            std::string::npos);
+  ASSERT_TRUE(eventually([&] { return redis_->stream(stream("order")).size() == 10; }, 10s)) << "other aggregates flow";
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(client.scalar("SELECT count(*) FROM outbox WHERE aggregate_id = 'b1' AND published_at IS NULL AND "
+                          "parked_at IS NULL AND attempts = 0"),
+            2)
+      << "the aggregate's later rows wait untouched behind the parked one";
+
+  const RunResult not_parked = runner.run({"--redrive", std::to_string(blocked[1])});
+  EXPECT_EQ(not_parked.exit_status, 1) << not_parked.stderr_text;
+  redis_->command({"DEL", stream("blocked")});
+  const RunResult redriven = runner.run({"--redrive", head});
+  ASSERT_EQ(redriven.exit_status, 0) << redriven.stderr_text;
+  EXPECT_NE(redriven.stdout_text.find("redriven 1 row(s) " + head), std::string::npos) << redriven.stdout_text;
+
+  ASSERT_TRUE(drained(10s)) << relay.describe();
+  const auto entries = redis_->stream(stream("blocked"));
+  ASSERT_EQ(entries.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(entries[i].event_id(), blocked[i]);
+  EXPECT_EQ(relay.terminate(10s), 0) << relay.describe();
+  const std::string log = relay.stderr_text();
+  EXPECT_NE(log.find("row parked after its last attempt"), std::string::npos);
+  EXPECT_EQ(stopped_field(log, "parked"), 1);
+}
+
+// 6. Retention deletes only published rows older than max_age, in batches.
+TEST_F(RelayProcess, RetentionDeletesOnlyOldPublishedRowsInBatches) {
+  const auto ids = schema_->insert("order", "r1", 25);
+  auto client = schema_->client();
+  const auto id_list = [&](std::size_t from, std::size_t to) {
+    std::string list;
+    for (std::size_t i = from; i < to; ++i) list += (list.empty() ? "" : ",") + std::to_string(ids[i]);
+    return list;
+  };
+  client.query("UPDATE outbox SET published_at = now() - interval '2 hours' WHERE id IN (" + id_list(0, 20) + ")");
+  client.query("UPDATE outbox SET published_at = now() - interval '10 minutes' WHERE id IN (" + id_list(20, 23) + ")");
+  // Old but never published (parked, so the relay leaves them alone): never deleted.
+  client.query("UPDATE outbox SET created_at = now() - interval '3 hours', parked_at = now() WHERE id IN (" +
+               id_list(23, 25) + ")");
+  settings_.retention = "1h";
+  settings_.retention_batch = 6;
+  const RelayRunner runner(dir_->path(), settings_);
+  Process relay = runner.start("relay");
+
+  ASSERT_TRUE(eventually([&] { return client.scalar("SELECT count(*) FROM outbox") == 5; }, 10s)) << relay.describe();
+  std::this_thread::sleep_for(500ms);  // more rounds run: nothing else goes
+  const auto left = client.query("SELECT id FROM outbox ORDER BY id");
+  ASSERT_EQ(left.size(), 5u);
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(std::stoll(*left[i][0]), ids[20 + i]);
+  EXPECT_EQ(relay.terminate(10s), 0) << relay.describe();
+  const std::string log = relay.stderr_text();
+  EXPECT_NE(log.find("\"rows\":20,\"statements\":4"), std::string::npos) << "6 + 6 + 6 + 2, one statement each:\n" << log;
+  EXPECT_EQ(stopped_field(log, "retention_deleted"), 20);
+}
+
+// 7. SIGTERM mid-batch: exit 0, no row left claimed, nothing lost, nothing published twice.
+TEST_F(RelayProcess, SigtermMidBatchLosesNothingAndDuplicatesNothing) {
+  for (int a = 0; a < 40; ++a) schema_->insert("order", "agg-" + std::to_string(a), 50);
+  settings_.batch_size = 100;
+  const RelayRunner runner(dir_->path(), settings_);
+  Process first = runner.start("first");
+  ASSERT_TRUE(eventually([&] { return redis_->stream(stream("order")).size() >= 200; }, 15s)) << first.describe();
+  ASSERT_EQ(first.terminate(10s), 0) << first.describe();
+
+  auto client = schema_->client();
+  EXPECT_EQ(client.scalar("SELECT count(*) FROM outbox WHERE claimed_by IS NOT NULL"), 0) << "batches finished or released";
+  const std::int64_t marked = client.scalar("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL");
+  EXPECT_EQ(static_cast<std::int64_t>(redis_->stream(stream("order")).size()), marked)
+      << "every row in the stream was marked, every marked row is in the stream";
+  EXPECT_LT(marked, 2000) << "stopped mid-way";
+
+  Process second = runner.start("second");
+  ASSERT_TRUE(drained(30s)) << second.describe();
+  ASSERT_EQ(second.terminate(10s), 0) << second.describe();
+  const auto entries = redis_->stream(stream("order"));
+  const StreamAudit result = audit(entries);
+  EXPECT_EQ(entries.size(), 2000u);
+  for (const auto& [id, copies] : result.copies) ASSERT_EQ(copies, 1) << "event " << id;
+  EXPECT_TRUE(result.ordered_per_aggregate) << result.first_disorder;
+  EXPECT_EQ(stopped_field(second.stderr_text(), "duplicates"), 0);
+}
+
+// 8. HTTP sink -> idemproxy (the inbox) -> counting upstream: every event executes once even when re-sent.
+TEST_F(RelayProcess, HttpSinkThroughIdemproxyExecutesEachEventOnce) {
+  ProxyHarness proxy;
+  proxy.start();
+  // Event ids become webhook-ids in the proxy's shared table: start far from other runs' ids.
+  const std::string base = std::to_string(1'000'000'000LL + std::stoll(random_hex(8), nullptr, 16) % 1'000'000'000LL);
+  schema_->client().query("ALTER TABLE outbox ALTER COLUMN id RESTART WITH " + base);
+  const auto first = schema_->insert("order", "h1", 10, "created");
+  const auto second = schema_->insert("order", "h2", 10, "created");
+  settings_.http = true;
+  settings_.http_url = "http://127.0.0.1:" + std::to_string(proxy.proxy_port()) + "/webhooks/{event_type}";
+  settings_.batch_size = 100;
+  const RelayRunner runner(dir_->path(), settings_);
+
+  Process crashing = runner.start("crashing", {{"IDEMRELAY_TEST_CRASH_AFTER_PUBLISH", "1"}});
+  ASSERT_EQ(crashing.wait_exit(15s), 137) << crashing.describe() << proxy.diagnostics();
+  EXPECT_EQ(unpublished(), 20) << "delivered but never marked: the next relay sends them again";
+  EXPECT_EQ(proxy.upstream_total(), 20u);
+
+  Process relay = runner.start("relay");
+  ASSERT_TRUE(drained(20s)) << relay.describe() << proxy.diagnostics();
+  EXPECT_EQ(relay.terminate(10s), 0) << relay.describe();
+  EXPECT_EQ(stopped_field(relay.stderr_text(), "published"), 20) << "all 20 were sent again";
+  EXPECT_EQ(proxy.upstream_total(), 20u) << "the inbox answered the re-sends from its records";
+  for (const std::int64_t id : first) EXPECT_EQ(proxy.upstream_webhook_count(std::to_string(id)), 1u) << id;
+  for (const std::int64_t id : second) EXPECT_EQ(proxy.upstream_webhook_count(std::to_string(id)), 1u) << id;
+}
+
+// 9. A relay paused (SIGSTOP) past its lease while holding a published batch: another relay takes
+//    over; when the paused one resumes, its settle is fenced off and it publishes nothing twice.
+TEST_F(RelayProcess, PausedRelayResumingAfterItsLeaseChangesNothing) {
+  for (const char* aggregate : {"p1", "p2", "p3"}) schema_->insert("order", aggregate, 10);
+  settings_.batch_size = 100;
+  const RelayRunner runner(dir_->path(), settings_);
+
+  Process paused = runner.start("paused", {{"IDEMRELAY_TEST_STOP_AFTER_PUBLISH", "1"}});
+  ASSERT_TRUE(eventually([&] { return is_stopped(paused.pid()); }, 10s)) << paused.describe();
+  EXPECT_EQ(redis_->stream(stream("order")).size(), 30u);
+
+  Process other = runner.start("other");
+  ASSERT_TRUE(drained(15s)) << other.describe();  // after the paused relay's 3 s lease
+  for (const char* aggregate : {"p1", "p2", "p3"}) schema_->insert("order", aggregate, 5);
+  ASSERT_TRUE(drained(10s)) << other.describe();
+
+  ASSERT_TRUE(paused.signal(SIGCONT));
+  ASSERT_TRUE(eventually([&] { return paused.stderr_text().find("lease lost") != std::string::npos; }, 10s))
+      << paused.describe();
+  for (const char* aggregate : {"p1", "p2", "p3"}) schema_->insert("order", aggregate, 5);
+  ASSERT_TRUE(drained(10s)) << paused.describe() << other.describe();
+  EXPECT_EQ(paused.terminate(10s), 0) << paused.describe();
+  EXPECT_EQ(other.terminate(10s), 0) << other.describe();
+
+  const auto entries = redis_->stream(stream("order"));
+  const StreamAudit result = audit(entries);
+  EXPECT_EQ(entries.size(), 60u);
+  for (const auto& [id, copies] : result.copies) ASSERT_EQ(copies, 1) << "event " << id;
+  EXPECT_TRUE(result.ordered_per_aggregate) << result.first_disorder;
+  EXPECT_EQ(stopped_field(paused.stderr_text(), "lease_lost"), 30);
+  EXPECT_EQ(stopped_field(other.stderr_text(), "duplicates"), 30) << "the take-over re-publish added nothing";
+}
+
+// 9b. Paused right after its claim: on resume the lease is (nearly) over, so it drops the batch
+//     without publishing it late behind the relay that took over.
+TEST_F(RelayProcess, PausedRelayResumingAfterClaimDoesNotPublishLate) {
+  for (const char* aggregate : {"q1", "q2"}) schema_->insert("order", aggregate, 10);
+  settings_.batch_size = 100;
+  const RelayRunner runner(dir_->path(), settings_);
+
+  Process paused = runner.start("paused", {{"IDEMRELAY_TEST_STOP_AFTER_CLAIM", "1"}});
+  ASSERT_TRUE(eventually([&] { return is_stopped(paused.pid()); }, 10s)) << paused.describe();
+  EXPECT_EQ(redis_->stream(stream("order")).size(), 0u);
+  Process other = runner.start("other");
+  ASSERT_TRUE(drained(15s)) << other.describe();
+  ASSERT_TRUE(paused.signal(SIGCONT));
+  ASSERT_TRUE(eventually([&] { return paused.stderr_text().find("lease nearly over before publishing") != std::string::npos; },
+                         10s))
+      << paused.describe();
+  EXPECT_EQ(paused.terminate(10s), 0) << paused.describe();
+  EXPECT_EQ(other.terminate(10s), 0) << other.describe();
+  const auto entries = redis_->stream(stream("order"));
+  const StreamAudit result = audit(entries);
+  EXPECT_EQ(entries.size(), 20u);
+  EXPECT_TRUE(result.ordered_per_aggregate) << result.first_disorder;
+  EXPECT_EQ(stopped_field(other.stderr_text(), "duplicates"), 0) << "nothing was published before the take-over";
+  EXPECT_EQ(stopped_field(paused.stderr_text(), "lease_lost"), 20);
+}
+
+}  // namespace
+}  // namespace idem::test::relay

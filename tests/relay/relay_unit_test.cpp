@@ -1,0 +1,143 @@
+// idemrelay's pure parts: config loading and its messages, destination templates, the row backoff
+// and Standard Webhooks signatures. No sockets.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "config/relay_config.hpp"
+#include "relay/backoff.hpp"
+#include "relay/http_sink.hpp"
+#include "relay/message_template.hpp"
+#include "relay/redis_stream_sink.hpp"
+#include "relay/webhook_signature.hpp"
+
+namespace idem::relay {
+namespace {
+
+using namespace std::chrono_literals;
+
+config::EnvLookup env(std::map<std::string, std::string> values) {
+  return [values = std::move(values)](std::string_view name) -> std::optional<std::string> {
+    const auto it = values.find(std::string(name));
+    if (it == values.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+std::string messages(const config::RelayLoadResult& result) {
+  std::string out;
+  for (const auto& issue : result.issues) out += issue.to_string() + "\n";
+  return out;
+}
+
+TEST(RelayConfig, TheExampleFileLoadsWithItsDocumentedDefaults) {
+  const auto result = config::load_relay_config_file(std::string(IDEM_SOURCE_DIR) + "/config/idemrelay.example.yaml",
+                                                     env({{"IDEMPROXY_PG_DSN", "host=db"}}));
+  ASSERT_TRUE(result.config) << messages(result);
+  const config::RelayConfig& c = *result.config;
+  const config::RelayConfig defaults;
+  EXPECT_EQ(c.postgres.dsn, "host=db");
+  EXPECT_EQ(c.relay.batch_size, defaults.relay.batch_size);
+  EXPECT_EQ(c.relay.lease, defaults.relay.lease);
+  EXPECT_EQ(c.relay.backoff_max, 5min);
+  EXPECT_EQ(c.retention.max_age, defaults.retention.max_age);
+  EXPECT_EQ(c.sink.kind, config::SinkKind::redis_streams);
+  EXPECT_EQ(c.sink.redis.port, 6379);
+  EXPECT_EQ(c.sink.redis.dedup_window, 24h);
+  EXPECT_EQ(c.sink.redis.stream.text, "outbox.{aggregate_type}");
+  EXPECT_FALSE(c.admin.enabled);
+}
+
+TEST(RelayConfig, EveryProblemIsReportedWithItsPosition) {
+  const auto result = config::load_relay_config_text(
+      "postgres: { dsn: x }\n"
+      "relay:\n"
+      "  batch_sise: 10\n"
+      "  lease: 1s\n"
+      "sink:\n"
+      "  type: redis_streams\n"
+      "  redis_streams: { stream: \"out.{aggregate}\" }\n",
+      "relay.yaml", env({}));
+  EXPECT_FALSE(result.config);
+  const std::string text = messages(result);
+  EXPECT_NE(text.find("relay.yaml:3:3: unknown key \"batch_sise\" in relay"), std::string::npos) << text;
+  EXPECT_NE(text.find("relay.yaml:4:10: relay.lease (1s) must exceed"), std::string::npos) << text;
+  EXPECT_NE(text.find("relay.yaml:7:28: bad template \"out.{aggregate}\""), std::string::npos) << text;
+}
+
+TEST(RelayConfig, HttpSinkNeedsAWellFormedSecret) {
+  const std::string base = "postgres: { dsn: x }\nsink:\n  type: http\n  http: { url: \"http://127.0.0.1:9000/in/{event_type}\"";
+  const auto missing = config::load_relay_config_text(base + " }\n", "a.yaml", env({}));
+  EXPECT_NE(messages(missing).find("sink.http.secret or sink.http.secret_file is required"), std::string::npos)
+      << messages(missing);
+  const auto bad = config::load_relay_config_text(base + ", secret: \"hunter2\" }\n", "b.yaml", env({}));
+  EXPECT_NE(messages(bad).find("must be \"whsec_\""), std::string::npos) << messages(bad);
+  EXPECT_EQ(messages(bad).find("hunter2"), std::string::npos) << "the secret is never echoed";
+  const auto good = config::load_relay_config_text(base + ", secret: \"${S}\" }\n", "c.yaml",
+                                                   env({{"S", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}));
+  ASSERT_TRUE(good.config) << messages(good);
+  EXPECT_EQ(good.config->sink.http.host, "127.0.0.1");
+  EXPECT_EQ(good.config->sink.http.port, 9000);
+  EXPECT_EQ(good.config->sink.http.target.text, "/in/{event_type}");
+}
+
+TEST(MessageTemplate, PlaceholdersAreFilledAndEscapedForUrls) {
+  std::string error;
+  const auto parsed = config::parse_message_template("/e/{aggregate_type}/{aggregate_id}/{event_id}?t={event_type}&x={{y}}", error);
+  ASSERT_TRUE(parsed) << error;
+  OutboxRow row;
+  row.id = 42;
+  row.aggregate_type = "order";
+  row.aggregate_id = "a/b c";
+  row.event_type = "order.created";
+  EXPECT_EQ(render(*parsed, row, TemplateEscaping::url_segment), "/e/order/a%2Fb%20c/42?t=order.created&x={y}");
+  EXPECT_EQ(render(*parsed, row, TemplateEscaping::none), "/e/order/a/b c/42?t=order.created&x={y}");
+  EXPECT_FALSE(config::parse_message_template("x.{nope}", error));
+  EXPECT_NE(error.find("unknown placeholder {nope}"), std::string::npos);
+  EXPECT_FALSE(config::parse_message_template("x.{event_id", error));
+  EXPECT_FALSE(config::parse_message_template("x}", error));
+}
+
+TEST(Backoff, DoublesWithJitterUpToTheCap) {
+  Backoff backoff(100ms, 1s);
+  for (int round = 0; round < 50; ++round) {
+    const auto first = backoff.delay(1);
+    EXPECT_GE(first, 50ms);
+    EXPECT_LE(first, 100ms);
+    const auto third = backoff.delay(3);
+    EXPECT_GE(third, 200ms);
+    EXPECT_LE(third, 400ms);
+    const auto late = backoff.delay(60);
+    EXPECT_GE(late, 500ms);
+    EXPECT_LE(late, 1s);
+  }
+}
+
+TEST(WebhookSignature, MatchesTheStandardWebhooksReferenceVector) {
+  // The reference example of the Standard Webhooks specification.
+  const auto signer = WebhookSigner::from_secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
+  ASSERT_TRUE(signer);
+  EXPECT_EQ(signer->sign("msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, R"({"test": 2432232314})"),
+            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+  EXPECT_FALSE(WebhookSigner::from_secret("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"));
+  EXPECT_FALSE(WebhookSigner::from_secret("whsec_c2hvcnQ="));  // 5 bytes: too short
+  EXPECT_EQ(base64_decode("aGVsbG8="), std::optional<std::string>("hello"));
+  EXPECT_EQ(base64_encode("hello"), "aGVsbG8=");
+}
+
+TEST(HttpSink, BodyIsTheStandardWebhooksEnvelope) {
+  OutboxRow row;
+  row.id = 7;
+  row.aggregate_type = "order";
+  row.aggregate_id = "o\"1";
+  row.event_type = "order.paid";
+  row.payload = R"({"amount": 5})";
+  row.headers = R"({"trace": "t"})";
+  row.created_at = "2026-01-02T03:04:05.000006Z";
+  EXPECT_EQ(HttpSink::body_for(row),
+            R"({"type":"order.paid","timestamp":"2026-01-02T03:04:05.000006Z","data":{"amount": 5},"event_id":"7",)"
+            R"("aggregate_type":"order","aggregate_id":"o\"1","headers":{"trace": "t"}})");
+}
+
+}  // namespace
+}  // namespace idem::relay
