@@ -79,7 +79,7 @@ std::string fixed(double value, int decimals) {
   return text;
 }
 std::string us(double value) { return fixed(value, value >= 1000 ? 0 : 1); }
-std::string ratio(double value) { return fixed(value, 2) + "×"; }
+std::string ratio(double value) { return fixed(value, value < 0.1 ? 3 : 2) + "×"; }
 std::string mib(double kib) { return fixed(kib / 1024.0, 1) + " MiB"; }
 
 bool comparable(const Run& a, const Run& b) {

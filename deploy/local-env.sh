@@ -41,6 +41,9 @@ idem_build() {
   local build_dir=$1
   shift
   idem_log "building in $build_dir"
+  # Cache hits across checkouts in different directories (CI clones afresh): paths are hashed
+  # relative to the repository, and the working directory is left out of the hash.
+  export CCACHE_BASEDIR="$IDEM_REPO" CCACHE_NOHASHDIR=1
   cmake -S "$IDEM_REPO" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build "$build_dir" -j 2 "$@"
 }
@@ -157,7 +160,7 @@ idem_exec_as_postgres() {
 }
 
 # idem_start_pgbouncer DIR: PgBouncer in transaction pooling mode (auth trust, the one user in a
-# userlist) on a free loopback port, in front of the cluster idem_start_postgres started (call
+# userlist, who may also read the console's SHOW output) on a free loopback port, in front of the cluster idem_start_postgres started (call
 # that first). Exports IDEMPROXY_PGBOUNCER_PORT and IDEMPROXY_PGBOUNCER_DSN and sets
 # IDEM_PGBOUNCER_PID (the caller's trap stops it with idem_stop_pid).
 idem_start_pgbouncer() {
@@ -183,6 +186,7 @@ pool_mode = transaction
 max_client_conn = 2000
 default_pool_size = 60
 ignore_startup_parameters = extra_float_digits
+stats_users = postgres
 log_connections = 0
 log_disconnections = 0
 EOF

@@ -1,5 +1,7 @@
 #include "app/proxy_admin.hpp"
 
+#include "app/record_view.hpp"
+
 #include <boost/beast/core/string.hpp>
 #include <optional>
 #include <string>
@@ -109,35 +111,9 @@ std::optional<KeyTarget> parse_key_target(const admin::Request& request, const R
     return out;
   }
   // The scope exactly as the proxy computes it, from the scope headers sent to this endpoint.
-  std::vector<std::pair<std::string_view, std::optional<std::string>>> values;
-  for (const std::string& name : found->policy.scope_headers) {
-    std::optional<std::string> joined;
-    auto [first, last] = request.equal_range(name);
-    for (auto it = first; it != last; ++it) {
-      if (joined) *joined += ", "; else joined.emplace();
-      *joined += it->value();
-    }
-    values.emplace_back(name, std::move(joined));
-  }
-  out.scope = fingerprint::record_scope(found->policy.name, values);
-  return out;
-}
-
-std::string record_json(const KeyTarget& target, const store::RecordInfo& info) {
-  std::string out = "{\"route\":";
-  log::append_json_string(out, target.route);
-  out += ",\"scope\":";
-  log::append_json_string(out, target.scope);
-  out += ",\"key\":";
-  log::append_json_string(out, target.key);
-  out += ",\"state\":\"" + std::string(core::record_state_name(info.state)) + "\"";
-  out += ",\"fingerprint\":\"" + info.fingerprint + "\"";
-  out += ",\"created_at_ms\":" + std::to_string(info.created_at_ms);
-  out += ",\"lease_expires_at_ms\":" + std::to_string(info.lease_expires_at_ms);
-  out += ",\"completed_at_ms\":" + std::to_string(info.completed_at_ms);
-  out += ",\"expires_at_ms\":" + std::to_string(info.expires_at_ms);
-  out += ",\"response_status\":" + std::to_string(info.response_status);
-  out += ",\"body_bytes\":" + std::to_string(info.body_bytes) + "}\n";
+  HeaderPairs headers;
+  for (const auto& field : request) headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  out.scope = scope_for(found->policy, headers);
   return out;
 }
 
@@ -158,7 +134,10 @@ void handle_key(ProxyAdminContext& context, const admin::Request& request, admin
   if (!target->release) {
     log::info("admin_inspect", {{"route", target->route}, {"scope", target->scope}, {"key_hash", key_hash}});
     context.store.inspect(key, [target = *target, respond](store::StoreError e, store::RecordInfo info) {
-      if (e == store::StoreError::ok) return respond(admin::text_response(200, record_json(target, info), "application/json"));
+      if (e == store::StoreError::ok) {
+        return respond(admin::text_response(200, record_json(target.route, target.scope, target.key, info) + "\n",
+                                            "application/json"));
+      }
       if (e == store::StoreError::not_found) return respond(not_found("no live record for this route, scope and key"));
       respond(problem(core::store_unavailable_problem(std::chrono::seconds(1))));
     });

@@ -1,5 +1,7 @@
 #include "app/record_commands.hpp"
 
+#include "app/record_view.hpp"
+
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <iostream>
@@ -13,45 +15,17 @@
 namespace idem::app {
 namespace {
 
-std::optional<std::string> scope_for(const config::Config& config, const RecordCommand& command) {
+std::optional<std::string> scope_of(const config::Config& config, const RecordCommand& command) {
   for (const core::Route& route : config.routes) {
-    if (route.policy.name != command.route) continue;
-    std::vector<std::pair<std::string_view, std::optional<std::string>>> values;
-    for (const std::string& name : route.policy.scope_headers) {
-      std::optional<std::string> value;
-      for (const auto& [header, given] : command.headers) {
-        if (!boost::beast::iequals(header, name)) continue;
-        if (value) *value += ", "; else value.emplace();
-        *value += given;
-      }
-      values.emplace_back(name, std::move(value));
-    }
-    return fingerprint::record_scope(route.policy.name, values);
+    if (route.policy.name == command.route) return scope_for(route.policy, command.headers);
   }
   return std::nullopt;
-}
-
-std::string record_json(const store::RecordInfo& info, const std::string& scope, const std::string& key) {
-  std::string out = "{\"scope\":";
-  log::append_json_string(out, scope);
-  out += ",\"key\":";
-  log::append_json_string(out, key);
-  out += ",\"state\":\"";
-  out += core::record_state_name(info.state);
-  out += "\",\"fingerprint\":\"" + info.fingerprint + "\"";
-  out += ",\"created_at_ms\":" + std::to_string(info.created_at_ms);
-  out += ",\"lease_expires_at_ms\":" + std::to_string(info.lease_expires_at_ms);
-  out += ",\"completed_at_ms\":" + std::to_string(info.completed_at_ms);
-  out += ",\"expires_at_ms\":" + std::to_string(info.expires_at_ms);
-  out += ",\"response_status\":" + std::to_string(info.response_status);
-  out += ",\"body_bytes\":" + std::to_string(info.body_bytes) + "}";
-  return out;
 }
 
 }  // namespace
 
 int run_record_command(const config::Config& config, const RecordCommand& command) {
-  const std::optional<std::string> scope = scope_for(config, command);
+  const std::optional<std::string> scope = scope_of(config, command);
   if (!scope) {
     std::cerr << "idemproxy: no route named '" << command.route << "' in the configuration\n";
     return 1;
@@ -80,7 +54,7 @@ int run_record_command(const config::Config& config, const RecordCommand& comman
   if (command.kind == RecordCommand::Kind::inspect) {
     store.inspect(key, [&](store::StoreError error, store::RecordInfo info) {
       if (error == store::StoreError::ok) {
-        std::cout << record_json(info, *scope, command.key) << "\n";
+        std::cout << record_json(command.route, *scope, command.key, info) << "\n";
         exit_code = 0;
       } else {
         report_error(error);

@@ -339,11 +339,17 @@ class IdempotentExchange {
     }
   }
 
+  // The record this request claimed, as complete/release/mark_unknown name it.
+  store::ReleaseRequest owned_record() const {
+    store::ReleaseRequest owned;
+    owned.scope = claim_.scope;
+    owned.key = claim_.key;
+    owned.owner = claim_.owner;
+    return owned;
+  }
+
   asio::awaitable<void> mark_unknown(UpstreamFailure failure) {
-    store::ReleaseRequest request;
-    request.scope = claim_.scope;
-    request.key = claim_.key;
-    request.owner = claim_.owner;
+    const store::ReleaseRequest request = owned_record();
     const auto started = Clock::now();
     const store::StoreError error = co_await async_mark_unknown(services_.store, request, use_awaitable);
     note_store("mark_unknown", started);
@@ -355,10 +361,7 @@ class IdempotentExchange {
   }
 
   asio::awaitable<void> release() {
-    store::ReleaseRequest request;
-    request.scope = claim_.scope;
-    request.key = claim_.key;
-    request.owner = claim_.owner;
+    const store::ReleaseRequest request = owned_record();
     const auto started = Clock::now();
     const store::StoreError error = co_await async_release(services_.store, request, use_awaitable);
     note_store("release", started);

@@ -58,6 +58,7 @@ struct HttpSink::Batch {
   std::size_t workers = 0;
   std::vector<Delivery> deliveries;
   PublishHandler handler;
+  std::chrono::steady_clock::time_point deadline;  // start no request that could end after it
 };
 
 HttpSink::HttpSink(asio::io_context& io, config::HttpSinkConfig config)
@@ -93,8 +94,10 @@ std::string HttpSink::body_for(const OutboxRow& row) {
   return body;
 }
 
-void HttpSink::publish(std::shared_ptr<const std::vector<OutboxRow>> rows, PublishHandler handler) {
+void HttpSink::publish(std::shared_ptr<const std::vector<OutboxRow>> rows, std::chrono::steady_clock::time_point deadline,
+                       PublishHandler handler) {
   auto batch = std::make_shared<Batch>();
+  batch->deadline = deadline;
   batch->rows = std::move(rows);
   batch->handler = std::move(handler);
   batch->deliveries.assign(batch->rows->size(), Delivery{DeliveryOutcome::unavailable, "not attempted"});
@@ -121,7 +124,10 @@ asio::awaitable<void> HttpSink::run_lanes(std::shared_ptr<Batch> batch) {
   while (batch->next_lane < batch->lanes.size()) {
     const std::vector<std::size_t>& lane = batch->lanes[batch->next_lane++];
     for (std::size_t position = 0; position < lane.size(); ++position) {
-      Delivery delivery = co_await deliver((*batch->rows)[lane[position]]);
+      // An aggregate's rows go one by one: a slow endpoint must not run the batch past its lease.
+      Delivery delivery = std::chrono::steady_clock::now() + config_.timeout > batch->deadline
+                              ? Delivery{DeliveryOutcome::held, "the batch's lease is nearly over"}
+                              : co_await deliver((*batch->rows)[lane[position]]);
       const bool through = delivery.outcome == DeliveryOutcome::delivered;
       batch->deliveries[lane[position]] = std::move(delivery);
       if (through) continue;

@@ -37,7 +37,8 @@ class HttpSink final : public Sink, public std::enable_shared_from_this<HttpSink
   void stop() override;
   bool ready() const override { return ready_; }
   std::string_view name() const override { return "http"; }
-  void publish(std::shared_ptr<const std::vector<OutboxRow>> rows, PublishHandler handler) override;
+  void publish(std::shared_ptr<const std::vector<OutboxRow>> rows, std::chrono::steady_clock::time_point deadline,
+               PublishHandler handler) override;
 
   // The request body for a row (tests verify the signature over it).
   static std::string body_for(const OutboxRow& row);

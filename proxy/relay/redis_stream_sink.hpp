@@ -36,7 +36,8 @@ class RedisStreamSink final : public Sink, public std::enable_shared_from_this<R
   void stop() override;
   bool ready() const override { return ready_; }
   std::string_view name() const override { return "redis_streams"; }
-  void publish(std::shared_ptr<const std::vector<OutboxRow>> rows, PublishHandler handler) override;
+  void publish(std::shared_ptr<const std::vector<OutboxRow>> rows, std::chrono::steady_clock::time_point deadline,
+               PublishHandler handler) override;
 
   // The script's source (tests check its behaviour directly against a server).
   static const char* script();

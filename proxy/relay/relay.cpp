@@ -150,7 +150,8 @@ void Relay::publish(std::shared_ptr<Batch> batch) {
     return;
   }
   lanes_[batch->lane].state = LaneState::publishing;
-  sink_->publish(batch->rows, [self = shared_from_this(), batch](std::vector<Delivery> deliveries) mutable {
+  sink_->publish(batch->rows, batch->lease_end - options_.settle_reserve,
+                 [self = shared_from_this(), batch](std::vector<Delivery> deliveries) mutable {
     self->on_published(std::move(batch), std::move(deliveries));
   });
 }

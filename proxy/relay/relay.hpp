@@ -42,6 +42,7 @@ struct RelayOptions {
   std::chrono::milliseconds poll_interval{1'000};
   std::chrono::milliseconds lease{30'000};
   std::chrono::milliseconds publish_timeout{5'000};  // the sink's own deadline (for the lease check)
+  std::chrono::milliseconds settle_reserve{10'000};  // lease kept back for the settle (2 x query timeout)
   unsigned max_attempts = 10;
   std::chrono::milliseconds backoff_initial{1'000};
   std::chrono::milliseconds backoff_max{300'000};

@@ -6,6 +6,7 @@
 // the rest of its own aggregate.
 //
 // Threading: used on the io thread only; handlers run exactly once, posted.
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -39,7 +40,10 @@ class Sink {
   virtual bool ready() const = 0;
   virtual std::string_view name() const = 0;
   // `rows` sorted by id. The handler gets exactly rows->size() deliveries, in the same order.
-  virtual void publish(std::shared_ptr<const std::vector<OutboxRow>> rows, PublishHandler handler) = 0;
+  // No row is started when it could not finish (the sink's own timeout) before `deadline`: the
+  // batch's lease must still hold when it is settled. Such rows are reported `held`.
+  virtual void publish(std::shared_ptr<const std::vector<OutboxRow>> rows, std::chrono::steady_clock::time_point deadline,
+                       PublishHandler handler) = 0;
 };
 
 }  // namespace idem::relay

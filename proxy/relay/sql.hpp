@@ -16,6 +16,9 @@ namespace idem::relay::sql {
 //     because another claimer is taking it right now (locked, its lease not yet committed)
 //     breaks the rank match, so nothing after it is taken.
 // Rows come back in no particular order; the caller sorts them by id.
+// The OFFSET 0 keeps the NOT EXISTS a per-candidate probe of the (aggregate, id) index: without
+// it the planner turns it into an anti-join over a sequential scan of the whole table, retained
+// published rows included, because it expects almost no blocked rows.
 inline constexpr const char* kClaim = R"sql(
 WITH candidates AS (
   SELECT o.id, o.aggregate_type, o.aggregate_id
@@ -28,7 +31,8 @@ WITH candidates AS (
       SELECT 1 FROM outbox AS b
       WHERE b.aggregate_type = o.aggregate_type AND b.aggregate_id = o.aggregate_id
         AND b.published_at IS NULL AND b.id < o.id
-        AND (b.parked_at IS NOT NULL OR b.available_at > now() OR b.claimed_until >= now()))
+        AND (b.parked_at IS NOT NULL OR b.available_at > now() OR b.claimed_until >= now())
+      OFFSET 0)
   ORDER BY o.id
   LIMIT $1
   FOR UPDATE OF o SKIP LOCKED

@@ -20,8 +20,8 @@ class FailureTest : public ::testing::Test {
     return *rig_;
   }
 
-  PrivatePostgres& start_private_postgres() {
-    postgres_ = std::make_unique<PrivatePostgres>();
+  PrivatePostgres& start_private_postgres(CommitMode commit_mode = CommitMode::synchronous) {
+    postgres_ = std::make_unique<PrivatePostgres>(commit_mode);
     return *postgres_;
   }
 

@@ -35,7 +35,7 @@ TEST_F(GracefulShutdown, SigtermDuringSteadyLoadFinishesEveryAcceptedRequestAndE
   std::mutex mutex;
   std::vector<Sent> sent;
   std::atomic<int> refused_reconnects{0};
-  std::vector<std::thread> clients;
+  std::vector<std::jthread> clients;  // joined even when an assertion below returns early
   for (int c = 0; c < kClients; ++c) {
     clients.emplace_back([&] {
       HttpConnection connection(port, 10s);
@@ -108,6 +108,56 @@ TEST_F(GracefulShutdown, SigtermDuringSteadyLoadFinishesEveryAcceptedRequestAndE
   }
   std::cout << "[ drain    ] " << answered << " answered (all replayed by a new proxy), " << not_taken
             << " not taken in\n";
+}
+
+// Starts a request the upstream holds for upstream_work and returns once the upstream has it.
+std::future<HttpResponse> start_slow_request(ProxyRig& rig, const std::string& key, std::chrono::milliseconds upstream_work) {
+  auto answer = std::async(std::launch::async, [&rig, key, upstream_work] {
+    return send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Delay-Ms", std::to_string(upstream_work.count())));
+  });
+  const auto deadline = Clock::now() + 2s;
+  while (rig.upstream_count(key) == 0 && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  return answer;
+}
+
+TEST_F(GracefulShutdown, SecondSignalExitsAtOnceAndTheAbandonedRequestKeepsItsLease) {
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "5s"}, {"LEASE", "8s"}, {"DRAIN_TIMEOUT", "10s"}}));
+  const std::string key = unique_key("second-signal");
+  auto answer = start_slow_request(rig, key, 3000ms);
+  ASSERT_EQ(rig.upstream_count(key), 1u);
+
+  rig.signal_proxy(SIGTERM);
+  std::this_thread::sleep_for(200ms);
+  ASSERT_TRUE(rig.proxy().running()) << "the first signal must drain, not exit";
+  const auto second_at = Clock::now();
+  rig.signal_proxy(SIGINT);
+  const std::optional<int> exit_status = rig.proxy().wait_exit(1500ms);
+  ASSERT_TRUE(exit_status.has_value()) << "still running " << elapsed_ms(second_at) << " ms after the second signal";
+  EXPECT_NE(*exit_status, 0) << "a forced exit must not look like a clean drain";
+  EXPECT_FALSE(answer.get().ok());
+
+  // Nothing was completed or released: a new proxy holds retries off until the lease decides.
+  rig.start_proxy();
+  const HttpResponse retried = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_EQ(retried.status, 409) << describe(retried);
+  EXPECT_EQ(problem_slug(retried), "request-in-flight") << describe(retried);
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+}
+
+TEST_F(GracefulShutdown, DrainTimeoutEndsTheProcessWithStatusOne) {
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "5s"}, {"LEASE", "8s"}, {"DRAIN_TIMEOUT", "1s"}}));
+  const std::string key = unique_key("drain-timeout");
+  auto answer = start_slow_request(rig, key, 4000ms);
+  ASSERT_EQ(rig.upstream_count(key), 1u);
+
+  const auto signalled_at = Clock::now();
+  rig.signal_proxy(SIGTERM);
+  const std::optional<int> exit_status = rig.proxy().wait_exit(3500ms);
+  ASSERT_TRUE(exit_status.has_value()) << "drain_timeout (1 s) not enforced";
+  EXPECT_EQ(*exit_status, 1);
+  EXPECT_GE(elapsed_ms(signalled_at), 900) << "exited before drain_timeout";
+  EXPECT_FALSE(answer.get().ok());
+  EXPECT_NE(rig.proxy_logs().find("\"drain_timeout\""), std::string::npos);
 }
 
 }  // namespace

@@ -14,11 +14,12 @@ namespace {
 constexpr std::chrono::milliseconds kInitTimeout{90'000};
 constexpr std::chrono::milliseconds kCtlTimeout{60'000};
 
-// idem_start_postgres exports the port; the script prints it where this side can read it.
-// The shared cluster runs with synchronous_commit = off, which an immediate stop turns into lost
-// commits (the schema, completed records): these clusters are crashed on purpose, so they commit
-// synchronously, as a production database holding idempotency records must.
-constexpr std::string_view kStartScript = R"(source "$0" && idem_start_postgres "$1" &&
+// idem_start_postgres exports the port; the scripts print it where this side can read it.
+constexpr std::string_view kStartScript =
+    R"(source "$0" && idem_start_postgres "$1" && printf 'IDEMPROXY_PG_PORT=%s\n' "$IDEMPROXY_PG_PORT")";
+// idem_start_postgres sets synchronous_commit = off (fine for a cluster nobody crashes); the
+// synchronous mode overrides it and restarts before anyone connects.
+constexpr std::string_view kSynchronousStartScript = R"(source "$0" && idem_start_postgres "$1" &&
 printf 'synchronous_commit = on\n' >> "$1/pgdata/idemproxy-local.conf" &&
 "$1/bin/pg_ctl" -D "$1/pgdata" -w -t 60 -m fast restart >/dev/null &&
 printf 'IDEMPROXY_PG_PORT=%s\n' "$IDEMPROXY_PG_PORT")";
@@ -31,9 +32,10 @@ std::string describe_run(const RunResult& result) {
 
 }  // namespace
 
-PrivatePostgres::PrivatePostgres() : dir_("idem-pg") {
+PrivatePostgres::PrivatePostgres(CommitMode commit_mode) : dir_("idem-pg") {
   const std::string script = std::string(IDEM_SOURCE_DIR) + "/deploy/local-env.sh";
-  ProcessSpec spec{"/bin/bash", {"-c", std::string(kStartScript), script, dir_.path().string()}, {},
+  const std::string_view start_script = commit_mode == CommitMode::synchronous ? kSynchronousStartScript : kStartScript;
+  ProcessSpec spec{"/bin/bash", {"-c", std::string(start_script), script, dir_.path().string()}, {},
                    dir_.path() / "logs", "idem_start_postgres"};
   const RunResult result = run_to_exit(spec, kInitTimeout);
   const auto at = result.stdout_text.find(kPortPrefix);

@@ -11,10 +11,19 @@
 
 namespace idem::test::failure {
 
+enum class CommitMode {
+  // synchronous_commit = on: a crash loses nothing that was committed. How a database holding
+  // idempotency records must run, and what these tests use unless they say otherwise.
+  synchronous,
+  // The server default of the suite's shared cluster (synchronous_commit = off): a crash may
+  // lose the commits of the last few hundred milliseconds, unless a session asks for more.
+  asynchronous,
+};
+
 class PrivatePostgres {
  public:
   // initdb + start on a free loopback port. Throws std::runtime_error with the logs on failure.
-  PrivatePostgres();
+  explicit PrivatePostgres(CommitMode commit_mode = CommitMode::synchronous);
   // Stops the server (immediate) if it still runs; the data directory goes with the TempDir.
   ~PrivatePostgres();
   PrivatePostgres(const PrivatePostgres&) = delete;

@@ -22,7 +22,12 @@ constexpr std::string_view kConfigTemplate = R"(# failure-test config rendered b
 listen: 127.0.0.1:${PROXY_PORT}
 workers: ${WORKERS}
 drain_timeout: ${DRAIN_TIMEOUT}
-upstream: { url: "http://127.0.0.1:${UPSTREAM_PORT}", connect_timeout: 500ms, timeout: ${UPSTREAM_TIMEOUT} }
+upstream:
+  url: "http://127.0.0.1:${UPSTREAM_PORT}"
+  connect_timeout: 500ms
+  timeout: ${UPSTREAM_TIMEOUT}
+  max_connections: ${UPSTREAM_MAX_CONNECTIONS}
+limits: { max_waiting: ${MAX_WAITING} }
 store:
   postgres:
     dsn: ${PG_DSN}
@@ -57,7 +62,8 @@ const std::map<std::string, std::string>& default_variables() {
       {"DRAIN_TIMEOUT", "10s"},       {"WAIT_TIMEOUT", "5s"},
       {"WORKERS", "2"},               {"POOL_SIZE", "4"},
       {"PG_CONNECT_TIMEOUT", "1s"},   {"PG_QUERY_TIMEOUT", "1s"},
-      {"PG_ACQUIRE_TIMEOUT", "1s"},
+      {"PG_ACQUIRE_TIMEOUT", "1s"},   {"UPSTREAM_MAX_CONNECTIONS", "64"},
+      {"MAX_WAITING", "1024"},
   };
   return defaults;
 }
@@ -185,7 +191,13 @@ std::string ProxyRig::proxy_logs() const {
 std::string ProxyRig::diagnostics() {
   std::ostringstream out;
   out << "=== config " << config_path_.string() << " ===\n" << config_text_ << "\n";
-  for (Process& process : proxies_) out << "=== idemproxy ===\n" << process.describe(6144) << "\n";
+  // A soak restarts the proxy dozens of times: the last few runs are the ones worth reading.
+  constexpr std::size_t kShownProxies = 3;
+  const std::size_t first_shown = proxies_.size() > kShownProxies ? proxies_.size() - kShownProxies : 0;
+  if (first_shown > 0) out << "(" << first_shown << " earlier idemproxy runs not shown)\n";
+  for (std::size_t i = first_shown; i < proxies_.size(); ++i) {
+    out << "=== idemproxy run " << i + 1 << " ===\n" << proxies_[i].describe(6144) << "\n";
+  }
   if (upstream_) out << "=== idem-test-upstream ===\n" << upstream_->process.describe(2048) << "\n";
   return out.str();
 }

@@ -212,5 +212,31 @@ TEST_F(StoreOutage, PostgresLostBeforeTheCompletionWriteClientGetsTheResponseAnd
   EXPECT_EQ(rig.inspect("lock", key).state, "completed");
 }
 
+// KNOWN FAILING (reported to the lead): the proxy's sessions inherit the server's
+// synchronous_commit, and with `off` (deploy/local-env.sh sets it; a common throughput setting)
+// the claim and the completion are acknowledged before their WAL is flushed. A Postgres crash
+// right after the client got its 200 then forgets the record: the retry executes again (count 2)
+// or, when only the completion was lost, meets an unknown outcome instead of the replay. The
+// proxy has to ask for synchronous_commit = on in its own sessions; this test passes once it does.
+TEST_F(StoreOutage, AnsweredRequestSurvivesAPostgresCrashWhateverTheServersCommitSetting) {
+  PrivatePostgres& postgres = start_private_postgres(CommitMode::asynchronous);
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "2s"}}, postgres.dsn()));
+  // The WAL writer flushes asynchronous commits within 3 x wal_writer_delay (600 ms): by now the
+  // schema is on disk, and only the requests below are at stake.
+  std::this_thread::sleep_for(1s);
+
+  constexpr int kRounds = 3;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string key = unique_key("crash-after-answer");
+    const HttpResponse first = send(rig.proxy_port(), keyed_post("/lock", key));
+    ASSERT_EQ(first.status, 200) << describe(first);
+    postgres.stop_immediate();
+    postgres.start();
+    const HttpResponse retried = send_until_settled(rig.proxy_port(), keyed_post("/lock", key), 10s);
+    EXPECT_EQ(rig.upstream_count(key), 1u) << "round " << round << ": executed again after a Postgres crash";
+    EXPECT_TRUE(is_replay(retried)) << "round " << round << ": " << describe(retried);
+  }
+}
+
 }  // namespace
 }  // namespace idem::test::failure

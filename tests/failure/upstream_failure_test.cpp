@@ -1,5 +1,6 @@
 // The upstream misbehaves while the proxy stays up: it hangs past upstream.timeout (the request
 // was sent, the outcome is unknown) or it is not there at all (nothing was sent, nothing is locked).
+#include <future>
 #include <thread>
 
 #include "failure/failure_fixture.hpp"
@@ -88,6 +89,50 @@ TEST_F(UpstreamFailure, UnreachableUpstreamIs502AndReleasesTheKeySoTheRetryExecu
   EXPECT_EQ(rig.upstream_count(key), 1u);
   const HttpResponse replayed = send(rig.proxy_port(), keyed_post("/lock", key));
   EXPECT_TRUE(is_replay(replayed)) << describe(replayed);
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+}
+
+TEST_F(UpstreamFailure, ConnectionDroppedAfterTheRequestWasSentIsAnUnknownOutcome) {
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "2s"}}));
+  const std::string key = unique_key("reset");
+
+  const HttpResponse dropped = send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Reset", "1"));
+  EXPECT_EQ(dropped.status, 502) << describe(dropped);
+  EXPECT_EQ(problem_slug(dropped), "upstream-bad-response") << describe(dropped);
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+
+  const HttpResponse retried = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_EQ(retried.status, 502) << describe(retried);
+  EXPECT_EQ(problem_slug(retried), "outcome-unknown") << describe(retried);
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+  EXPECT_EQ(rig.inspect("lock", key).state, "unknown");
+}
+
+TEST_F(UpstreamFailure, EveryUpstreamConnectionBusyIs503AndReleasesTheKey) {
+  ProxyRig& rig = start_rig(
+      rig_options({{"UPSTREAM_TIMEOUT", "3s"}, {"LEASE", "6s"}, {"WORKERS", "1"}, {"UPSTREAM_MAX_CONNECTIONS", "1"}}));
+  const std::string busy_key = unique_key("pool-busy");
+  const std::string key = unique_key("pool-full");
+  auto busy = std::async(std::launch::async, [&] {
+    return send(rig.proxy_port(), keyed_post("/lock", busy_key).with("X-Test-Delay-Ms", "1000"));
+  });
+  const auto deadline = std::chrono::steady_clock::now() + 2s;
+  while (rig.upstream_count(busy_key) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(rig.upstream_count(busy_key), 1u);
+
+  const HttpResponse refused = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_EQ(refused.status, 503) << describe(refused);
+  EXPECT_EQ(problem_slug(refused), "upstream-unreachable") << describe(refused);
+  EXPECT_EQ(retry_after_seconds(refused), 1) << describe(refused);
+  EXPECT_EQ(rig.upstream_count(key), 0u);
+  EXPECT_EQ(rig.inspect("lock", key).exit_status, 3) << "nothing was sent, yet the key is held";
+
+  EXPECT_EQ(busy.get().status, 200);
+  const HttpResponse executed = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_EQ(executed.status, 200) << describe(executed);
+  EXPECT_FALSE(is_replay(executed));
   EXPECT_EQ(rig.upstream_count(key), 1u);
 }
 

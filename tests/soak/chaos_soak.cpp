@@ -11,7 +11,7 @@
 // The suite runs a short form (ctest: chaos_soak_short, 15 s of chaos). The long form, for a
 // release or after touching the claim/lease code:
 //   source deploy/local-env.sh && idem_start_postgres /tmp/soak   # or use any test database
-//   IDEMPROXY_TEST_PG_DSN="$IDEMPROXY_PG_DSN" build/tests/soak/idem-chaos-soak --duration 80 --clients 8
+//   IDEMPROXY_TEST_PG_DSN="$IDEMPROXY_PG_DSN" build/tests/soak/idem-chaos-soak --duration 60 --clients 8   # ~90 s in all
 // Exit status: 0 every invariant held, 1 an invariant broke (listed), 2 the run could not start.
 #include <algorithm>
 #include <atomic>
@@ -272,6 +272,11 @@ int run(const Options& options) {
   for (const auto& [kind, count] : tally.transient_answers) std::cout << "    " << kind << ": " << count << "\n";
 
   if (tally.requests.empty()) violations.push_back("no logical request was issued");
+  // Every execution the upstream saw belongs to one of the keys above.
+  if (const std::uint64_t total = rig.upstream_total(); total != executions) {
+    violations.push_back("the upstream ran " + std::to_string(total) + " requests, the keys account for " +
+                         std::to_string(executions));
+  }
   if (!violations.empty()) {
     std::cout << "INVARIANTS BROKEN (" << violations.size() << "):\n";
     for (std::size_t i = 0; i < violations.size() && i < 50; ++i) std::cout << "  " << violations[i] << "\n";

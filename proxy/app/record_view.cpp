@@ -1,0 +1,43 @@
+#include "app/record_view.hpp"
+
+#include <boost/beast/core/string.hpp>
+#include <optional>
+
+#include "fingerprint/fingerprint.hpp"
+#include "log/log.hpp"
+
+namespace idem::app {
+
+std::string scope_for(const core::RoutePolicy& policy, const HeaderPairs& headers) {
+  std::vector<std::pair<std::string_view, std::optional<std::string>>> values;
+  for (const std::string& name : policy.scope_headers) {
+    std::optional<std::string> joined;
+    for (const auto& [header, value] : headers) {
+      if (!boost::beast::iequals(header, name)) continue;
+      if (joined) *joined += ", "; else joined.emplace();
+      *joined += value;
+    }
+    values.emplace_back(name, std::move(joined));
+  }
+  return fingerprint::record_scope(policy.name, values);
+}
+
+std::string record_json(std::string_view route, std::string_view scope, std::string_view key, const store::RecordInfo& info) {
+  std::string out = "{\"route\":";
+  log::append_json_string(out, route);
+  out += ",\"scope\":";
+  log::append_json_string(out, scope);
+  out += ",\"key\":";
+  log::append_json_string(out, key);
+  out += ",\"state\":\"" + std::string(core::record_state_name(info.state)) + "\"";
+  out += ",\"fingerprint\":\"" + info.fingerprint + "\"";
+  out += ",\"created_at_ms\":" + std::to_string(info.created_at_ms);
+  out += ",\"lease_expires_at_ms\":" + std::to_string(info.lease_expires_at_ms);
+  out += ",\"completed_at_ms\":" + std::to_string(info.completed_at_ms);
+  out += ",\"expires_at_ms\":" + std::to_string(info.expires_at_ms);
+  out += ",\"response_status\":" + std::to_string(info.response_status);
+  out += ",\"body_bytes\":" + std::to_string(info.body_bytes) + "}";
+  return out;
+}
+
+}  // namespace idem::app

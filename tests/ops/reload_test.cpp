@@ -1,0 +1,156 @@
+// Hot reload: SIGHUP, or a new modification time of the config file (also through a swapped
+// symlink, as Kubernetes updates a ConfigMap volume), applies new routes to requests that start
+// afterwards without dropping connections; an invalid file is rejected, its problems logged as
+// file:line:col, and the running configuration kept.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "e2e/e2e_support.hpp"
+#include "ops/ops_support.hpp"
+
+namespace idem::test::ops {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Turns POST /new-path (proxied plainly by the fixture's config) into a keyed route.
+constexpr std::string_view kNewRoute =
+    "  - name: new-path\n"
+    "    match: { method: POST, path: /new-path }\n";
+constexpr std::chrono::seconds kReloadWithin{1};
+
+HttpRequest new_path_without_key() { return HttpRequest::post("/new-path", R"({"a":1})"); }
+
+std::size_t reload_count(Process& proxy, std::string_view event, std::string_view trigger) {
+  std::size_t count = 0;
+  for (const auto& line : events(proxy.stderr_text(), event)) count += string_field(line, "trigger") == trigger;
+  return count;
+}
+
+// True once a fresh connection's POST /new-path without a key gets the keyed route's 400.
+bool new_route_active(std::uint16_t port) {
+  const HttpResponse response = send(port, new_path_without_key());
+  return response.status == 400;
+}
+
+class OpsReload : public ProxyTest {};
+
+TEST_F(OpsReload, SighupAppliesNewRoutesAndKeepsOpenConnections) {
+  Process& process = *proxy().proxy_process();
+  HttpConnection connection(proxy().proxy_port());
+  const HttpResponse before = connection.send(new_path_without_key());
+  ASSERT_EQ(before.status, 200) << describe(before);  // no route yet: plain proxying
+  ASSERT_TRUE(connection.is_open());
+
+  // Same mtime: only the signal can make the proxy look at the file again.
+  replace_keeping_mtime(proxy().config_path(), with_extra_route(proxy().config_text(), kNewRoute));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // three watcher ticks
+  ASSERT_EQ(send(new_path_without_key()).status, 200) << "reloaded without a signal although the mtime is unchanged";
+
+  ASSERT_TRUE(process.signal(SIGHUP));
+  ASSERT_TRUE(wait_until([&] { return reload_count(process, "reloaded", "signal") == 1; }, std::chrono::seconds(5)))
+      << process.stderr_text();
+
+  // The connection opened before the reload carries on, with the new routes.
+  const HttpResponse after = connection.send(new_path_without_key());
+  e2e::expect_problem(after, 400, "key-missing");
+  EXPECT_TRUE(connection.is_open());
+  EXPECT_EQ(connection.requests_sent(), 2u);
+  const std::string key = unique_key("reloaded-route");
+  const HttpResponse keyed = connection.send(new_path_without_key().with("Idempotency-Key", key));
+  EXPECT_EQ(keyed.status, 200) << describe(keyed);
+  const HttpResponse replay = connection.send(new_path_without_key().with("Idempotency-Key", key));
+  EXPECT_TRUE(e2e::is_replay(replay)) << describe(replay);
+  EXPECT_EQ(upstream_count(key), 1u);
+  EXPECT_EQ(connection.requests_sent(), 4u);
+  EXPECT_TRUE(connection.is_open());
+  EXPECT_EQ(reload_count(process, "reloaded", "file_changed"), 0u);
+}
+
+TEST_F(OpsReload, ChangedFileIsPickedUpWithoutASignal) {
+  Process& process = *proxy().proxy_process();
+  ASSERT_EQ(send(new_path_without_key()).status, 200);
+  const auto written = std::chrono::steady_clock::now();
+  write_file(proxy().config_path(), with_extra_route(proxy().config_text(), kNewRoute));
+  ASSERT_TRUE(wait_until([&] { return new_route_active(proxy().proxy_port()); }, std::chrono::seconds(5)))
+      << process.stderr_text();
+  EXPECT_LE(std::chrono::steady_clock::now() - written, kReloadWithin + std::chrono::milliseconds(500));
+  EXPECT_EQ(reload_count(process, "reloaded", "file_changed"), 1u) << process.stderr_text();
+}
+
+// A ConfigMap volume: the config path is a symlink into ..data, itself a symlink to a timestamped
+// directory; an update writes a new directory and swaps ..data atomically.
+TEST_F(OpsReload, ConfigMapStyleSymlinkSwapIsPickedUp) {
+  Process& process = *proxy().proxy_process();
+  const fs::path volume = proxy().work_dir() / "configmap";
+  fs::create_directories(volume / "..v1");
+  write_file(volume / "..v1" / "idemproxy.yaml", proxy().config_text());
+  fs::create_directory_symlink("..v1", volume / "..data");
+  const fs::path staged_link = proxy().config_path().string() + ".link";
+  fs::create_symlink(volume / "..data" / "idemproxy.yaml", staged_link);
+  fs::rename(staged_link, proxy().config_path());
+  // The path now resolves to another file (another mtime): one reload, same routes.
+  ASSERT_TRUE(wait_until([&] { return reload_count(process, "reloaded", "file_changed") == 1; }, std::chrono::seconds(5)))
+      << process.stderr_text();
+  ASSERT_EQ(send(new_path_without_key()).status, 200);
+
+  fs::create_directories(volume / "..v2");
+  write_file(volume / "..v2" / "idemproxy.yaml", with_extra_route(proxy().config_text(), kNewRoute));
+  fs::create_directory_symlink("..v2", volume / "..data_tmp");
+  fs::rename(volume / "..data_tmp", volume / "..data");
+  const auto swapped = std::chrono::steady_clock::now();
+  ASSERT_TRUE(wait_until([&] { return new_route_active(proxy().proxy_port()); }, std::chrono::seconds(5)))
+      << process.stderr_text();
+  EXPECT_LE(std::chrono::steady_clock::now() - swapped, kReloadWithin + std::chrono::milliseconds(500));
+}
+
+TEST_F(OpsReload, InvalidFileIsRejectedWithFileLineColumnAndTheOldRoutesKeepWorking) {
+  Process& process = *proxy().proxy_process();
+  const std::string key = unique_key("before-bad-reload");
+  ASSERT_EQ(send(e2e::order(key)).status, 200);
+
+  const std::string broken_route =
+      "  - name: new-path\n"
+      "    match: { method: POST, path: /new-path }\n"
+      "    lease: 5x\n";
+  const std::string text = with_extra_route(proxy().config_text(), broken_route);
+  // Where the bad value is, 1-based, as an editor shows it.
+  const auto value_at = text.find("lease: 5x") + std::string_view("lease: ").size();
+  const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(value_at), '\n');
+  const auto column = value_at - text.rfind('\n', value_at);
+  write_file(proxy().config_path(), text);
+
+  ASSERT_TRUE(wait_until([&] { return reload_count(process, "reload_rejected", "file_changed") == 1; },
+                         std::chrono::seconds(5)))
+      << process.stderr_text();
+  const std::string where = proxy().config_path().string() + ":" + std::to_string(line) + ":" + std::to_string(column) + ": ";
+  bool located = false;
+  for (const auto& issue : events(process.stderr_text(), "config_issue")) {
+    const std::string message = string_field(issue, "issue").value_or("");
+    located |= message.rfind(where, 0) == 0 && message.find("5x") != std::string::npos;
+  }
+  EXPECT_TRUE(located) << "no config_issue starting with " << where << "\n" << process.stderr_text();
+
+  // A signal on the same bad file is rejected too; nothing was ever applied.
+  ASSERT_TRUE(process.signal(SIGHUP));
+  ASSERT_TRUE(wait_until([&] { return reload_count(process, "reload_rejected", "signal") == 1; }, std::chrono::seconds(5)))
+      << process.stderr_text();
+  EXPECT_TRUE(events(process.stderr_text(), "reloaded").empty()) << process.stderr_text();
+
+  // The running configuration is the old one: /new-path is still plain, /orders still keyed.
+  EXPECT_EQ(send(new_path_without_key()).status, 200);
+  e2e::expect_problem(send(HttpRequest::post("/orders", std::string(e2e::kOrderBody))), 400, "key-missing");
+  const HttpResponse replay = send(e2e::order(key));
+  EXPECT_TRUE(e2e::is_replay(replay)) << describe(replay);
+  EXPECT_EQ(upstream_count(key), 1u);
+  EXPECT_TRUE(process.running());
+}
+
+}  // namespace
+}  // namespace idem::test::ops
