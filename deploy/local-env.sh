@@ -174,7 +174,7 @@ idem_start_pgbouncer() {
     # a client relied on (prepared statements, session advisory locks, SET) would break here.
     cat >"$dir/pgbouncer.ini" <<EOF
 [databases]
-* = host=127.0.0.1 port=$IDEMPROXY_PG_PORT
+* = host=127.0.0.1 port=$IDEMPROXY_PG_PORT connect_query='SET synchronous_commit = on'
 
 [pgbouncer]
 listen_addr = 127.0.0.1
@@ -185,7 +185,7 @@ auth_file = $dir/userlist.txt
 pool_mode = transaction
 max_client_conn = 2000
 default_pool_size = 60
-ignore_startup_parameters = extra_float_digits
+ignore_startup_parameters = extra_float_digits,options
 stats_users = postgres
 log_connections = 0
 log_disconnections = 0

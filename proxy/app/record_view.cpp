@@ -1,6 +1,7 @@
 #include "app/record_view.hpp"
 
 #include <boost/beast/core/string.hpp>
+#include <chrono>
 #include <optional>
 
 #include "fingerprint/fingerprint.hpp"
@@ -29,7 +30,14 @@ std::string record_json(std::string_view route, std::string_view scope, std::str
   log::append_json_string(out, scope);
   out += ",\"key\":";
   log::append_json_string(out, key);
-  out += ",\"state\":\"" + std::string(core::record_state_name(info.state)) + "\"";
+  // An in-flight record whose lease lapsed has an unknown outcome (its proxy died or lost track
+  // of it); it is shown as such, whatever the route then does with it (lock: 502, retry: re-run).
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  const bool lease_lapsed = info.state == core::RecordState::in_flight && info.lease_expires_at_ms <= now_ms;
+  const core::RecordState shown = lease_lapsed ? core::RecordState::unknown : info.state;
+  out += ",\"state\":\"" + std::string(core::record_state_name(shown)) + "\"";
+  out += std::string(",\"lease_lapsed\":") + (lease_lapsed ? "true" : "false");
   out += ",\"fingerprint\":\"" + info.fingerprint + "\"";
   out += ",\"created_at_ms\":" + std::to_string(info.created_at_ms);
   out += ",\"lease_expires_at_ms\":" + std::to_string(info.lease_expires_at_ms);

@@ -231,8 +231,10 @@ class IdempotentExchange {
     const auto deadline = Clock::now() + policy_.wait_timeout;
     asio::steady_timer timer(co_await asio::this_coro::executor);
     milliseconds delay{10};
-    while (Clock::now() + delay < deadline) {
-      timer.expires_after(delay);
+    // Polls until the deadline, the last poll at the deadline itself: a first request finishing
+    // just before wait_timeout still answers its duplicates.
+    while (Clock::now() < deadline) {
+      timer.expires_after(std::min<Clock::duration>(delay, deadline - Clock::now()));
       co_await timer.async_wait(asio::as_tuple(use_awaitable));
       delay = std::min(delay * 2, milliseconds{200});
       claim_sent_at_ = Clock::now();

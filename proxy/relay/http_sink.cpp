@@ -125,9 +125,11 @@ asio::awaitable<void> HttpSink::run_lanes(std::shared_ptr<Batch> batch) {
     const std::vector<std::size_t>& lane = batch->lanes[batch->next_lane++];
     for (std::size_t position = 0; position < lane.size(); ++position) {
       // An aggregate's rows go one by one: a slow endpoint must not run the batch past its lease.
-      Delivery delivery = std::chrono::steady_clock::now() + config_.timeout > batch->deadline
-                              ? Delivery{DeliveryOutcome::held, "the batch's lease is nearly over"}
-                              : co_await deliver((*batch->rows)[lane[position]]);
+      // (No co_await inside ?: here: GCC 12 miscompiles it.)
+      Delivery delivery{DeliveryOutcome::held, "the batch's lease is nearly over"};
+      if (std::chrono::steady_clock::now() + config_.timeout <= batch->deadline) {
+        delivery = co_await deliver((*batch->rows)[lane[position]]);
+      }
       const bool through = delivery.outcome == DeliveryOutcome::delivered;
       batch->deliveries[lane[position]] = std::move(delivery);
       if (through) continue;

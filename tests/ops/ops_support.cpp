@@ -1,11 +1,16 @@
 #include "ops/ops_support.hpp"
 
+#include <gtest/gtest.h>
+
+#include <libpq-fe.h>
 #include <openssl/evp.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -19,6 +24,55 @@ namespace {
 constexpr std::string_view kFixtureAdminLine = R"(admin: { listen: "127.0.0.1:0" })";
 constexpr std::string_view kAdminListeningEvent = R"("event":"admin_listening")";
 constexpr std::chrono::milliseconds kPollInterval{20};
+
+struct PgConnDeleter {
+  void operator()(PGconn* connection) const { PQfinish(connection); }
+};
+struct PgResultDeleter {
+  void operator()(PGresult* result) const { PQclear(result); }
+};
+struct PgConninfoDeleter {
+  void operator()(PQconninfoOption* options) const { PQconninfoFree(options); }
+};
+using PgConn = std::unique_ptr<PGconn, PgConnDeleter>;
+using PgResult = std::unique_ptr<PGresult, PgResultDeleter>;
+using PgConninfo = std::unique_ptr<PQconninfoOption, PgConninfoDeleter>;
+
+// dsn with its dbname replaced: parsed by libpq, so keyword strings and URIs both work.
+std::string dsn_with_dbname(const std::string& dsn, const std::string& dbname) {
+  char* error = nullptr;
+  PgConninfo options(PQconninfoParse(dsn.c_str(), &error));
+  if (!options) {
+    const std::string message = error != nullptr ? error : "out of memory";
+    PQfreemem(error);
+    throw std::runtime_error("cannot parse the test DSN: " + message);
+  }
+  std::string out;
+  for (const PQconninfoOption* option = options.get(); option->keyword != nullptr; ++option) {
+    const std::string keyword = option->keyword;
+    const char* value = keyword == "dbname" ? dbname.c_str() : option->val;
+    if (value == nullptr) continue;
+    out += keyword + "='";
+    for (const char* c = value; *c != '\0'; ++c) {
+      if (*c == '\'' || *c == '\\') out.push_back('\\');
+      out.push_back(*c);
+    }
+    out += "' ";
+  }
+  return out;
+}
+
+// One utility statement on the test database (CREATE/DROP DATABASE cannot take parameters).
+void execute_on_test_database(const std::string& statement) {
+  PgConn connection(PQconnectdb(pg_dsn().c_str()));
+  if (PQstatus(connection.get()) != CONNECTION_OK) {
+    throw std::runtime_error(std::string("cannot connect to the test database: ") + PQerrorMessage(connection.get()));
+  }
+  PgResult result(PQexec(connection.get(), statement.c_str()));
+  if (PQresultStatus(result.get()) != PGRES_COMMAND_OK) {
+    throw std::runtime_error(statement + ": " + PQerrorMessage(connection.get()));
+  }
+}
 
 HttpResponse admin_request(std::uint16_t port, HttpRequest request, const std::optional<std::string>& token,
                            std::vector<std::pair<std::string, std::string>> headers) {
@@ -189,6 +243,21 @@ void replace_keeping_mtime(const std::filesystem::path& path, const std::string&
   write_file(staged, text);
   std::filesystem::last_write_time(staged, std::filesystem::last_write_time(path));
   std::filesystem::rename(staged, path);
+}
+
+ScratchDatabase::ScratchDatabase() {
+  std::mt19937_64 random{std::random_device{}()};
+  name_ = "idem_ops_" + std::to_string(random() % 1'000'000'000'000ULL);  // [a-z_0-9]: safe unquoted
+  execute_on_test_database("CREATE DATABASE " + name_);
+  dsn_ = dsn_with_dbname(pg_dsn(), name_);
+}
+
+ScratchDatabase::~ScratchDatabase() {
+  try {
+    execute_on_test_database("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
 }
 
 StandaloneProxy::StandaloneProxy(const std::string& config_text, std::string_view name) : dir_("idem-ops") {

@@ -65,6 +65,22 @@ void replace_keeping_mtime(const std::filesystem::path& path, const std::string&
 // Replaces path's content (truncate and write: a new mtime).
 void write_file(const std::filesystem::path& path, const std::string& text);
 
+// A database of its own for one test (CREATE DATABASE on the test server), dropped at the end
+// (WITH (FORCE): a leftover session cannot keep it). For counts no other test may disturb.
+class ScratchDatabase {
+ public:
+  ScratchDatabase();  // throws std::runtime_error when the test server refuses
+  ~ScratchDatabase();
+  ScratchDatabase(const ScratchDatabase&) = delete;
+  ScratchDatabase& operator=(const ScratchDatabase&) = delete;
+
+  const std::string& dsn() const { return dsn_; }
+
+ private:
+  std::string name_;
+  std::string dsn_;
+};
+
 // An idemproxy started from a config text as it is (no --migrate, no upstream): for databases the
 // fixture could not migrate, e.g. one that is unreachable.
 class StandaloneProxy {

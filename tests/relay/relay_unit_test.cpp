@@ -9,6 +9,7 @@
 #include "relay/http_sink.hpp"
 #include "relay/message_template.hpp"
 #include "relay/redis_stream_sink.hpp"
+#include "relay/session_options.hpp"
 #include "relay/webhook_signature.hpp"
 
 namespace idem::relay {
@@ -137,6 +138,14 @@ TEST(HttpSink, BodyIsTheStandardWebhooksEnvelope) {
   EXPECT_EQ(HttpSink::body_for(row),
             R"({"type":"order.paid","timestamp":"2026-01-02T03:04:05.000006Z","data":{"amount": 5},"event_id":"7",)"
             R"("aggregate_type":"order","aggregate_id":"o\"1","headers":{"trace": "t"}})");
+}
+
+TEST(SessionOptions, StatementTimeoutJoinsTheDsnOptions) {
+  EXPECT_EQ(with_statement_timeout("host=db dbname=app", 4500ms),
+            "dbname='app' host='db' options='-c statement_timeout=4500'");
+  EXPECT_EQ(with_statement_timeout("postgresql://u@db/app?options=-c%20search_path%3Dx", 900ms),
+            "user='u' dbname='app' host='db' options='-c search_path=x -c statement_timeout=900'");
+  EXPECT_EQ(with_statement_timeout("not a dsn ===", 900ms), "not a dsn ===");
 }
 
 }  // namespace

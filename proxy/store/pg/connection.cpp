@@ -28,7 +28,13 @@ void Connection::connect(const std::string& dsn, std::chrono::milliseconds timeo
   ++operation_;
   arm_deadline(timeout);
   // Note: a host name (not an address) in the DSN is resolved inside this call, synchronously.
-  conn_.reset(PQconnectStart(dsn.c_str()));
+  // The records are the product's memory of what executed: a commit the server acknowledged must
+  // survive a server crash, whatever the server's default. synchronous_commit=on is requested as
+  // a startup option, after the DSN so it wins over one given there. (Poolers that refuse the
+  // `options` startup parameter need the setting on the role instead: see the README.)
+  const char* const keywords[] = {"dbname", "options", nullptr};
+  const char* const values[] = {dsn.c_str(), "-c synchronous_commit=on", nullptr};
+  conn_.reset(PQconnectStartParams(keywords, values, /*expand_dbname=*/1));
   if (!conn_) {
     fail(PgErrorKind::unavailable, "out of memory starting a connection", Delivery::posted);
     return;
