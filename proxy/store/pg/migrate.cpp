@@ -76,7 +76,10 @@ MigrateResult migrate(const std::string& dsn) { return migrate(dsn, proxy_migrat
 
 MigrateResult migrate(const std::string& dsn, const MigrationSet& set) {
   MigrateResult outcome;
-  ConnHandle connection(PQconnectdb(dsn.c_str()));
+  // As for the proxy's own connections: a schema reported applied must survive a crash.
+  const char* const keywords[] = {"dbname", "options", nullptr};
+  const char* const values[] = {dsn.c_str(), "-c synchronous_commit=on", nullptr};
+  ConnHandle connection(PQconnectdbParams(keywords, values, /*expand_dbname=*/1));
   if (!connection || PQstatus(connection.get()) != CONNECTION_OK) {
     outcome.error = describe_failure("connect", connection.get(), nullptr);
     return outcome;
