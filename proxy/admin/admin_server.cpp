@@ -55,7 +55,8 @@ struct AdminServer::Session : std::enable_shared_from_this<Session> {
 
   void dispatch(Request request) {
     const std::string_view target = request.target();
-    const bool open = target == "/healthz" || target == "/readyz";
+    const std::string_view path = target.substr(0, target.find('?'));
+    const bool open = path == "/healthz" || path == "/readyz";
     if (!server.token_.empty() && !open) {
       const std::string_view auth = request[http::field::authorization];
       const std::string_view prefix = "Bearer ";

@@ -159,13 +159,14 @@ void handle_key(ProxyAdminContext& context, const admin::Request& request, admin
 admin::Handler make_proxy_admin_handler(ProxyAdminContext context) {
   return [context](const admin::Request& request, admin::Respond respond) mutable {
     const std::string_view target = request.target();
-    if (target == "/healthz") return respond(admin::text_response(200, "ok\n"));
-    if (target == "/readyz") {
+    const std::string_view path = target.substr(0, target.find('?'));
+    if (path == "/healthz") return respond(admin::text_response(200, "ok\n"));
+    if (path == "/readyz") {
       if (context.draining.load()) return respond(admin::text_response(503, "draining\n"));
       if (!context.store.connected()) return respond(admin::text_response(503, "store unreachable\n"));
       return respond(admin::text_response(200, "ready\n"));
     }
-    if (target == "/metrics") {
+    if (path == "/metrics") {
       return respond(admin::text_response(200, context.metrics.render(), "text/plain; version=0.0.4; charset=utf-8"));
     }
     if (target.starts_with("/admin/keys/")) return handle_key(context, request, std::move(respond));

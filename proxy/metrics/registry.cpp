@@ -1,5 +1,6 @@
 #include "metrics/registry.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -21,9 +22,10 @@ void append_number(std::string& out, double value) {
     out += value > 0 ? "+Inf" : "-Inf";
     return;
   }
+  // Shortest round-trip form: bucket labels read le="0.1", which is what PromQL selectors match.
   char text[64];
-  const int n = std::snprintf(text, sizeof text, "%.17g", value);
-  out.append(text, static_cast<std::size_t>(n));
+  const auto result = std::to_chars(text, text + sizeof text, value);
+  out.append(text, result.ptr);
 }
 
 // name{a="x",b="y"[,extra]} — `extra` is a preformatted label pair (the histogram's le).

@@ -24,6 +24,12 @@ pool_mode=$(psql "$console_dsn" -X -A -t -c 'SHOW CONFIG' 2>&1 | awk -F'|' '$1 =
 [ "$pool_mode" = transaction ] ||
   fail "the server at IDEMPROXY_TEST_PGBOUNCER_DSN is not a PgBouncer in transaction mode (pool_mode '$pool_mode')"
 
+# PgBouncer drops the proxy's `options=-c synchronous_commit=on` (ignore_startup_parameters), so
+# the pooler's server connections must set it themselves (connect_query; see README Durability).
+synchronous_commit=$(psql "$IDEMPROXY_TEST_PGBOUNCER_DSN" -X -A -t -c 'SHOW synchronous_commit')
+[ "$synchronous_commit" = on ] ||
+  fail "sessions behind PgBouncer run with synchronous_commit=$synchronous_commit (expected on: connect_query)"
+
 # Transactions PgBouncer has passed on for the database: they must grow, i.e. the suite really
 # talked through it.
 transactions() {

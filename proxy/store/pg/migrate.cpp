@@ -76,10 +76,7 @@ MigrateResult migrate(const std::string& dsn) { return migrate(dsn, proxy_migrat
 
 MigrateResult migrate(const std::string& dsn, const MigrationSet& set) {
   MigrateResult outcome;
-  // As for the proxy's own connections: a schema reported applied must survive a crash.
-  const char* const keywords[] = {"dbname", "options", nullptr};
-  const char* const values[] = {dsn.c_str(), "-c synchronous_commit=on", nullptr};
-  ConnHandle connection(PQconnectdbParams(keywords, values, /*expand_dbname=*/1));
+  ConnHandle connection(PQconnectdb(dsn.c_str()));
   if (!connection || PQstatus(connection.get()) != CONNECTION_OK) {
     outcome.error = describe_failure("connect", connection.get(), nullptr);
     return outcome;
@@ -90,6 +87,10 @@ MigrateResult migrate(const std::string& dsn, const MigrationSet& set) {
   // One transaction: all pending migrations apply, or none. The advisory lock makes concurrent
   // migrators wait, then find the work done. A failure ends the session, which rolls back.
   if (!run_step(conn, "begin", "BEGIN", {}, outcome.error)) return outcome;
+  // As for the proxy's own connections: a schema reported applied must survive a crash. Set in
+  // the transaction, not through the connection's `options`, which would replace the DSN's own
+  // (e.g. its -c search_path=...).
+  if (!run_step(conn, "synchronous_commit", "SET LOCAL synchronous_commit = on", {}, outcome.error)) return outcome;
   if (!run_step(conn, "lock", sql::kMigrationLock, {Param::int8(set.lock_key)}, outcome.error)) {
     return outcome;
   }

@@ -64,9 +64,10 @@ void Pool::execute(std::shared_ptr<const Statement> statement, Connection::Execu
     fail_later(std::move(handler), "the store is stopped");
     return;
   }
-  pg_counters().acquire_waits.fetch_add(1, std::memory_order_relaxed);
   waiters_.push_back({std::move(statement), std::move(handler), Clock::now() + options_.acquire_timeout});
   serve_waiters();
+  // Still queued: every connection is busy or down.
+  if (!waiters_.empty()) pg_counters().acquire_waits.fetch_add(1, std::memory_order_relaxed);
   arm_acquire_timer();
 }
 
