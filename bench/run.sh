@@ -37,7 +37,7 @@ while [ $# -gt 0 ]; do
     --quick) QUICK=1 ;;
     --no-build) BUILD=0 ;;
     --results) RESULTS_DIR=${2:?--results needs a directory}; shift ;;
-    -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$REPO/bench/run.sh"; exit 0 ;;
     *) idem_die "unknown argument: $1 (try --help)" ;;
   esac
   shift

@@ -117,7 +117,7 @@ void Relay::on_claimed(std::size_t lane, std::string token, Clock::time_point le
   stats_.claims.fetch_add(1, std::memory_order_relaxed);
   stats_.rows_claimed.fetch_add(rows.size(), std::memory_order_relaxed);
   if (rows.empty()) {
-    outages_ = 0;
+    recovered();  // Postgres answers and the sink was ready
     lane_finished(lane, false);
     return;
   }
@@ -227,9 +227,8 @@ void Relay::on_published(std::shared_ptr<Batch> batch, std::vector<Delivery> del
   if (!unavailable.empty()) {
     stats_.sink_unavailable.fetch_add(1, std::memory_order_relaxed);
     pause("sink unavailable: " + unavailable);
-  } else if (any_through && outages_ > 0) {
-    log::info("relay recovered", {{"after_outages", outages_}});
-    outages_ = 0;
+  } else if (any_through) {
+    recovered();
   }
   if (earliest_retry != std::chrono::milliseconds::max()) arm_retry_wake(earliest_retry);
   settle(std::move(batch));
@@ -338,6 +337,12 @@ void Relay::pause(std::string why) {
     self->paused_ = false;
     self->wake_one();
   });
+}
+
+void Relay::recovered() {
+  if (outages_ == 0) return;
+  log::info("relay recovered", {{"after_outages", outages_}});
+  outages_ = 0;
 }
 
 void Relay::arm_retry_wake(std::chrono::milliseconds delay) {

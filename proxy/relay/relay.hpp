@@ -93,6 +93,7 @@ class Relay : public std::enable_shared_from_this<Relay> {
   void lane_finished(std::size_t lane, bool more_work);
   void go_idle(std::size_t lane);
   void pause(std::string why);
+  void recovered();  // an outage is over: logs it once and resets the outage backoff
   void arm_retry_wake(std::chrono::milliseconds delay);
   void poll_tick();
   void run_retention();

@@ -196,15 +196,20 @@ TEST_F(RelayProcess, RedisOutageBacksOffAndDrainsInOrder) {
   const RelayRunner runner(dir_->path(), settings_);
   Process relay = runner.start("relay");
 
-  std::atomic<bool> writing{true};
   std::atomic<int> inserted{0};
-  std::thread writer([&] {
-    PgClient client = schema_->client();
-    for (int n = 0; writing.load() && n < 5'000; ++n) {
-      client.query("INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', $1, 'e', '{}')",
-                   {"agg-" + std::to_string(n % 5)});
-      ++inserted;
-      std::this_thread::sleep_for(10ms);
+  std::atomic<bool> writer_failed{false};
+  // A jthread: whatever assertion ends the test, the writer is stopped and joined.
+  std::jthread writer([&](std::stop_token stop) {
+    try {
+      PgClient client = schema_->client();
+      for (int n = 0; !stop.stop_requested() && n < 5'000; ++n) {
+        client.query("INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', $1, 'e', '{}')",
+                     {"agg-" + std::to_string(n % 5)});
+        ++inserted;
+        std::this_thread::sleep_for(10ms);
+      }
+    } catch (const std::exception&) {
+      writer_failed = true;
     }
   });
   std::this_thread::sleep_for(1s);
@@ -223,8 +228,9 @@ TEST_F(RelayProcess, RedisOutageBacksOffAndDrainsInOrder) {
   redis_server.emplace(Process::start(redis_spec));
   ASSERT_TRUE(wait_for_port(port, 10s)) << redis_server->describe();
   std::this_thread::sleep_for(500ms);
-  writing = false;
+  writer.request_stop();
   writer.join();
+  ASSERT_FALSE(writer_failed.load());
   ASSERT_GT(inserted.load(), before_outage + 500) << "the writer kept going through the outage";
 
   ASSERT_TRUE(drained(20s)) << relay.describe();

@@ -3,6 +3,7 @@
 #include <boost/asio/post.hpp>
 #include <openssl/ssl.h>
 
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -10,6 +11,44 @@
 #include "store/pg/log.hpp"
 
 namespace idem::store::pg {
+namespace {
+
+// The DSN's parameters as keyword/value arrays, with `extra_options` appended to its `options`.
+// Empty when libpq cannot parse the DSN. Filled in place: `values` points into its own members.
+struct ConnectParams {
+  ConnectParams() = default;
+  ConnectParams(const ConnectParams&) = delete;
+  ConnectParams& operator=(const ConnectParams&) = delete;
+  ConninfoHandle parsed;
+  std::string options;
+  std::vector<const char*> keywords;
+  std::vector<const char*> values;
+};
+
+void fill_connect_params(ConnectParams& params, const std::string& dsn, const std::string& extra_options) {
+  char* error = nullptr;
+  params.parsed.reset(PQconninfoParse(dsn.c_str(), &error));
+  if (!params.parsed) {
+    PQfreemem(error);
+    return;
+  }
+  for (const PQconninfoOption* option = params.parsed.get(); option->keyword != nullptr; ++option) {
+    if (option->val == nullptr) continue;
+    if (std::string_view(option->keyword) == "options") {
+      params.options = std::string(option->val) + " ";
+      continue;
+    }
+    params.keywords.push_back(option->keyword);
+    params.values.push_back(option->val);
+  }
+  params.options += extra_options;
+  params.keywords.push_back("options");
+  params.values.push_back(params.options.c_str());
+  params.keywords.push_back(nullptr);
+  params.values.push_back(nullptr);
+}
+
+}  // namespace
 
 Connection::Connection(boost::asio::io_context& io, LostHandler on_lost_while_idle)
     : io_(io), on_lost_while_idle_(std::move(on_lost_while_idle)), socket_(io), deadline_(io) {}
@@ -30,11 +69,14 @@ void Connection::connect(const std::string& dsn, std::chrono::milliseconds timeo
   // Note: a host name (not an address) in the DSN is resolved inside this call, synchronously.
   // The records are the product's memory of what executed: a commit the server acknowledged must
   // survive a server crash, whatever the server's default. synchronous_commit=on is requested as
-  // a startup option, after the DSN so it wins over one given there. (Poolers that refuse the
-  // `options` startup parameter need the setting on the role instead: see the README.)
-  const char* const keywords[] = {"dbname", "options", nullptr};
-  const char* const values[] = {dsn.c_str(), "-c synchronous_commit=on", nullptr};
-  conn_.reset(PQconnectStartParams(keywords, values, /*expand_dbname=*/1));
+  // a startup option, appended to the DSN's own `options` (so it wins over a setting there while
+  // the DSN's other settings, e.g. -c search_path=..., stay). (Poolers that refuse the `options`
+  // startup parameter need the setting on the role instead: see the README.)
+  ConnectParams params;
+  fill_connect_params(params, dsn, "-c synchronous_commit=on");
+  conn_.reset(params.keywords.empty()
+                  ? PQconnectStart(dsn.c_str())  // unparsable: libpq reports why
+                  : PQconnectStartParams(params.keywords.data(), params.values.data(), /*expand_dbname=*/0));
   if (!conn_) {
     fail(PgErrorKind::unavailable, "out of memory starting a connection", Delivery::posted);
     return;

@@ -373,13 +373,7 @@ TEST(ConfigEnv, ProcessEnvironmentReadsTheRealEnvironment) {
 
 // ---- files ----------------------------------------------------------------------------------
 
-#ifdef IDEMPROXY_EXAMPLE_CONFIG
 const std::filesystem::path kExampleConfig = IDEMPROXY_EXAMPLE_CONFIG;
-#else
-// CMake hands the compiler absolute source paths, so the repository is found from this file.
-const std::filesystem::path kExampleConfig =
-    std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().parent_path() / "config" / "idemproxy.example.yaml";
-#endif
 
 TEST(ConfigFile, ShippedExampleLoadsWithoutAnyIssue) {
   const LoadResult result =

@@ -253,9 +253,7 @@ TEST(EncryptionConfig, EveryBadKeyIsReportedInOneLoad) {
 
 // The commented-out section of the shipped example, uncommented, is valid as documented.
 TEST(EncryptionConfig, ExampleSectionLoadsOnceUncommented) {
-  const std::filesystem::path example =
-      std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().parent_path() / "config" /
-      "idemproxy.example.yaml";
+  const std::filesystem::path example = IDEMPROXY_EXAMPLE_CONFIG;
   std::ifstream in(example);
   ASSERT_TRUE(in) << example;
   std::string section;
