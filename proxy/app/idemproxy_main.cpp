@@ -150,11 +150,22 @@ config::Config keep_restart_only_sections(config::Config next, const config::Con
   return next;
 }
 
-// mtime of the config file (following symlinks, as Kubernetes ConfigMap volumes swap them).
-std::optional<std::int64_t> modified_time(const std::string& path) {
+// Identity of the config file's current content, following symlinks (Kubernetes ConfigMap
+// volumes swap a symlink to a new file): inode, size and mtime, since file timestamps are coarse
+// and two quick writes can share one mtime.
+struct FileVersion {
+  dev_t device = 0;
+  ino_t inode = 0;
+  off_t size = 0;
+  std::int64_t mtime_ns = 0;
+  bool operator==(const FileVersion&) const = default;
+};
+
+std::optional<FileVersion> modified_time(const std::string& path) {
   struct stat info{};
   if (::stat(path.c_str(), &info) != 0) return std::nullopt;
-  return static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
+  return FileVersion{info.st_dev, info.st_ino, info.st_size,
+                     static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec};
 }
 
 void register_process_metrics(metrics::Registry& registry, const http::ReplayCache& cache, const http::Reaper& reaper,
