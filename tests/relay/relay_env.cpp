@@ -231,6 +231,7 @@ std::string render_config(const RelaySettings& s) {
     text += "    dedup_prefix: " + yaml_string(s.stream_prefix + ":pub:") + "\n";
     text += "    dedup_window: 1h\n";
   }
+  if (s.admin_port != 0) text += "admin: { listen: \"127.0.0.1:" + std::to_string(s.admin_port) + "\" }\n";
   return text;
 }
 

@@ -108,6 +108,7 @@ struct RelaySettings {
   bool http = false;                 // HTTP sink instead of Redis
   std::string http_url;
   std::string http_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+  std::uint16_t admin_port = 0;      // 0: no admin listener
 };
 std::string render_config(const RelaySettings& settings);
 

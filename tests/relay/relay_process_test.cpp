@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "relay/relay_env.hpp"
+#include "support/http_client.hpp"
 #include "support/ports.hpp"
 #include "support/proxy_fixture.hpp"
 #include "support/temp_dir.hpp"
@@ -434,6 +435,36 @@ TEST_F(RelayProcess, PausedRelayResumingAfterClaimDoesNotPublishLate) {
   EXPECT_TRUE(result.ordered_per_aggregate) << result.first_disorder;
   EXPECT_EQ(stopped_field(other.stderr_text(), "duplicates"), 0) << "nothing was published before the take-over";
   EXPECT_EQ(stopped_field(paused.stderr_text(), "lease_lost"), 20);
+}
+
+
+// [5/6] The relay's admin listener: probes, and /metrics in valid Prometheus text with the real
+// published count after real traffic.
+TEST_F(RelayProcess, AdminListenerServesProbesAndMetricsOfRealTraffic) {
+  settings_.admin_port = free_port();
+  schema_->insert("order", "m1", 7);
+  const RelayRunner runner(dir_->path(), settings_);
+  Process relay = runner.start("relay");
+  ASSERT_TRUE(drained(10s)) << relay.describe();
+  ASSERT_TRUE(wait_for_port(settings_.admin_port, 5s)) << relay.describe();
+
+  EXPECT_EQ(send(settings_.admin_port, HttpRequest::get("/healthz")).status, 200);
+  EXPECT_EQ(send(settings_.admin_port, HttpRequest::get("/readyz")).status, 200) << relay.describe();
+  const HttpResponse metrics = send(settings_.admin_port, HttpRequest::get("/metrics"));
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body.find("idemrelay_published_total 7\n"), std::string::npos) << metrics.body;
+  EXPECT_NE(metrics.body.find("# TYPE idemrelay_lag_seconds gauge"), std::string::npos) << metrics.body;
+  EXPECT_NE(metrics.body.find("idemrelay_dead_letters 0"), std::string::npos) << metrics.body;
+
+  // promtool (Debian package prometheus, installed by tests/run.sh) must find nothing to report.
+  const std::filesystem::path scrape = dir_->path() / "relay-metrics.txt";
+  std::ofstream(scrape, std::ios::binary) << metrics.body;
+  const std::string command = "promtool check metrics < '" + scrape.string() + "' > '" + scrape.string() + ".out' 2>&1";
+  EXPECT_EQ(std::system(command.c_str()), 0);
+  std::ifstream lint(scrape.string() + ".out");
+  const std::string lint_text((std::istreambuf_iterator<char>(lint)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(lint_text, "") << lint_text;
+  EXPECT_EQ(relay.terminate(10s), 0) << relay.describe();
 }
 
 }  // namespace
