@@ -37,6 +37,7 @@
 #include "store/pg/counters.hpp"
 #include "store/pg/migrate.hpp"
 #include "store/pg/pg_store.hpp"
+#include "store/pg/session_options.hpp"
 
 #ifndef IDEMPROXY_VERSION
 #define IDEMPROXY_VERSION "0.0.0"
@@ -204,6 +205,12 @@ void register_process_metrics(metrics::Registry& registry, const http::ReplayCac
                         [&pg, number] { return number(pg.query_timeouts.load()); });
 }
 
+// The server cancels a statement a little before the client deadline would orphan it (a
+// statement left running holds its snapshot and row locks: see session_options.hpp).
+std::string session_dsn(const config::PostgresConfig& postgres) {
+  return store::pg::with_statement_timeout(postgres.dsn, postgres.query_timeout * 9 / 10);
+}
+
 std::size_t share(std::size_t total, unsigned parts) { return std::max<std::size_t>(1, (total + parts - 1) / parts); }
 
 // Everything one io thread owns. Member order is destruction order reversed: the io_context
@@ -255,7 +262,7 @@ int run_proxy(config::Config loaded, const std::string& config_path) {
     for (unsigned i = 0; i < workers; ++i) {
       auto slot = std::make_unique<WorkerSlot>();
       store::pg::PoolOptions pool;
-      pool.dsn = config.store.postgres.dsn;
+      pool.dsn = session_dsn(config.store.postgres);
       pool.size = share(config.store.postgres.pool_size, workers);
       pool.connect_timeout = config.store.postgres.connect_timeout;
       pool.query_timeout = config.store.postgres.query_timeout;
@@ -292,7 +299,7 @@ int run_proxy(config::Config loaded, const std::string& config_path) {
       return 1;
     }
     store::pg::PoolOptions pool;
-    pool.dsn = config.store.postgres.dsn;
+    pool.dsn = session_dsn(config.store.postgres);
     pool.size = 1;
     pool.connect_timeout = config.store.postgres.connect_timeout;
     pool.query_timeout = config.store.postgres.query_timeout;

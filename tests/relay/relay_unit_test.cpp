@@ -9,13 +9,14 @@
 #include "relay/http_sink.hpp"
 #include "relay/message_template.hpp"
 #include "relay/redis_stream_sink.hpp"
-#include "relay/session_options.hpp"
+#include "store/pg/session_options.hpp"
 #include "relay/webhook_signature.hpp"
 
 namespace idem::relay {
 namespace {
 
 using namespace std::chrono_literals;
+using store::pg::with_statement_timeout;
 
 config::EnvLookup env(std::map<std::string, std::string> values) {
   return [values = std::move(values)](std::string_view name) -> std::optional<std::string> {

@@ -1,4 +1,4 @@
-#include "relay/session_options.hpp"
+#include "store/pg/session_options.hpp"
 
 #include <libpq-fe.h>
 
@@ -6,7 +6,7 @@
 
 #include "store/pg/handles.hpp"
 
-namespace idem::relay {
+namespace idem::store::pg {
 namespace {
 
 std::string conninfo_quoted(std::string_view text) {
@@ -22,7 +22,7 @@ std::string conninfo_quoted(std::string_view text) {
 
 std::string with_statement_timeout(const std::string& dsn, std::chrono::milliseconds timeout) {
   char* error = nullptr;
-  const store::pg::ConninfoHandle options(PQconninfoParse(dsn.c_str(), &error));
+  const ConninfoHandle options(PQconninfoParse(dsn.c_str(), &error));
   if (!options) {
     PQfreemem(error);
     return dsn;
@@ -42,4 +42,4 @@ std::string with_statement_timeout(const std::string& dsn, std::chrono::millisec
   return result + "options=" + conninfo_quoted(server_options);
 }
 
-}  // namespace idem::relay
+}  // namespace idem::store::pg
