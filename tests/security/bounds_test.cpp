@@ -1,0 +1,241 @@
+// The proxy's client-facing bounds, each crossed once against the real binary: too many header
+// fields, too many header bytes, a slowloris client, an idle keep-alive client, one connection too
+// many. Every test also checks that the proxy goes on serving a normal request afterwards.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "e2e/e2e_support.hpp"
+
+namespace idem::test::security {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr std::string_view kDefaultLimitsLine = "limits: { max_request_body: 8MiB }";
+
+// The fixture's config with its limits line replaced by limits_yaml.
+ProxyOptions options_with_limits(std::string_view limits_yaml) {
+  std::string text(default_config_template());
+  const auto at = text.find(kDefaultLimitsLine);
+  if (at == std::string::npos) throw std::runtime_error("fixture config has no default limits line");
+  text.replace(at, kDefaultLimitsLine.size(), limits_yaml);
+  ProxyOptions options;
+  options.config_template = std::move(text);
+  return options;
+}
+
+// A plain request on the "off-route" route (no idempotency key involved): Host is its only field.
+HttpRequest plain_get() { return HttpRequest::get("/plain/ping"); }
+
+void expect_served(std::uint16_t port) {
+  const auto response = test::send(port, plain_get());
+  ASSERT_TRUE(response.ok()) << response.error;
+  EXPECT_EQ(response.status, 200) << describe(response);
+}
+
+// Status, problem+json content type and a JSON body whose "status" member agrees.
+void expect_problem_status(const HttpResponse& response, int status) {
+  ASSERT_TRUE(response.ok()) << response.error;
+  EXPECT_EQ(response.status, status) << describe(response);
+  EXPECT_EQ(response.header("Content-Type").value_or("").substr(0, e2e::kProblemContentType.size()),
+            e2e::kProblemContentType)
+      << describe(response);
+  boost::system::error_code ec;
+  const auto body = boost::json::parse(response.body, ec);
+  ASSERT_FALSE(ec) << describe(response);
+  ASSERT_TRUE(body.is_object()) << describe(response);
+  const auto* member = body.as_object().if_contains("status");
+  EXPECT_TRUE(member != nullptr && member->is_int64() && member->as_int64() == status) << describe(response);
+}
+
+// A connected loopback TCP socket, closed on destruction: for clients no HTTP library would be.
+class RawSocket {
+ public:
+  explicit RawSocket(std::uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    if (fd_ < 0) throw std::runtime_error("socket() failed");
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+      ::close(fd_);
+      throw std::runtime_error("connect() to the proxy failed");
+    }
+  }
+  ~RawSocket() { ::close(fd_); }
+  RawSocket(const RawSocket&) = delete;
+  RawSocket& operator=(const RawSocket&) = delete;
+
+  // False when the peer has already closed (EPIPE/ECONNRESET).
+  bool send_all(std::string_view bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+
+  // Waits up to timeout for the peer to close, discarding whatever it sends first. True on EOF or
+  // reset; false when the connection is still open at the deadline.
+  bool wait_for_close(std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    char sink[4096];
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left <= 0ms) return false;
+      pollfd entry{fd_, POLLIN, 0};
+      const int ready = ::poll(&entry, 1, static_cast<int>(left.count()));
+      if (ready < 0) return false;
+      if (ready == 0) return false;
+      const ssize_t n = ::recv(fd_, sink, sizeof sink, 0);
+      if (n <= 0) return true;
+      received_.append(sink, static_cast<std::size_t>(n));
+    }
+  }
+
+  const std::string& received() const { return received_; }
+
+ private:
+  int fd_;
+  std::string received_;
+};
+
+class SecurityMaxHeaders : public ProxyTest {
+ protected:
+  ProxyOptions proxy_options() const override {
+    return options_with_limits("limits: { max_request_body: 8MiB, max_headers: 3 }");
+  }
+};
+
+TEST_F(SecurityMaxHeaders, FiveHeaderFieldsGet431ThenANormalRequestIsServed) {
+  auto request = plain_get();
+  request.with("X-One", "1").with("X-Two", "2").with("X-Three", "3").with("X-Four", "4");  // + Host = 5
+  expect_problem_status(send(request), 431);
+  EXPECT_EQ(upstream_total(), 0u);
+  expect_served(proxy().proxy_port());
+}
+
+class SecurityMaxHeaderBytes : public ProxyTest {
+ protected:
+  ProxyOptions proxy_options() const override {
+    return options_with_limits("limits: { max_request_body: 8MiB, max_header_bytes: 1KiB }");
+  }
+};
+
+TEST_F(SecurityMaxHeaderBytes, TwoKibibyteHeaderGets431ThenANormalRequestIsServed) {
+  auto request = plain_get();
+  request.with("X-Padding", std::string(2048, 'p'));
+  expect_problem_status(send(request), 431);
+  EXPECT_EQ(upstream_total(), 0u);
+  expect_served(proxy().proxy_port());
+}
+
+class SecurityHeaderTimeout : public ProxyTest {
+ protected:
+  ProxyOptions proxy_options() const override {
+    return options_with_limits("limits: { max_request_body: 8MiB, header_timeout: 500ms }");
+  }
+};
+
+// Slowloris: the headers arrive one byte per 200 ms and never end. The proxy must drop the client
+// once header_timeout passes, however steadily it trickles, and serve others meanwhile.
+TEST_F(SecurityHeaderTimeout, TricklingHeadersAreCutOffWhileOthersAreServed) {
+  const std::string trickle = "X-Slow: " + std::string(64, 'a');  // never reaches the blank line
+  RawSocket slow(proxy().proxy_port());
+  const auto started = Clock::now();
+  ASSERT_TRUE(slow.send_all("POST /x HTTP/1.1\r\nHost: a\r\n"));
+  bool closed = false;
+  bool other_served = false;
+  for (std::size_t i = 0; i < trickle.size() && !closed; ++i) {
+    if (!slow.send_all(trickle.substr(i, 1))) {
+      closed = true;
+      break;
+    }
+    if (!other_served) {
+      expect_served(proxy().proxy_port());
+      other_served = true;
+    }
+    closed = slow.wait_for_close(200ms);
+  }
+  const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+  EXPECT_TRUE(other_served);
+  ASSERT_TRUE(closed) << "still open after " << elapsed.count() << " ms of trickling";
+  EXPECT_LE(elapsed, 1500ms);
+  expect_served(proxy().proxy_port());
+}
+
+class SecurityIdleTimeout : public ProxyTest {
+ protected:
+  ProxyOptions proxy_options() const override {
+    return options_with_limits("limits: { max_request_body: 8MiB, idle_timeout: 500ms }");
+  }
+};
+
+TEST_F(SecurityIdleTimeout, IdleKeepAliveConnectionIsClosed) {
+  RawSocket idle(proxy().proxy_port());
+  ASSERT_TRUE(idle.send_all("GET /plain/ping HTTP/1.1\r\nHost: a\r\n\r\n"));
+  // The response arrives first; then nothing, until the proxy gives up on the idle connection.
+  const auto answered = Clock::now();
+  ASSERT_TRUE(idle.wait_for_close(2000ms)) << "idle connection still open after 2 s; received: " << idle.received();
+  const auto idle_for = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - answered);
+  EXPECT_EQ(idle.received().rfind("HTTP/1.1 200", 0), 0u) << idle.received();
+  EXPECT_GE(idle_for, 300ms) << "closed too early for a 500 ms idle timeout";
+  expect_served(proxy().proxy_port());
+}
+
+class SecurityMaxConnections : public ProxyTest {
+ protected:
+  ProxyOptions proxy_options() const override {
+    return options_with_limits("limits: { max_request_body: 8MiB, max_connections: 2 }");
+  }
+};
+
+TEST_F(SecurityMaxConnections, ThirdConnectionGets503UntilOneCloses) {
+  const auto port = proxy().proxy_port();
+  auto first = std::make_unique<HttpConnection>(port);
+  HttpConnection second(port);
+  for (HttpConnection* connection : {first.get(), &second}) {
+    const auto response = connection->send(plain_get());
+    ASSERT_TRUE(response.ok()) << response.error;
+    ASSERT_EQ(response.status, 200) << describe(response);
+    ASSERT_TRUE(connection->is_open());
+  }
+
+  const auto refused = test::send(port, plain_get());
+  e2e::expect_problem(refused, 503, "too-many-connections");
+  EXPECT_FALSE(refused.keep_alive) << describe(refused);
+  EXPECT_TRUE(refused.has_header("Retry-After")) << describe(refused);
+
+  first.reset();  // frees a slot once the proxy sees the close
+  HttpResponse served;
+  const auto deadline = Clock::now() + 3s;
+  for (int attempt = 0; attempt < 30 && Clock::now() < deadline; ++attempt) {
+    served = test::send(port, plain_get());
+    if (served.ok() && served.status == 200) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(served.ok()) << served.error;
+  EXPECT_EQ(served.status, 200) << describe(served);
+  // The survivor of the first two is still served on its own connection.
+  const auto again = second.send(plain_get());
+  ASSERT_TRUE(again.ok()) << again.error;
+  EXPECT_EQ(again.status, 200) << describe(again);
+}
+
+}  // namespace
+}  // namespace idem::test::security
