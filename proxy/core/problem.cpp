@@ -128,6 +128,15 @@ Problem bad_request_problem(std::string_view why) {
   return make_problem(400, "bad-request", "Bad request", with_reason("the request is invalid", why));
 }
 
+Problem headers_too_large_problem(std::string_view why) {
+  return make_problem(431, "headers-too-large", "Request header fields too large", std::string(why));
+}
+
+Problem too_many_connections_problem() {
+  return make_problem(503, "too-many-connections", "Too many connections",
+                      "this proxy has reached limits.max_connections; retry shortly", std::chrono::seconds(1));
+}
+
 Problem internal_problem(std::string_view why) {
   return make_problem(500, "internal", "Internal error", with_reason("the proxy failed to handle the request", why));
 }

@@ -33,6 +33,8 @@ Problem upstream_timeout_problem();                                             
 Problem upstream_bad_response_problem(std::string_view why);                                  // 502
 Problem request_too_large_problem(std::size_t limit);                                         // 413
 Problem bad_request_problem(std::string_view why);                                            // 400
+Problem headers_too_large_problem(std::string_view why);                                      // 431
+Problem too_many_connections_problem();                                                       // 503
 Problem internal_problem(std::string_view why);                                               // 500
 // The stored response exists but failed its integrity check (encrypted at rest, see
 // store/encrypting_store.hpp): it is never replayed, and the request is not executed again.

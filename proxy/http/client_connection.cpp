@@ -107,9 +107,7 @@ asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices&
         core::Problem problem = core::request_too_large_problem(limits.max_request_body);
         co_await refuse(connection, std::move(problem), parser.get().version(), limits.write_timeout, services.metrics);
       } else if (header_ec == beast_http::error::header_limit) {
-        auto problem = core::bad_request_problem("the request line and headers exceed limits.max_header_bytes");
-        problem.status = 431;
-        problem.title = "Request Header Fields Too Large";
+        core::Problem problem = core::headers_too_large_problem("the request line and headers exceed limits.max_header_bytes");
         co_await refuse(connection, std::move(problem), 11, limits.write_timeout, services.metrics);
       } else if (header_ec != beast::error::timeout && header_ec != beast_http::error::end_of_stream &&
                  header_ec != asio::error::eof && header_ec != asio::error::operation_aborted &&
@@ -121,10 +119,8 @@ asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices&
     }
     const unsigned version = parser.get().version();
     if (static_cast<std::size_t>(std::distance(parser.get().begin(), parser.get().end())) > limits.max_headers) {
-      auto problem = core::bad_request_problem("the request has more than limits.max_headers (" +
-                                               std::to_string(limits.max_headers) + ") header fields");
-      problem.status = 431;
-      problem.title = "Request Header Fields Too Large";
+      core::Problem problem = core::headers_too_large_problem(
+          "the request has more than limits.max_headers (" + std::to_string(limits.max_headers) + ") header fields");
       co_await refuse(connection, std::move(problem), version, limits.write_timeout, services.metrics);
       co_return;
     }
@@ -167,11 +163,7 @@ asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices&
 }
 
 asio::awaitable<void> refuse_connection(ClientConnection& connection, WorkerServices& services) {
-  core::Problem problem = core::bad_request_problem("this proxy has reached limits.max_connections; retry shortly");
-  problem.status = 503;
-  problem.type = "urn:idemproxy:problem:too-many-connections";
-  problem.title = "Too many connections";
-  problem.retry_after = std::chrono::seconds(1);
+  core::Problem problem = core::too_many_connections_problem();
   co_await refuse(connection, std::move(problem), 11, services.config->config.limits.write_timeout, services.metrics);
 }
 

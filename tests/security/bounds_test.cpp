@@ -47,21 +47,6 @@ void expect_served(std::uint16_t port) {
   EXPECT_EQ(response.status, 200) << describe(response);
 }
 
-// Status, problem+json content type and a JSON body whose "status" member agrees.
-void expect_problem_status(const HttpResponse& response, int status) {
-  ASSERT_TRUE(response.ok()) << response.error;
-  EXPECT_EQ(response.status, status) << describe(response);
-  EXPECT_EQ(response.header("Content-Type").value_or("").substr(0, e2e::kProblemContentType.size()),
-            e2e::kProblemContentType)
-      << describe(response);
-  boost::system::error_code ec;
-  const auto body = boost::json::parse(response.body, ec);
-  ASSERT_FALSE(ec) << describe(response);
-  ASSERT_TRUE(body.is_object()) << describe(response);
-  const auto* member = body.as_object().if_contains("status");
-  EXPECT_TRUE(member != nullptr && member->is_int64() && member->as_int64() == status) << describe(response);
-}
-
 // A connected loopback TCP socket, closed on destruction: for clients no HTTP library would be.
 class RawSocket {
  public:
@@ -125,7 +110,7 @@ class SecurityMaxHeaders : public ProxyTest {
 TEST_F(SecurityMaxHeaders, FiveHeaderFieldsGet431ThenANormalRequestIsServed) {
   auto request = plain_get();
   request.with("X-One", "1").with("X-Two", "2").with("X-Three", "3").with("X-Four", "4");  // + Host = 5
-  expect_problem_status(send(request), 431);
+  e2e::expect_problem(send(request), 431, "headers-too-large");
   EXPECT_EQ(upstream_total(), 0u);
   expect_served(proxy().proxy_port());
 }
@@ -140,7 +125,7 @@ class SecurityMaxHeaderBytes : public ProxyTest {
 TEST_F(SecurityMaxHeaderBytes, TwoKibibyteHeaderGets431ThenANormalRequestIsServed) {
   auto request = plain_get();
   request.with("X-Padding", std::string(2048, 'p'));
-  expect_problem_status(send(request), 431);
+  e2e::expect_problem(send(request), 431, "headers-too-large");
   EXPECT_EQ(upstream_total(), 0u);
   expect_served(proxy().proxy_port());
 }

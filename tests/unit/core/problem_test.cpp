@@ -112,5 +112,18 @@ TEST(Problems, ReasonIsAppendedWhenGiven) {
   EXPECT_NE(fingerprint_mismatch_problem("webhook-id").detail.find("webhook-id"), std::string::npos);
 }
 
+TEST(Problem, ConnectionLevelRefusalsHaveTheirOwnTypes) {
+  const Problem headers = headers_too_large_problem("more than 100 header fields");
+  EXPECT_EQ(headers.status, 431);
+  EXPECT_EQ(headers.type, "urn:idemproxy:problem:headers-too-large");
+  EXPECT_EQ(headers.detail, "more than 100 header fields");
+  EXPECT_FALSE(headers.retry_after);
+  const Problem connections = too_many_connections_problem();
+  EXPECT_EQ(connections.status, 503);
+  EXPECT_EQ(connections.type, "urn:idemproxy:problem:too-many-connections");
+  ASSERT_TRUE(connections.retry_after);
+  EXPECT_EQ(*connections.retry_after, seconds(1));
+}
+
 }  // namespace
 }  // namespace idem::core
