@@ -10,6 +10,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "config/config_file.hpp"
 #include "config/config_reader.hpp"
 #include "config/issue_sink.hpp"
 #include "config/yaml_reader.hpp"
@@ -18,7 +19,6 @@ namespace idem::config {
 namespace {
 
 // A config file is a few kilobytes; anything this large is the wrong file.
-constexpr std::size_t kMaxConfigFileBytes = 4 * 1024 * 1024;
 
 LoadResult finish(detail::IssueSink& issues, std::optional<Config> config) {
   LoadResult result;
@@ -71,24 +71,13 @@ LoadResult load_config_text(std::string_view yaml, std::string_view file_name, c
 }
 
 LoadResult load_config_file(const std::string& path, const EnvLookup& env) {
-  std::ifstream in(path, std::ios::binary);
-  std::string text;
-  if (in) {
-    char chunk[64 * 1024];
-    while (text.size() <= kMaxConfigFileBytes && in.read(chunk, sizeof chunk)) text.append(chunk, sizeof chunk);
-    text.append(chunk, static_cast<std::size_t>(in.gcount()));
-  }
-  if (!in && !in.eof()) {
-    const int error = errno;
+  auto contents = detail::read_config_file(path);
+  if (const auto* error = std::get_if<detail::FileError>(&contents)) {
     detail::IssueSink issues{path};
-    issues.error_without_position("cannot read config file: " + std::string(error != 0 ? std::strerror(error) : "read failed"));
+    issues.error_without_position(error->message);
     return finish(issues, std::nullopt);
   }
-  if (text.size() > kMaxConfigFileBytes) {
-    detail::IssueSink issues{path};
-    issues.error_without_position("config file is larger than " + std::to_string(kMaxConfigFileBytes) + " bytes");
-    return finish(issues, std::nullopt);
-  }
+  const std::string& text = std::get<std::string>(contents);
   LoadResult result = load_config_text(text, path, env);
   if (result.config) result.config->source_path = path;
   return result;

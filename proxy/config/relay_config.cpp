@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config/addresses.hpp"
+#include "config/config_file.hpp"
 #include "config/issue_sink.hpp"
 #include "config/units.hpp"
 #include "config/yaml_reader.hpp"
@@ -38,7 +39,6 @@ const Keys kWaitKeys = {"replicas", "timeout"};
 const Keys kHttpKeys = {"url", "connect_timeout", "timeout", "max_connections", "secret", "secret_file"};
 const Keys kAdminKeys = {"listen", "token"};
 
-constexpr std::size_t kMaxConfigFileBytes = 4 * 1024 * 1024;
 constexpr std::uint64_t kMaxBatchSize = 10'000;
 constexpr std::uint64_t kMaxConcurrency = 64;
 constexpr std::uint64_t kMaxAttempts = 1'000;
@@ -465,24 +465,13 @@ RelayLoadResult load_relay_config_text(std::string_view yaml, std::string_view f
 }
 
 RelayLoadResult load_relay_config_file(const std::string& path, const EnvLookup& env) {
-  std::ifstream in(path, std::ios::binary);
-  std::string text;
-  if (in) {
-    char chunk[64 * 1024];
-    while (text.size() <= kMaxConfigFileBytes && in.read(chunk, sizeof chunk)) text.append(chunk, sizeof chunk);
-    text.append(chunk, static_cast<std::size_t>(in.gcount()));
-  }
-  if (!in && !in.eof()) {
-    const int error = errno;
+  auto contents = detail::read_config_file(path);
+  if (const auto* error = std::get_if<detail::FileError>(&contents)) {
     IssueSink issues{path};
-    issues.error_without_position("cannot read config file: " + std::string(error != 0 ? std::strerror(error) : "read failed"));
+    issues.error_without_position(error->message);
     return finish(issues, std::nullopt);
   }
-  if (text.size() > kMaxConfigFileBytes) {
-    IssueSink issues{path};
-    issues.error_without_position("config file is larger than " + std::to_string(kMaxConfigFileBytes) + " bytes");
-    return finish(issues, std::nullopt);
-  }
+  const std::string& text = std::get<std::string>(contents);
   RelayLoadResult result = load_relay_config_text(text, path, env);
   if (result.config) result.config->source_path = path;
   return result;
