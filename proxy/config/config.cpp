@@ -49,19 +49,13 @@ EnvLookup process_environment() {
 
 LoadResult load_config_text(std::string_view yaml, std::string_view file_name, const EnvLookup& env) {
   detail::IssueSink issues{std::string(file_name)};
-  std::vector<YAML::Node> documents;
-  try {
-    documents = YAML::LoadAll(std::string(yaml));
-  } catch (const YAML::Exception& error) {
-    issues.error(error.mark, "invalid YAML: " + error.msg);
-    return finish(issues, std::nullopt);
-  }
-  if (documents.size() > 1) issues.error(documents[1].Mark(), "a config file holds one YAML document; found a second one here");
+  const std::optional<YAML::Node> document = detail::parse_config_document(yaml, issues);
+  if (!document) return finish(issues, std::nullopt);
 
   std::optional<Config> config;
   try {
     detail::YamlReader reader(issues, env);
-    config = detail::read_config(documents.empty() ? YAML::Node() : documents.front(), reader);
+    config = detail::read_config(*document, reader);
   } catch (const YAML::Exception& error) {
     // The reader checks node types before each access, so this is a yaml-cpp surprise; still
     // a config problem, never a crash.

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <vector>
 
 namespace idem::config::detail {
 namespace {
@@ -26,6 +27,18 @@ std::variant<std::string, FileError> read_config_file(const std::string& path) {
     return FileError{"config file is larger than " + std::to_string(kMaxConfigFileBytes) + " bytes"};
   }
   return text;
+}
+
+std::optional<YAML::Node> parse_config_document(std::string_view yaml, IssueSink& issues) {
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(std::string(yaml));
+  } catch (const YAML::Exception& error) {
+    issues.error(error.mark, "invalid YAML: " + error.msg);
+    return std::nullopt;
+  }
+  if (documents.size() > 1) issues.error(documents[1].Mark(), "a config file holds one YAML document; found a second one here");
+  return documents.empty() ? YAML::Node() : documents.front();
 }
 
 }  // namespace idem::config::detail

@@ -1,7 +1,13 @@
 #pragma once
-// Private to config: reading a configuration file, bounded in size, for both loaders.
+// Private to config: reading and parsing a configuration file, for both loaders.
+#include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
+
+#include <yaml-cpp/yaml.h>
+
+#include "config/issue_sink.hpp"
 
 namespace idem::config::detail {
 
@@ -11,5 +17,9 @@ struct FileError {
 
 // The file's bytes, or why they cannot be had (unreadable, or larger than 4 MiB).
 std::variant<std::string, FileError> read_config_file(const std::string& path);
+
+// The one YAML document of a config text (an empty node for an empty text). nullopt when the text
+// is not YAML; a second document is reported and ignored. Problems go to `issues` with positions.
+std::optional<YAML::Node> parse_config_document(std::string_view yaml, IssueSink& issues);
 
 }  // namespace idem::config::detail

@@ -445,19 +445,13 @@ std::optional<MessageTemplate> parse_message_template(std::string_view text, std
 
 RelayLoadResult load_relay_config_text(std::string_view yaml, std::string_view file_name, const EnvLookup& env) {
   IssueSink issues{std::string(file_name)};
-  std::vector<YAML::Node> documents;
-  try {
-    documents = YAML::LoadAll(std::string(yaml));
-  } catch (const YAML::Exception& error) {
-    issues.error(error.mark, "invalid YAML: " + error.msg);
-    return finish(issues, std::nullopt);
-  }
-  if (documents.size() > 1) issues.error(documents[1].Mark(), "a config file holds one YAML document; found a second one here");
+  const std::optional<YAML::Node> document = detail::parse_config_document(yaml, issues);
+  if (!document) return finish(issues, std::nullopt);
   std::optional<RelayConfig> config;
   try {
     YamlReader reader(issues, env);
     RelayConfigReader schema(reader);
-    config = schema.read(documents.empty() ? YAML::Node() : documents.front());
+    config = schema.read(*document);
   } catch (const YAML::Exception& error) {
     issues.error(error.mark, "cannot interpret the config: " + error.msg);
   }
