@@ -305,17 +305,9 @@ void ConfigReader::read_store(const Field* field, const YAML::Mark& top_level, S
   if (!fields) return;
 
   PostgresConfig& postgres = store.postgres;
-  constexpr std::string_view kDsnRequired = "store.postgres.dsn is required (e.g. dsn: \"${IDEMPROXY_PG_DSN}\")";
-  if (const Field* f = fields->find("dsn")) {
-    if (std::optional<std::string> dsn = yaml_.string(*f, "store.postgres.dsn")) {
-      if (dsn->empty()) {
-        issues_.error(f->value.Mark(), std::string(kDsnRequired));
-      } else {
-        postgres.dsn = std::move(*dsn);
-      }
-    }
-  } else {
-    issues_.error(fields->mark(), std::string(kDsnRequired));
+  if (auto dsn = yaml_.required_string(*fields, "dsn", "store.postgres.dsn",
+                                       "store.postgres.dsn is required (e.g. dsn: \"${IDEMPROXY_PG_DSN}\")")) {
+    postgres.dsn = std::move(*dsn);
   }
   if (const Field* f = fields->find("pool_size")) {
     if (auto size = yaml_.integer(*f, "store.postgres.pool_size", 1, kMaxPoolSize)) postgres.pool_size = *size;

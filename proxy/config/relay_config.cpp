@@ -117,17 +117,9 @@ void RelayConfigReader::read_postgres(const Field* field, const YAML::Mark& top,
   const std::optional<Fields> fields =
       field ? yaml_.mapping(field->value, field->key.Mark(), "postgres", kPostgresKeys) : std::optional<Fields>(Fields(top));
   if (!fields) return;
-  constexpr std::string_view kDsnRequired = "postgres.dsn is required (e.g. dsn: \"${IDEMPROXY_PG_DSN}\")";
-  if (const Field* f = fields->find("dsn")) {
-    if (std::optional<std::string> dsn = yaml_.string(*f, "postgres.dsn")) {
-      if (dsn->empty()) {
-        issues_.error(f->value.Mark(), std::string(kDsnRequired));
-      } else {
-        postgres.dsn = std::move(*dsn);
-      }
-    }
-  } else {
-    issues_.error(fields->mark(), std::string(kDsnRequired));
+  if (auto dsn = yaml_.required_string(*fields, "dsn", "postgres.dsn",
+                                       "postgres.dsn is required (e.g. dsn: \"${IDEMPROXY_PG_DSN}\")")) {
+    postgres.dsn = std::move(*dsn);
   }
   if (const Field* f = fields->find("connect_timeout")) assign(yaml_.duration(*f, "postgres.connect_timeout", false), postgres.connect_timeout);
   if (const Field* f = fields->find("query_timeout")) assign(yaml_.duration(*f, "postgres.query_timeout", false), postgres.query_timeout);

@@ -80,6 +80,21 @@ std::optional<std::vector<YAML::Node>> YamlReader::sequence(const Field& field, 
   return elements;
 }
 
+std::optional<std::string> YamlReader::required_string(const Fields& fields, std::string_view key,
+                                                       std::string_view path, std::string_view missing) {
+  const Field* f = fields.find(key);
+  if (f == nullptr) {
+    issues_.error(fields.mark(), std::string(missing));
+    return std::nullopt;
+  }
+  std::optional<std::string> text = string(*f, path);
+  if (text && text->empty()) {
+    issues_.error(f->value.Mark(), std::string(missing));
+    return std::nullopt;
+  }
+  return text;
+}
+
 std::optional<std::string> YamlReader::string(const Field& field, std::string_view path) {
   return string(field.value, field.key.Mark(), path);
 }

@@ -67,6 +67,10 @@ class YamlReader {
                                        std::size_t max = static_cast<std::size_t>(-1));
   std::optional<std::uint64_t> integer(const Field& field, std::string_view path, std::uint64_t min, std::uint64_t max);
   std::optional<bool> boolean(const Field& field, std::string_view path);
+  // A member that must be present and non-empty; `missing` is reported at the value when empty,
+  // at the mapping when absent.
+  std::optional<std::string> required_string(const Fields& fields, std::string_view key, std::string_view path,
+                                             std::string_view missing);
 
   template <class Enum>
   std::optional<Enum> one_of(const Field& field, std::string_view path,
