@@ -73,16 +73,16 @@ std::optional<HostPort> parse_host_port(std::string_view text) { return parse_au
 UpstreamUrl parse_upstream_url(std::string_view url) {
   constexpr std::string_view kHttp = "http://";
   constexpr std::string_view kHttps = "https://";
-  if (starts_with_ignoring_case(url, kHttps)) return UpstreamUrl{.address = {}, .problem = UrlProblem::https};
-  if (!starts_with_ignoring_case(url, kHttp)) return UpstreamUrl{.address = {}, .problem = UrlProblem::malformed};
+  const bool https = starts_with_ignoring_case(url, kHttps);
+  if (!https && !starts_with_ignoring_case(url, kHttp)) return UpstreamUrl{.address = {}, .problem = UrlProblem::malformed};
 
-  std::string_view rest = url.substr(kHttp.size());
+  std::string_view rest = url.substr(https ? kHttps.size() : kHttp.size());
   if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   // Anything left that is not host or port (user info, path, query, fragment) is refused.
   if (rest.find_first_of("/?#@") != std::string_view::npos) return UpstreamUrl{.address = {}, .problem = UrlProblem::malformed};
-  std::optional<HostPort> address = parse_authority(rest, std::uint16_t{80});
+  std::optional<HostPort> address = parse_authority(rest, static_cast<std::uint16_t>(https ? 443 : 80));
   if (!address) return UpstreamUrl{.address = {}, .problem = UrlProblem::malformed};
-  return UpstreamUrl{.address = std::move(*address), .problem = UrlProblem::none};
+  return UpstreamUrl{.address = std::move(*address), .https = https, .problem = UrlProblem::none};
 }
 
 }  // namespace idem::config::detail

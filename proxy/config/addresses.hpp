@@ -15,14 +15,16 @@ struct HostPort {
 // "127.0.0.1:8080", "localhost:8080", "[::1]:8080". The port is required and 1-65535.
 std::optional<HostPort> parse_host_port(std::string_view text);
 
-enum class UrlProblem { none, https, malformed };
+enum class UrlProblem { none, malformed };
 
 struct UpstreamUrl {
   HostPort address;
+  bool https = false;
   UrlProblem problem = UrlProblem::none;
 };
 
-// "http://host", "http://host:port", with an optional trailing "/"; the port defaults to 80.
+// "http://host[:port]" or "https://host[:port]", with an optional trailing "/"; the port defaults
+// to 80 or 443.
 // No user info, path, query or fragment: the proxy forwards request targets unchanged.
 UpstreamUrl parse_upstream_url(std::string_view url);
 

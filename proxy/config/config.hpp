@@ -20,6 +20,19 @@ struct ListenConfig {
   std::uint16_t port = 8080;
 };
 
+enum class TlsVersion { v1_2, v1_3 };
+
+// TLS on the client listener (top-level `tls:`); off unless cert_file is set. The files are read
+// at start-up and again on every reload (SIGHUP or a change of the config file), so a renewed
+// certificate is picked up without a restart; connections already open keep the old one.
+struct ListenerTlsConfig {
+  std::string cert_file;  // PEM: the certificate, then its chain
+  std::string key_file;   // PEM private key
+  TlsVersion min_version = TlsVersion::v1_2;
+  bool enabled() const { return !cert_file.empty(); }
+  bool operator==(const ListenerTlsConfig&) const = default;
+};
+
 struct LimitsConfig {
   std::size_t max_request_body = 10 * 1024 * 1024;     // 413 beyond
   std::size_t max_response_body = 64 * 1024 * 1024;    // upstream responses larger get 502
@@ -33,10 +46,22 @@ struct LimitsConfig {
   std::size_t max_connections = 10'000;   // client connections per process; beyond, 503 and close
 };
 
+// TLS to the upstream, on when upstream.url is https://.
+struct UpstreamTlsConfig {
+  bool enabled = false;       // set from the url's scheme
+  bool verify = true;         // verify the certificate chain and the name; off only for tests
+  std::string ca_file;        // PEM bundle to trust; empty: the system's trust store
+  std::string server_name;    // SNI and the name verified; empty: the url's host
+  std::string cert_file;      // client certificate (mutual TLS), optional; key_file with it
+  std::string key_file;
+  bool operator==(const UpstreamTlsConfig&) const = default;
+};
+
 struct UpstreamConfig {
   std::string url = "http://127.0.0.1:3000";
   std::string host = "127.0.0.1";  // parsed from url
   std::uint16_t port = 3000;       // parsed from url
+  UpstreamTlsConfig tls;
   std::chrono::milliseconds connect_timeout{1'000};
   std::chrono::milliseconds timeout{30'000};        // request written -> response fully read
   std::size_t max_connections = 256;                // per process, split across workers
@@ -49,6 +74,25 @@ struct PostgresConfig {
   std::chrono::milliseconds connect_timeout{2'000};
   std::chrono::milliseconds query_timeout{2'000};       // deadline on every statement (claim included)
   std::chrono::milliseconds acquire_timeout{1'000};     // wait for a free pooled connection
+  // Named prepared statements per connection (parsed and planned once). Turn off behind a
+  // transaction-mode pooler that does not track them (PgBouncer before 1.21).
+  bool prepared_statements = true;
+};
+
+// Optional Redis replay cache shared by every proxy: completed responses are copied to Redis with
+// a TTL of the record's remaining lifetime, and a replay that misses the in-process cache asks
+// Redis before Postgres. Only a cache: Redis down or slower than `timeout` means Postgres answers.
+struct RedisCacheConfig {
+  std::string host;  // empty: no Redis cache
+  std::uint16_t port = 6379;
+  std::string password;
+  unsigned database = 0;
+  std::chrono::milliseconds connect_timeout{500};
+  std::chrono::milliseconds timeout{5};             // deadline per command
+  std::string key_prefix = "idemproxy:replay:";
+  std::size_t max_value_bytes = 1024 * 1024;        // larger responses are not copied to Redis
+  bool enabled() const { return !host.empty(); }
+  bool operator==(const RedisCacheConfig&) const = default;
 };
 
 // Deletes expired records in small batches. Several proxies may run it at once.
@@ -84,6 +128,7 @@ struct EncryptionConfig {
 struct StoreConfig {
   PostgresConfig postgres;
   EncryptionConfig encryption;
+  RedisCacheConfig redis;
 };
 
 // The admin listener: /healthz, /readyz, /metrics, /admin/keys/... (see README "Operating").
@@ -104,6 +149,7 @@ struct LogConfig {
 struct Config {
   std::string source_path;  // file the config came from ("" when loaded from text)
   ListenConfig listen;
+  ListenerTlsConfig tls;
   unsigned workers = 0;  // io threads; 0 = one per core
   std::chrono::milliseconds drain_timeout{30'000};
   LimitsConfig limits;

@@ -1,5 +1,9 @@
 #include "config/config_reader.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
@@ -22,7 +26,7 @@ namespace {
 
 using Keys = std::vector<std::string_view>;
 
-const Keys kTopLevelKeys = {"listen", "workers", "drain_timeout", "limits", "upstream", "store", "reaper", "replay_cache", "log", "admin", "defaults", "routes"};
+const Keys kTopLevelKeys = {"listen", "tls", "workers", "drain_timeout", "limits", "upstream", "store", "reaper", "replay_cache", "log", "admin", "defaults", "routes"};
 const Keys kAdminKeys = {"listen", "token", "token_file"};
 const Keys kLogKeys = {"level", "access"};
 const Keys kReplayCacheKeys = {"max_bytes"};
@@ -30,9 +34,12 @@ const Keys kReaperKeys = {"interval", "batch"};
 const Keys kLimitsKeys = {"max_request_body", "max_response_body", "max_header_bytes", "header_timeout",
                           "body_timeout",     "idle_timeout",      "write_timeout",    "max_waiting",
                           "max_headers",      "max_connections"};
-const Keys kUpstreamKeys = {"url", "connect_timeout", "timeout", "max_connections", "idle_timeout"};
-const Keys kStoreKeys = {"postgres", "encryption"};
-const Keys kPostgresKeys = {"dsn", "pool_size", "connect_timeout", "query_timeout", "acquire_timeout"};
+const Keys kListenerTlsKeys = {"cert_file", "key_file", "min_version"};
+const Keys kUpstreamKeys = {"url", "connect_timeout", "timeout", "max_connections", "idle_timeout", "tls"};
+const Keys kUpstreamTlsKeys = {"verify", "ca_file", "server_name", "cert_file", "key_file"};
+const Keys kStoreKeys = {"postgres", "encryption", "redis"};
+const Keys kPostgresKeys = {"dsn", "pool_size", "connect_timeout", "query_timeout", "acquire_timeout", "prepared_statements"};
+const Keys kRedisCacheKeys = {"address", "password", "database", "connect_timeout", "timeout", "key_prefix", "max_value_bytes"};
 const Keys kPolicyKeys = {"key_header",       "key",              "max_key_length",  "ttl",       "lease",
                           "max_stored_body",  "scope",            "fingerprint",     "release_statuses",
                           "store_set_cookie", "unknown_outcome",  "store_unavailable", "in_flight", "wait_timeout"};
@@ -93,7 +100,11 @@ class ConfigReader {
   void read_replay_cache(const Field& field, ReplayCacheConfig& cache);
   void read_log(const Field& field, LogConfig& log);
   void read_admin(const Field& field, AdminConfig& admin);
+  void read_listener_tls(const Field& field, ListenerTlsConfig& tls);
   void read_upstream(const Field& field, UpstreamConfig& upstream);
+  void read_upstream_tls(const Field& field, UpstreamTlsConfig& tls);
+  void read_redis_cache(const Field& field, RedisCacheConfig& redis);
+  std::optional<std::string> readable_file(const Field& field, std::string_view path);
   void read_store(const Field* field, const YAML::Mark& top_level, StoreConfig& store);
   void read_policy(const Fields& fields, std::string_view path, core::RoutePolicy& policy, PolicyOrigin& origin);
   std::optional<std::vector<std::string>> read_header_names(const Field& field, std::string_view path);
@@ -117,6 +128,7 @@ Config ConfigReader::read(const YAML::Node& root) {
   if (!top) return config;
 
   if (const Field* field = top->find("listen")) read_listen(*field, config.listen);
+  if (const Field* field = top->find("tls")) read_listener_tls(*field, config.tls);
   if (const Field* field = top->find("workers")) {
     if (auto workers = yaml_.integer(*field, "workers", 0, kMaxWorkers)) config.workers = static_cast<unsigned>(*workers);
   }
@@ -268,13 +280,10 @@ void ConfigReader::read_upstream(const Field& field, UpstreamConfig& upstream) {
           upstream.url = *url;
           upstream.host = parsed.address.host;
           upstream.port = parsed.address.port;
-          break;
-        case UrlProblem::https:
-          issues_.error(f->value.Mark(), "upstream.url must be http://host:port: https upstreams are not supported yet (got " +
-                                             quoted(*url) + ")");
+          upstream.tls.enabled = parsed.https;
           break;
         case UrlProblem::malformed:
-          issues_.error(f->value.Mark(), "upstream.url must be http://host:port, got " + quoted(*url));
+          issues_.error(f->value.Mark(), "upstream.url must be http://host[:port] or https://host[:port], got " + quoted(*url));
           break;
       }
     }
@@ -291,6 +300,82 @@ void ConfigReader::read_upstream(const Field& field, UpstreamConfig& upstream) {
     if (auto count = yaml_.integer(*f, "upstream.max_connections", 1, kMaxUpstreamConnections)) upstream.max_connections = *count;
   }
   if (const Field* f = fields->find("idle_timeout")) assign(yaml_.duration(*f, "upstream.idle_timeout", false), upstream.idle_timeout);
+  if (const Field* f = fields->find("tls")) {
+    read_upstream_tls(*f, upstream.tls);
+    if (!upstream.tls.enabled) issues_.warning(f->key.Mark(), "upstream.tls is ignored: upstream.url is not https://");
+  }
+}
+
+// A path the process can open for reading, checked at load so `--check` catches a typo'd path.
+std::optional<std::string> ConfigReader::readable_file(const Field& field, std::string_view path) {
+  std::optional<std::string> file = yaml_.string(field, path);
+  if (!file) return std::nullopt;
+  if (file->empty() || ::access(file->c_str(), R_OK) != 0) {
+    issues_.error(field.value.Mark(), std::string(path) + ": cannot read " + quoted(*file) + ": " +
+                                          (file->empty() ? std::string("empty path") : std::string(std::strerror(errno))));
+    return std::nullopt;
+  }
+  return file;
+}
+
+void ConfigReader::read_listener_tls(const Field& field, ListenerTlsConfig& tls) {
+  const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "tls", kListenerTlsKeys);
+  if (!fields) return;
+  const Field* cert = fields->find("cert_file");
+  const Field* key = fields->find("key_file");
+  if (!cert || !key) {
+    issues_.error(fields->mark(), "tls needs both cert_file and key_file");
+    return;
+  }
+  assign(readable_file(*cert, "tls.cert_file"), tls.cert_file);
+  assign(readable_file(*key, "tls.key_file"), tls.key_file);
+  if (const Field* f = fields->find("min_version")) {
+    assign(yaml_.one_of<TlsVersion>(*f, "tls.min_version", {{"1.2", TlsVersion::v1_2}, {"1.3", TlsVersion::v1_3}}),
+           tls.min_version);
+  }
+}
+
+void ConfigReader::read_upstream_tls(const Field& field, UpstreamTlsConfig& tls) {
+  const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "upstream.tls", kUpstreamTlsKeys);
+  if (!fields) return;
+  if (const Field* f = fields->find("verify")) assign(yaml_.boolean(*f, "upstream.tls.verify"), tls.verify);
+  if (const Field* f = fields->find("ca_file")) assign(readable_file(*f, "upstream.tls.ca_file"), tls.ca_file);
+  if (const Field* f = fields->find("server_name")) assign(yaml_.string(*f, "upstream.tls.server_name"), tls.server_name);
+  const Field* cert = fields->find("cert_file");
+  const Field* key = fields->find("key_file");
+  if ((cert == nullptr) != (key == nullptr)) {
+    issues_.error((cert ? cert : key)->key.Mark(), "upstream.tls: a client certificate needs both cert_file and key_file");
+    return;
+  }
+  if (cert) {
+    assign(readable_file(*cert, "upstream.tls.cert_file"), tls.cert_file);
+    assign(readable_file(*key, "upstream.tls.key_file"), tls.key_file);
+  }
+}
+
+void ConfigReader::read_redis_cache(const Field& field, RedisCacheConfig& redis) {
+  const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "store.redis", kRedisCacheKeys);
+  if (!fields) return;
+  if (const Field* f = fields->find("address")) {
+    if (const auto text = yaml_.string(*f, "store.redis.address")) {
+      if (const auto address = parse_host_port(*text)) {
+        redis.host = address->host;
+        redis.port = address->port;
+      } else {
+        issues_.error(f->value.Mark(), "bad address " + quoted(*text) + " for store.redis.address (expected host:port, e.g. 127.0.0.1:6379)");
+      }
+    }
+  } else {
+    issues_.error(fields->mark(), "store.redis.address is required (e.g. address: 127.0.0.1:6379)");
+  }
+  if (const Field* f = fields->find("password")) assign(yaml_.string(*f, "store.redis.password"), redis.password);
+  if (const Field* f = fields->find("database")) {
+    if (const auto n = yaml_.integer(*f, "store.redis.database", 0, 65'535)) redis.database = static_cast<unsigned>(*n);
+  }
+  if (const Field* f = fields->find("connect_timeout")) assign(yaml_.duration(*f, "store.redis.connect_timeout", false), redis.connect_timeout);
+  if (const Field* f = fields->find("timeout")) assign(yaml_.duration(*f, "store.redis.timeout", false), redis.timeout);
+  if (const Field* f = fields->find("key_prefix")) assign(yaml_.string(*f, "store.redis.key_prefix"), redis.key_prefix);
+  if (const Field* f = fields->find("max_value_bytes")) assign(yaml_.byte_size(*f, "store.redis.max_value_bytes"), redis.max_value_bytes);
 }
 
 void ConfigReader::read_store(const Field* field, const YAML::Mark& top_level, StoreConfig& store) {
@@ -298,6 +383,7 @@ void ConfigReader::read_store(const Field* field, const YAML::Mark& top_level, S
       field ? yaml_.mapping(field->value, field->key.Mark(), "store", kStoreKeys) : std::optional<Fields>(Fields(top_level));
   if (!store_fields) return;
   if (const Field* f = store_fields->find("encryption")) read_encryption(*f, yaml_, store.encryption);
+  if (const Field* f = store_fields->find("redis")) read_redis_cache(*f, store.redis);
   const Field* postgres_field = store_fields->find("postgres");
   const std::optional<Fields> fields =
       postgres_field ? yaml_.mapping(postgres_field->value, postgres_field->key.Mark(), "store.postgres", kPostgresKeys)
@@ -320,6 +406,9 @@ void ConfigReader::read_store(const Field* field, const YAML::Mark& top_level, S
   }
   if (const Field* f = fields->find("acquire_timeout")) {
     assign(yaml_.duration(*f, "store.postgres.acquire_timeout", false), postgres.acquire_timeout);
+  }
+  if (const Field* f = fields->find("prepared_statements")) {
+    assign(yaml_.boolean(*f, "store.postgres.prepared_statements"), postgres.prepared_statements);
   }
 }
 

@@ -32,7 +32,7 @@ const std::string kLeaseMessageTail = " (a lease that lapses while the upstream 
 std::vector<ErrorCase> error_cases() {
   return {
       {"unknown_top_level_key", kStore + "lisen: 127.0.0.1:8080\n",
-       "test.yaml:2:1: unknown key \"lisen\" at the top level (expected one of: listen, workers, drain_timeout, limits, "
+       "test.yaml:2:1: unknown key \"lisen\" at the top level (expected one of: listen, tls, workers, drain_timeout, limits, "
        "upstream, store, reaper, replay_cache, log, admin, defaults, routes)"},
       {"unknown_route_key", kRoute + "    foo: 1\n",
        "test.yaml:6:5: unknown key \"foo\" in routes[0] (expected one of: name, match, key_header, key, max_key_length, ttl, "
@@ -84,13 +84,26 @@ std::vector<ErrorCase> error_cases() {
       {"empty_json_pointer", kRoute + "    fingerprint: { ignore_json: [\"\"] }\n",
        "test.yaml:6:34: JSON pointer \"\" in routes[0].fingerprint.ignore_json addresses the whole body, which would leave it out "
        "of the fingerprint"},
-      {"https_upstream", kStore + "upstream:\n  url: https://api.internal:8443\n",
-       "test.yaml:3:8: upstream.url must be http://host:port: https upstreams are not supported yet (got "
-       "\"https://api.internal:8443\")"},
+      {"upstream_other_scheme", kStore + "upstream:\n  url: ftp://api.internal:8443\n",
+       "test.yaml:3:8: upstream.url must be http://host[:port] or https://host[:port], got \"ftp://api.internal:8443\""},
       {"upstream_with_path", kStore + "upstream:\n  url: http://backend/api\n",
-       "test.yaml:3:8: upstream.url must be http://host:port, got \"http://backend/api\""},
+       "test.yaml:3:8: upstream.url must be http://host[:port] or https://host[:port], got \"http://backend/api\""},
       {"upstream_bad_port", kStore + "upstream:\n  url: http://backend:70000\n",
-       "test.yaml:3:8: upstream.url must be http://host:port, got \"http://backend:70000\""},
+       "test.yaml:3:8: upstream.url must be http://host[:port] or https://host[:port], got \"http://backend:70000\""},
+      {"listener_tls_without_key", kStore + "tls:\n  cert_file: /etc/hostname\n",
+       "test.yaml:3:3: tls needs both cert_file and key_file"},
+      {"listener_tls_missing_file", kStore + "tls:\n  cert_file: /nonexistent/tls.crt\n  key_file: /etc/hostname\n",
+       "test.yaml:3:14: tls.cert_file: cannot read \"/nonexistent/tls.crt\": No such file or directory"},
+      {"listener_tls_bad_version", kStore + "tls:\n  cert_file: /etc/hostname\n  key_file: /etc/hostname\n  min_version: \"1.1\"\n",
+       "test.yaml:5:16: bad value \"1.1\" for tls.min_version (expected 1.2 | 1.3)"},
+      {"upstream_client_cert_without_key", kStore + "upstream:\n  url: https://api\n  tls:\n    cert_file: /etc/hostname\n",
+       "test.yaml:5:5: upstream.tls: a client certificate needs both cert_file and key_file"},
+      {"upstream_missing_ca", kStore + "upstream:\n  url: https://api\n  tls: { ca_file: /nonexistent/ca.pem }\n",
+       "test.yaml:4:19: upstream.tls.ca_file: cannot read \"/nonexistent/ca.pem\": No such file or directory"},
+      {"redis_cache_bad_address", "store:\n  postgres: { dsn: x }\n  redis: { address: \"redis\" }\n",
+       "test.yaml:3:21: bad address \"redis\" for store.redis.address (expected host:port, e.g. 127.0.0.1:6379)"},
+      {"redis_cache_no_address", "store:\n  postgres: { dsn: x }\n  redis: { timeout: 5ms }\n",
+       "test.yaml:3:10: store.redis.address is required (e.g. address: 127.0.0.1:6379)"},
       {"missing_dsn", "listen: 127.0.0.1:8080\nstore:\n  postgres:\n    pool_size: 4\n",
        "test.yaml:4:5: store.postgres.dsn is required (e.g. dsn: \"${IDEMPROXY_PG_DSN}\")"},
       {"missing_store", "\nlisten: 127.0.0.1:8080\n",

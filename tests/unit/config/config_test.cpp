@@ -252,6 +252,80 @@ TEST(ConfigLoad, UpstreamHostWithoutPortDefaultsTo80) {
   EXPECT_EQ(result.config->upstream.port, 80);
 }
 
+TEST(ConfigLoad, TlsRedisAndPreparedStatementOptions) {
+  // TLS file paths must be readable at load time; any readable file will do for the loader.
+  const std::string file = "/proc/self/cmdline";
+  const LoadResult result = load(R"yaml(
+listen: 0.0.0.0:8443
+tls: { cert_file: )yaml" + file + ", key_file: " + file + R"yaml(, min_version: "1.3" }
+upstream:
+  url: https://payments.internal
+  tls:
+    verify: false
+    ca_file: )yaml" + file + R"yaml(
+    server_name: api.payments.example
+    cert_file: )yaml" + file + R"yaml(
+    key_file: )yaml" + file + R"yaml(
+store:
+  postgres: { dsn: x, prepared_statements: false }
+  redis:
+    address: 10.0.0.7:6380
+    password: secret
+    database: 2
+    connect_timeout: 250ms
+    timeout: 3ms
+    key_prefix: "orders:"
+    max_value_bytes: 256KiB
+)yaml");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  EXPECT_TRUE(result.issues.empty()) << all_issues(result);
+  const Config& config = *result.config;
+  EXPECT_TRUE(config.tls.enabled());
+  EXPECT_EQ(config.tls.cert_file, file);
+  EXPECT_EQ(config.tls.key_file, file);
+  EXPECT_EQ(config.tls.min_version, TlsVersion::v1_3);
+  EXPECT_EQ(config.upstream.host, "payments.internal");
+  EXPECT_EQ(config.upstream.port, 443);
+  EXPECT_TRUE(config.upstream.tls.enabled);
+  EXPECT_FALSE(config.upstream.tls.verify);
+  EXPECT_EQ(config.upstream.tls.ca_file, file);
+  EXPECT_EQ(config.upstream.tls.server_name, "api.payments.example");
+  EXPECT_EQ(config.upstream.tls.cert_file, file);
+  EXPECT_EQ(config.upstream.tls.key_file, file);
+  EXPECT_FALSE(config.store.postgres.prepared_statements);
+  EXPECT_TRUE(config.store.redis.enabled());
+  EXPECT_EQ(config.store.redis.host, "10.0.0.7");
+  EXPECT_EQ(config.store.redis.port, 6380);
+  EXPECT_EQ(config.store.redis.password, "secret");
+  EXPECT_EQ(config.store.redis.database, 2u);
+  EXPECT_EQ(config.store.redis.connect_timeout, 250ms);
+  EXPECT_EQ(config.store.redis.timeout, 3ms);
+  EXPECT_EQ(config.store.redis.key_prefix, "orders:");
+  EXPECT_EQ(config.store.redis.max_value_bytes, 256u * 1024);
+}
+
+TEST(ConfigLoad, TlsAndRedisAreOffByDefaultAndHttpsDefaultsToPort443) {
+  const LoadResult plain = load("store: { postgres: { dsn: x } }\n");
+  ASSERT_TRUE(plain.config) << all_issues(plain);
+  EXPECT_FALSE(plain.config->tls.enabled());
+  EXPECT_FALSE(plain.config->upstream.tls.enabled);
+  EXPECT_TRUE(plain.config->upstream.tls.verify);
+  EXPECT_FALSE(plain.config->store.redis.enabled());
+  EXPECT_TRUE(plain.config->store.postgres.prepared_statements);
+
+  const LoadResult https = load("upstream: { url: \"https://[fd00::5]\" }\nstore: { postgres: { dsn: x } }\n");
+  ASSERT_TRUE(https.config) << all_issues(https);
+  EXPECT_TRUE(https.config->upstream.tls.enabled);
+  EXPECT_EQ(https.config->upstream.port, 443);
+}
+
+TEST(ConfigWarnings, UpstreamTlsOptionsWithPlainHttpUrlWarn) {
+  const LoadResult result = load("upstream:\n  url: http://backend:8080\n  tls: { verify: false }\nstore: { postgres: { dsn: x } }\n");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  ASSERT_EQ(result.issues.size(), 1u) << all_issues(result);
+  EXPECT_EQ(result.issues[0].to_string(), "test.yaml:3:3: warning: upstream.tls is ignored: upstream.url is not https://");
+}
+
 TEST(ConfigLoad, RepeatedMethodsAndStatusesAreKeptOnce) {
   const LoadResult result = load(R"yaml(
 store: { postgres: { dsn: x } }
