@@ -53,7 +53,7 @@ struct AdminServer::Session : std::enable_shared_from_this<Session> {
 
   static Request parser_release(Session& self) { return self.parser->release(); }
 
-  void dispatch(Request request) {
+  void dispatch(const Request& request) {
     const std::string_view target = request.target();
     const std::string_view path = target.substr(0, target.find('?'));
     const bool open = path == "/healthz" || path == "/readyz";

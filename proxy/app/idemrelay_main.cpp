@@ -10,6 +10,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <charconv>
+#include <exception>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -220,9 +221,7 @@ int run(const config::RelayConfig& config) {
   return exit_code;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int relay_main(int argc, char** argv) {
   const std::optional<Options> options = parse_arguments(argc, argv);
   if (!options) return 2;
   std::signal(SIGPIPE, SIG_IGN);
@@ -267,4 +266,20 @@ int main(int argc, char** argv) {
       return run(config);
   }
   return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Anything thrown past the run loop (start-up only: the data path reports errors as values)
+  // ends the process with a message instead of std::terminate's bare abort.
+  try {
+    return relay_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "idemrelay: fatal: " << e.what() << "\n";
+    return 1;
+  } catch (...) {
+    std::cerr << "idemrelay: fatal: unknown exception\n";
+    return 1;
+  }
 }

@@ -52,7 +52,7 @@ int run_record_command(const config::Config& config, const RecordCommand& comman
     }
   };
   if (command.kind == RecordCommand::Kind::inspect) {
-    store.inspect(key, [&](store::StoreError error, store::RecordInfo info) {
+    store.inspect(key, [&](store::StoreError error, const store::RecordInfo& info) {
       if (error == store::StoreError::ok) {
         std::cout << record_json(command.route, *scope, command.key, info) << "\n";
         exit_code = 0;

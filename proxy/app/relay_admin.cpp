@@ -44,7 +44,7 @@ void register_metrics(metrics::Registry& registry, const relay::RelayStats& stat
 RelayAdmin::RelayAdmin(const config::RelayAdminConfig& config, const relay::RelayStats& stats) {
   register_metrics(registry_, stats);
   server_ = std::make_unique<admin::AdminServer>(config.host, config.port, config.token);
-  server_->start([this, &stats](const admin::Request& request, admin::Respond respond) {
+  server_->start([this, &stats](const admin::Request& request, const admin::Respond& respond) {
     const std::string_view target(request.target().data(), request.target().size());
     if (target == "/healthz") {
       respond(admin::text_response(200, "ok\n"));

@@ -56,7 +56,9 @@ std::optional<Fields> YamlReader::mapping(const YAML::Node& node, const YAML::Ma
         expected += expected.empty() ? "" : ", ";
         expected += candidate;
       }
-      issues_.error(key.Mark(), "unknown key " + quoted(name) + " " + where + " (expected one of: " + expected + ")");
+      std::string message = "unknown key " + quoted(name);
+      message.append(" ").append(where).append(" (expected one of: ").append(expected).append(")");
+      issues_.error(key.Mark(), message);
       continue;
     }
     if (const Field* first = fields.find(name)) {

@@ -93,7 +93,8 @@ ParsedKey parse_key_material(std::string_view text) {
     std::copy(bytes->begin(), bytes->end(), key.begin());
     parsed.key = key;
   }
-  OPENSSL_cleanse(bytes->data(), bytes->size());
+  std::string& decoded = *bytes;
+  OPENSSL_cleanse(decoded.data(), decoded.size());
   return parsed;
 }
 

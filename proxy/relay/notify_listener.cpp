@@ -40,7 +40,7 @@ void NotifyListener::connect() {
     log::warn("notify connection lost: reconnecting");
     self->schedule_reconnect();
   });
-  connection_->set_notification_handler([weak, generation](std::string /*channel*/, std::string /*payload*/) {
+  connection_->set_notification_handler([weak, generation](const std::string& /*channel*/, const std::string& /*payload*/) {
     const auto self = weak.lock();
     if (self && generation == self->generation_ && self->on_wake_) self->on_wake_();
   });

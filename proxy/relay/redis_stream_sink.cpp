@@ -97,11 +97,11 @@ void RedisStreamSink::stop() {
 void RedisStreamSink::connect() {
   const std::uint64_t generation = ++generation_;
   const std::weak_ptr<RedisStreamSink> weak = weak_from_this();
-  connection_ = std::make_shared<redis::RedisConnection>(io_, [weak, generation](redis::RedisError why) {
+  connection_ = std::make_shared<redis::RedisConnection>(io_, [weak, generation](const redis::RedisError& why) {
     const auto self = weak.lock();
     if (self && generation == self->generation_) self->on_lost(why);
   });
-  connection_->connect(config_.host, config_.port, config_.connect_timeout, [weak, generation](redis::RedisError error) {
+  connection_->connect(config_.host, config_.port, config_.connect_timeout, [weak, generation](const redis::RedisError& error) {
     const auto self = weak.lock();
     if (!self || generation != self->generation_) return;
     if (!error.ok()) {
@@ -118,7 +118,7 @@ void RedisStreamSink::connect() {
     for (std::size_t i = 0; i < commands.size(); ++i) {
       const bool last = i + 1 == commands.size();
       self->connection_->command(std::move(commands[i]), self->config_.command_timeout,
-                                 [weak, generation, remaining, failure, last](redis::RedisError error, redis::RedisReply reply) {
+                                 [weak, generation, remaining, failure, last](const redis::RedisError& error, const redis::RedisReply& reply) {
                                    const auto self = weak.lock();
                                    if (!self || generation != self->generation_) return;
                                    if (!error.ok()) {
@@ -242,20 +242,20 @@ void RedisStreamSink::send_rows(const std::shared_ptr<Batch>& batch, const std::
   const std::weak_ptr<RedisStreamSink> weak = weak_from_this();
   for (const std::size_t index : indexes) {
     connection_->command(row_command(*batch, index), config_.command_timeout,
-                         [weak, batch, index](redis::RedisError error, redis::RedisReply reply) {
+                         [weak, batch, index](const redis::RedisError& error, const redis::RedisReply& reply) {
                            const auto self = weak.lock();
                            if (!self) {
                              batch->deliveries[index] = {DeliveryOutcome::unavailable, "sink stopped"};
                              if (--batch->outstanding == 0) batch->handler(std::move(batch->deliveries));
                              return;
                            }
-                           self->on_row_reply(batch, index, std::move(error), std::move(reply));
+                           self->on_row_reply(batch, index, error, reply);
                          });
   }
 }
 
-void RedisStreamSink::on_row_reply(const std::shared_ptr<Batch>& batch, std::size_t index, redis::RedisError error,
-                                   redis::RedisReply reply) {
+void RedisStreamSink::on_row_reply(const std::shared_ptr<Batch>& batch, std::size_t index, const redis::RedisError& error,
+                                   const redis::RedisReply& reply) {
   Delivery& delivery = batch->deliveries[index];
   if (!error.ok()) {
     delivery = {DeliveryOutcome::unavailable, std::string(redis::redis_error_kind_name(error.kind)) + ": " + error.message};
@@ -264,13 +264,11 @@ void RedisStreamSink::on_row_reply(const std::shared_ptr<Batch>& batch, std::siz
     delivery = {DeliveryOutcome::unavailable, reply.text};
   } else if (reply.is_error()) {
     delivery = {is_server_condition(reply) ? DeliveryOutcome::unavailable : DeliveryOutcome::retry, reply.text};
-  } else if (reply.kind != redis::RedisReply::Kind::integer) {
-    delivery = {DeliveryOutcome::retry, "unexpected script reply: " + describe(reply)};
-  } else if (reply.integer == kScriptAdded) {
+  } else if (const bool integer = reply.kind == redis::RedisReply::Kind::integer; integer && reply.integer == kScriptAdded) {
     delivery = {DeliveryOutcome::delivered, {}};
-  } else if (reply.integer == kScriptDuplicate) {
+  } else if (integer && reply.integer == kScriptDuplicate) {
     delivery = {DeliveryOutcome::duplicate, {}};
-  } else if (reply.integer == kScriptHeld) {
+  } else if (integer && reply.integer == kScriptHeld) {
     delivery = {DeliveryOutcome::held, "an earlier row of the aggregate did not go through"};
   } else {
     delivery = {DeliveryOutcome::retry, "unexpected script reply: " + describe(reply)};
@@ -289,7 +287,7 @@ void RedisStreamSink::finish_sends(const std::shared_ptr<Batch>& batch) {
     const std::weak_ptr<RedisStreamSink> weak = weak_from_this();
     batch->outstanding = 1;  // the SCRIPT LOAD; send_rows adds the rows
     connection_->command({"SCRIPT", "LOAD", kPublishScript}, config_.command_timeout,
-                         [weak, batch, again = std::move(again)](redis::RedisError error, redis::RedisReply reply) {
+                         [weak, batch, again = std::move(again)](const redis::RedisError& error, const redis::RedisReply& reply) {
                            const auto self = weak.lock();
                            --batch->outstanding;
                            if (!self || !error.ok() || reply.kind != redis::RedisReply::Kind::string ||
@@ -317,7 +315,7 @@ void RedisStreamSink::wait_for_replicas(const std::shared_ptr<Batch>& batch) {
   const unsigned wanted = config_.wait_replicas;
   connection_->command({"WAIT", std::to_string(wanted), std::to_string(config_.wait_timeout.count())},
                        config_.wait_timeout + config_.command_timeout,
-                       [batch, wanted](redis::RedisError error, redis::RedisReply reply) {
+                       [batch, wanted](const redis::RedisError& error, const redis::RedisReply& reply) {
                          const bool enough = error.ok() && reply.kind == redis::RedisReply::Kind::integer &&
                                              reply.integer >= static_cast<std::int64_t>(wanted);
                          if (!enough) {

@@ -50,8 +50,8 @@ class RedisStreamSink final : public Sink, public std::enable_shared_from_this<R
   void schedule_reconnect();
   void on_lost(const redis::RedisError& why);
   void send_rows(const std::shared_ptr<Batch>& batch, const std::vector<std::size_t>& indexes);
-  void on_row_reply(const std::shared_ptr<Batch>& batch, std::size_t index, redis::RedisError error,
-                    redis::RedisReply reply);
+  void on_row_reply(const std::shared_ptr<Batch>& batch, std::size_t index, const redis::RedisError& error,
+                    const redis::RedisReply& reply);
   void finish_sends(const std::shared_ptr<Batch>& batch);
   void wait_for_replicas(const std::shared_ptr<Batch>& batch);
   std::vector<std::string> row_command(const Batch& batch, std::size_t index) const;

@@ -34,7 +34,7 @@ std::int64_t count_ms(std::chrono::milliseconds value) { return value.count(); }
 Relay::Relay(boost::asio::io_context& io, RelayOptions options, std::shared_ptr<OutboxSource> source,
              std::shared_ptr<Sink> sink, RelayStats& stats, FaultHooks hooks)
     : io_(io),
-      options_(std::move(options)),
+      options_(options),
       source_(std::move(source)),
       sink_(std::move(sink)),
       stats_(stats),
@@ -101,11 +101,11 @@ void Relay::claim(std::size_t lane) {
   const Clock::time_point lease_end = Clock::now() + options_.lease;
   source_->claim(options_.batch_size, token, options_.lease,
                  [self = shared_from_this(), lane, token, lease_end](store::pg::PgError error, std::vector<OutboxRow> rows) mutable {
-                   self->on_claimed(lane, std::move(token), lease_end, std::move(error), std::move(rows));
+                   self->on_claimed(lane, std::move(token), lease_end, error, std::move(rows));
                  });
 }
 
-void Relay::on_claimed(std::size_t lane, std::string token, Clock::time_point lease_end, store::pg::PgError error,
+void Relay::on_claimed(std::size_t lane, std::string token, Clock::time_point lease_end, const store::pg::PgError& error,
                        std::vector<OutboxRow> rows) {
   if (!error.ok()) {
     stats_.source_failures.fetch_add(1, std::memory_order_relaxed);
@@ -390,7 +390,7 @@ void Relay::retention_round(std::size_t deleted_so_far, std::size_t batches) {
 }
 
 void Relay::run_stats() {
-  source_->backlog([self = shared_from_this()](store::pg::PgError error, Backlog backlog) {
+  source_->backlog([self = shared_from_this()](const store::pg::PgError& error, Backlog backlog) {
     RelayStats& stats = self->stats_;
     stats.sink_ready.store(self->sink_->ready(), std::memory_order_relaxed);
     stats.source_connected.store(self->source_->connected(), std::memory_order_relaxed);

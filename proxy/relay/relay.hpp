@@ -83,7 +83,7 @@ class Relay : public std::enable_shared_from_this<Relay> {
 
   void wake_one();
   void claim(std::size_t lane);
-  void on_claimed(std::size_t lane, std::string token, Clock::time_point lease_end, store::pg::PgError error,
+  void on_claimed(std::size_t lane, std::string token, Clock::time_point lease_end, const store::pg::PgError& error,
                   std::vector<OutboxRow> rows);
   void publish(std::shared_ptr<Batch> batch);
   void on_published(std::shared_ptr<Batch> batch, std::vector<Delivery> deliveries);
