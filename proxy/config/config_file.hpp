@@ -12,10 +12,19 @@
 namespace idem::config::detail {
 
 struct FileError {
-  std::string message;  // "cannot read config file: No such file or directory", "config file is larger than ..."
+  std::string message;  // "cannot read WHAT: No such file or directory", "WHAT is larger than N bytes"
 };
 
-// The file's bytes, or why they cannot be had (unreadable, or larger than 4 MiB).
+// The bytes of a regular file of at most max_bytes, or why they cannot be had. Every file a
+// config names (the config itself, key files, token files) is read through this, so a hostile
+// path (/dev/zero, a FIFO) is an error instead of a hang or an exhausted memory.
+// `what` names the file in messages ("config file", "admin.token_file \"/run/token\"").
+std::variant<std::string, FileError> read_bounded_file(const std::string& path, std::size_t max_bytes,
+                                                       std::string_view what);
+
+bool is_regular_file(const std::string& path);  // false when it is not, or cannot be checked
+
+// The config file's bytes (at most 4 MiB).
 std::variant<std::string, FileError> read_config_file(const std::string& path);
 
 // The one YAML document of a config text (an empty node for an empty text). nullopt when the text

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "config/addresses.hpp"
+#include "config/config_file.hpp"
 #include "config/encryption_keys.hpp"
 #include "config/http_syntax.hpp"
 #include "config/units.hpp"
@@ -60,6 +61,7 @@ constexpr std::uint64_t kMaxPoolSize = 1'000;
 constexpr std::uint64_t kMaxKeyLength = 1'024;
 constexpr std::size_t kMaxHeaderBytes = 1024 * 1024;
 constexpr std::size_t kMaxRouteNameLength = 64;
+constexpr std::size_t kMaxTokenFileBytes = 4096;
 constexpr int kMinStatus = 100;
 constexpr int kMaxStatus = 599;
 
@@ -255,11 +257,12 @@ void ConfigReader::read_admin(const Field& field, AdminConfig& admin) {
     assign(yaml_.string(*token, "admin.token"), admin.token);
   } else if (token_file != nullptr) {
     if (const std::optional<std::string> path = yaml_.string(*token_file, "admin.token_file")) {
-      std::ifstream in(*path);
-      std::string secret((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      auto contents = read_bounded_file(*path, kMaxTokenFileBytes, "admin.token_file " + quoted(*path));
+      std::string secret;
+      if (auto* text = std::get_if<std::string>(&contents)) secret = std::move(*text);
       while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ')) secret.pop_back();
-      if (!in.good() && !in.eof()) {
-        issues_.error(token_file->value.Mark(), "cannot read admin.token_file " + quoted(*path));
+      if (const auto* error = std::get_if<FileError>(&contents)) {
+        issues_.error(token_file->value.Mark(), error->message);
       } else if (secret.empty()) {
         issues_.error(token_file->value.Mark(), "admin.token_file " + quoted(*path) + " is missing or empty");
       } else {
@@ -313,6 +316,11 @@ std::optional<std::string> ConfigReader::readable_file(const Field& field, std::
   if (file->empty() || ::access(file->c_str(), R_OK) != 0) {
     issues_.error(field.value.Mark(), std::string(path) + ": cannot read " + quoted(*file) + ": " +
                                           (file->empty() ? std::string("empty path") : std::string(std::strerror(errno))));
+    return std::nullopt;
+  }
+  // OpenSSL reads these later; a FIFO or a device would block it or never end.
+  if (!is_regular_file(*file)) {
+    issues_.error(field.value.Mark(), std::string(path) + ": cannot read " + quoted(*file) + ": not a regular file");
     return std::nullopt;
   }
   return file;

@@ -1,16 +1,15 @@
 #include "config/encryption_keys.hpp"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
+#include "config/config_file.hpp"
 #include "crypto/key_material.hpp"
 #include "crypto/keyring.hpp"
 
@@ -31,25 +30,9 @@ struct KeyText {
 };
 
 KeyText read_key_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string text;
-  if (in) {
-    char chunk[1024];
-    while (text.size() <= kMaxKeyFileBytes && in.read(chunk, sizeof chunk)) text.append(chunk, sizeof chunk);
-    text.append(chunk, static_cast<std::size_t>(in.gcount()));
-    std::fill(std::begin(chunk), std::end(chunk), '\0');
-  }
-  if (!in && !in.eof()) {
-    const int error = errno;
-    crypto::wipe_secret(text);
-    return {std::nullopt, "cannot read " + quoted(path) + ": " + (error != 0 ? std::strerror(error) : "read failed")};
-  }
-  if (text.size() > kMaxKeyFileBytes) {
-    crypto::wipe_secret(text);
-    return {std::nullopt, quoted(path) + " is larger than " + std::to_string(kMaxKeyFileBytes) +
-                              " bytes; a key file holds one key"};
-  }
-  return {std::move(text), {}};
+  auto contents = read_bounded_file(path, kMaxKeyFileBytes, quoted(path));
+  if (auto* error = std::get_if<FileError>(&contents)) return {std::nullopt, std::move(error->message)};
+  return {std::move(std::get<std::string>(contents)), {}};
 }
 
 class EncryptionReader {

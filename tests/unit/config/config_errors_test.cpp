@@ -100,6 +100,10 @@ std::vector<ErrorCase> error_cases() {
        "test.yaml:5:5: upstream.tls: a client certificate needs both cert_file and key_file"},
       {"upstream_missing_ca", kStore + "upstream:\n  url: https://api\n  tls: { ca_file: /nonexistent/ca.pem }\n",
        "test.yaml:4:19: upstream.tls.ca_file: cannot read \"/nonexistent/ca.pem\": No such file or directory"},
+      {"token_file_device", kStore + "admin: { token_file: /dev/zero }\n",
+       "test.yaml:2:22: cannot read admin.token_file \"/dev/zero\": not a regular file"},
+      {"tls_cert_is_a_device", kStore + "tls: { cert_file: /dev/zero, key_file: /proc/self/cmdline }\n",
+       "test.yaml:2:19: tls.cert_file: cannot read \"/dev/zero\": not a regular file"},
       {"redis_cache_bad_address", "store:\n  postgres: { dsn: x }\n  redis: { address: \"redis\" }\n",
        "test.yaml:3:21: bad address \"redis\" for store.redis.address (expected host:port, e.g. 127.0.0.1:6379)"},
       {"redis_cache_no_address", "store:\n  postgres: { dsn: x }\n  redis: { timeout: 5ms }\n",
@@ -151,7 +155,7 @@ std::vector<ErrorCase> error_cases() {
       {"value_missing", kStore + "defaults:\n  ttl:\n  lease: 30s\n", "test.yaml:3:3: defaults.ttl has no value"},
       {"top_level_not_a_mapping", "- listen\n- store\n", "test.yaml:1:1: the config must be a mapping of options, not a list"},
       {"yaml_syntax_error", "a: b\n  c: d\n", "test.yaml:2:4: invalid YAML: illegal map value"},
-      {"second_document", kStore + "---\nworkers: 2\n", "test.yaml:3:1: a config file holds one YAML document; found a second one here"},
+      {"second_document", kStore + "---\nworkers: 2\n", "test.yaml:2:1: a config file holds one YAML document; found a second one here"},
   };
 }
 

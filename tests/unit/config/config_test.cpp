@@ -507,6 +507,21 @@ TEST(ConfigFile, ShippedExampleLoadsWithoutAnyIssue) {
   EXPECT_EQ(refund.wait_timeout, defaults.wait_timeout);
 }
 
+TEST(ConfigFile, MalformedStreamThatHungYamlCppLoadAllIsAnError) {
+  // Found by fuzz_config_load: yaml-cpp 0.7's LoadAll appends documents without end on a lone ",".
+  const LoadResult result = load(",");
+  EXPECT_FALSE(result.config);
+  ASSERT_FALSE(result.issues.empty());
+  EXPECT_EQ(result.issues[0].to_string(), "test.yaml:1:1: a config file holds one YAML document; found a second one here");
+}
+
+TEST(ConfigFile, ConfigFileThatIsNotARegularFileIsRefused) {
+  const LoadResult result = load_config_file("/dev/zero", fake_env());
+  ASSERT_FALSE(result.config);
+  ASSERT_EQ(result.issues.size(), 1u);
+  EXPECT_EQ(result.issues[0].to_string(), "/dev/zero: cannot read config file: not a regular file");
+}
+
 TEST(ConfigFile, UnreadableFileIsAnIssueWithoutPosition) {
   const std::string path = (std::filesystem::temp_directory_path() / "idemproxy-config-test-missing.yaml").string();
   std::filesystem::remove(path);

@@ -184,7 +184,7 @@ TEST(EncryptionConfig, OversizedFileIsRefused) {
   const std::string path = files.write("big", std::string(5000, 'A'));
   const std::string yaml = store_with("    current_key: k1\n    keys: [{ id: k1, file: " + path + " }]\n");
   EXPECT_EQ(only_error(load(yaml)), "test.yaml:" + position_of(yaml, path) + ": store.encryption.keys[0].file: \"" + path +
-                                        "\" is larger than 4096 bytes; a key file holds one key");
+                                        "\" is larger than 4096 bytes");
 }
 
 TEST(EncryptionConfig, UnsetVariableIsReported) {
