@@ -104,6 +104,7 @@ mkdir -p "$WORK/runs"
 UPSTREAM_PID=
 PROXY_PID=
 PROXY_NOCACHE_PID=
+PROXY_REDIS_PID=
 NGINX_PID=
 IDEM_REDIS_PID=
 cleanup() {
@@ -111,6 +112,7 @@ cleanup() {
   trap - EXIT INT TERM
   idem_stop_pid "$PROXY_PID"
   idem_stop_pid "$PROXY_NOCACHE_PID"
+  idem_stop_pid "$PROXY_REDIS_PID"
   if [ -s "$WORK/nginx/nginx.pid" ]; then
     idem_stop_pid "$(cat "$WORK/nginx/nginx.pid")"
   fi
@@ -208,15 +210,20 @@ EOF
 }
 start_nginx
 
-# write_proxy_config FILE PORT REPLAY_CACHE_BYTES ADMIN_PORT [plain]: "plain" leaves out the admin
-# and log sections (for an idemproxy that predates them).
+# write_proxy_config FILE PORT REPLAY_CACHE_BYTES ADMIN_PORT [plain|redis]: "plain" leaves out the
+# admin and log sections (for an idemproxy that predates them); "redis" adds the Redis replay cache
+# (store.redis, on the bench's Redis, with the default per-command deadline).
 write_proxy_config() {
-  local file=$1 port=$2 cache=$3 admin_port=$4 plain=${5:-}
-  local extra=""
-  if [ "$plain" != plain ]; then
+  local file=$1 port=$2 cache=$3 admin_port=$4 flavour=${5:-}
+  local extra="" redis=""
+  if [ "$flavour" != plain ]; then
     # Access logs off, as nginx's (access_log off): the bench measures proxying, not log writing.
     extra="admin: { listen: 127.0.0.1:$admin_port }
 log: { access: false }"
+  fi
+  if [ "$flavour" = redis ]; then
+    redis="
+  redis: { address: \"127.0.0.1:$IDEMPROXY_REDIS_PORT\", key_prefix: \"bench:replay:\" }"
   fi
   cat >"$file" <<EOF
 # Written by bench/run.sh.
@@ -224,7 +231,7 @@ listen: 127.0.0.1:$port
 workers: $PROXY_WORKERS
 upstream: { url: "http://127.0.0.1:$UPSTREAM_PORT", max_connections: 256, timeout: 10s }
 store:
-  postgres: { dsn: "$IDEMPROXY_PG_DSN", pool_size: 8 }
+  postgres: { dsn: "$IDEMPROXY_PG_DSN", pool_size: 16 }$redis
 replay_cache: { max_bytes: $cache }
 limits: { idle_timeout: 120s }
 defaults: { ttl: 1h, lease: 30s }
@@ -268,6 +275,18 @@ PROXY_NOCACHE_PORT=$(idem_free_port)
 write_proxy_config "$WORK/idemproxy-nocache.yaml" "$PROXY_NOCACHE_PORT" 0 "$(idem_free_port)" $CONFIG_FLAVOUR
 start_proxy idemproxy-nocache "$PROXY_NOCACHE_PORT" "$WORK/idemproxy-nocache.yaml"
 PROXY_NOCACHE_PID=$STARTED_PID
+# And with its replay cache off but the Redis replay cache on: replays answered from Redis.
+PROXY_REDIS_PORT=$(idem_free_port)
+PROXY_REDIS_ADMIN_PORT=$(idem_free_port)
+if [ "$CONFIG_FLAVOUR" != plain ]; then
+  write_proxy_config "$WORK/idemproxy-redis.yaml" "$PROXY_REDIS_PORT" 0 "$PROXY_REDIS_ADMIN_PORT" redis
+  if "$PROXY_BIN" --config "$WORK/idemproxy-redis.yaml" --check >"$WORK/check-redis.log" 2>&1; then
+    start_proxy idemproxy-redis "$PROXY_REDIS_PORT" "$WORK/idemproxy-redis.yaml"
+    PROXY_REDIS_PID=$STARTED_PID
+  else
+    idem_log "this idemproxy takes no store.redis: the Redis replay runs are skipped"
+  fi
+fi
 
 # --- scenarios ------------------------------------------------------------------------------------
 FAILED=()
@@ -293,6 +312,7 @@ NGINX=(--target "127.0.0.1:$NGINX_PORT" --path /plain)
 PASSTHROUGH=(--target "127.0.0.1:$PROXY_PORT" --path /plain)
 KEYED=(--target "127.0.0.1:$PROXY_PORT" --path /keyed)
 KEYED_NOCACHE=(--target "127.0.0.1:$PROXY_NOCACHE_PORT" --path /keyed)
+KEYED_REDIS=(--target "127.0.0.1:$PROXY_REDIS_PORT" --path /keyed)
 CLOSED=(--duration "$DURATION" --warmup "$WARMUP")
 OPEN=(--duration "$DURATION" --rate "$OPEN_RATE" --connections "$OPEN_CONNECTIONS")
 
@@ -302,6 +322,31 @@ loadgen nginx-c1 "${NGINX[@]}" "${CLOSED[@]}" --connections 1
 loadgen passthrough-c1 "${PASSTHROUGH[@]}" "${CLOSED[@]}" --connections 1
 loadgen replay-c1 "${KEYED[@]}" "${CLOSED[@]}" --connections 1 --keys "replay:$REPLAY_KEYS"
 loadgen replaydb-c1 "${KEYED_NOCACHE[@]}" "${CLOSED[@]}" --connections 1 --keys "replay:$REPLAY_KEYS"
+# scrape_metrics ADMIN_PORT: the proxy's /metrics text, empty when unavailable (best effort).
+scrape_metrics() { curl -s --max-time 5 "http://127.0.0.1:$1/metrics" || true; }
+# metric_sample TEXT SERIES: one sample's value from a scrape, 0 when absent.
+metric_sample() { awk -v series="$2" '$1 == series { value = $2 } END { print value + 0 }' <<<"$1"; }
+if [ -n "$PROXY_REDIS_PID" ]; then
+  REDIS_BEFORE=$(scrape_metrics "$PROXY_REDIS_ADMIN_PORT")
+  loadgen replayredis-c1 "${KEYED_REDIS[@]}" "${CLOSED[@]}" --connections 1 --keys "replay:$REPLAY_KEYS"
+  REDIS_AFTER=$(scrape_metrics "$PROXY_REDIS_ADMIN_PORT")
+  # What the Redis replay cache did during that run (warm-up completions included), so the report
+  # can say how many replays Redis really answered.
+  redis_delta() { echo $(($(metric_sample "$REDIS_AFTER" "$1") - $(metric_sample "$REDIS_BEFORE" "$1"))); }
+  jq -n --argjson hits "$(redis_delta idemproxy_redis_cache_hits_total)" \
+    --argjson misses "$(redis_delta idemproxy_redis_cache_misses_total)" \
+    --argjson writes "$(redis_delta idemproxy_redis_cache_writes_total)" \
+    --argjson timeout "$(redis_delta 'idemproxy_redis_cache_fallbacks_total{reason="timeout"}')" \
+    --argjson disconnected "$(redis_delta 'idemproxy_redis_cache_fallbacks_total{reason="disconnected"}')" \
+    --argjson error "$(redis_delta 'idemproxy_redis_cache_fallbacks_total{reason="error"}')" \
+    --argjson corrupt "$(redis_delta 'idemproxy_redis_cache_fallbacks_total{reason="corrupt"}')" \
+    '{scenario: "replayredis-c1", hits: $hits, misses: $misses, writes: $writes,
+      fallbacks: {timeout: $timeout, disconnected: $disconnected, error: $error, corrupt: $corrupt}}' \
+    >"$WORK/redis-replay.json"
+  idem_log "replayredis-c1: $(jq -c . "$WORK/redis-replay.json")"
+else
+  echo '{}' >"$WORK/redis-replay.json"
+fi
 loadgen first-c1 "${KEYED[@]}" "${CLOSED[@]}" --connections 1 --keys unique
 # 64 connections: throughput.
 loadgen direct-c64 "${DIRECT[@]}" "${CLOSED[@]}" --connections 64
@@ -372,14 +417,17 @@ loadgen nginx-open "${NGINX[@]}" "${OPEN[@]}"
 loadgen passthrough-open "${PASSTHROUGH[@]}" "${OPEN[@]}"
 loadgen replay-open "${KEYED[@]}" "${OPEN[@]}" --keys "replay:$REPLAY_KEYS"
 
-# One Redis round trip, the reference for the Redis replay target.
-if redis-benchmark -h 127.0.0.1 -p "$IDEMPROXY_REDIS_PORT" -c 1 -n "$REDIS_GETS" -t get --csv >"$WORK/redis.csv" 2>&1; then
+# One Redis round trip (redis-get), the reference for the Redis replay target: GETs of an existing
+# 128-byte value (about the size of a bench replay's record), one client, after the SETs that
+# create it.
+if redis-benchmark -h 127.0.0.1 -p "$IDEMPROXY_REDIS_PORT" -c 1 -n "$REDIS_GETS" -t set,get -d 128 --csv \
+  >"$WORK/redis.csv" 2>&1; then
   # "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",...
   REDIS_LINE=$(grep '^"GET"' "$WORK/redis.csv" | tr -d '"')
   REDIS_RPS=$(echo "$REDIS_LINE" | cut -d, -f2)
   REDIS_P50_MS=$(echo "$REDIS_LINE" | cut -d, -f5)
   jq -n --argjson rps "${REDIS_RPS:-0}" --argjson p50 "${REDIS_P50_MS:-0}" \
-    '{tool: "redis-benchmark -c 1 -t get", rps: $rps, p50_us: ($p50 * 1000)}' >"$WORK/redis.json"
+    '{tool: "redis-benchmark -c 1 -t get -d 128", rps: $rps, p50_us: ($p50 * 1000)}' >"$WORK/redis.json"
 else
   echo '{}' >"$WORK/redis.json"
 fi
@@ -410,16 +458,17 @@ jq -n --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg profile "$PROFILE" \
   --arg cpu "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" --argjson cores "$(nproc)" \
   --arg kernel "$(uname -sr)" --arg load_before "$LOAD_BEFORE" --arg load_after "$LOAD_AFTER" --arg commit "$COMMIT" \
   --arg versions "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///'), PostgreSQL $PG_VERSION, $(redis-server --version | cut -d' ' -f1-3)" \
-  --arg setup "loopback; idem-loadgen 1 thread; idem-bench-upstream 1 thread; nginx 1 worker, upstream keepalive, access log off; idemproxy workers: $PROXY_WORKERS, Postgres pool 8 (synchronous_commit on, fsync off), access log off; ${DURATION}s per run after ${WARMUP}s warm-up; replay over $REPLAY_KEYS keys; open loop $OPEN_RATE req/s on $OPEN_CONNECTIONS connections" \
+  --arg setup "loopback; idem-loadgen 1 thread; idem-bench-upstream 1 thread; nginx 1 worker, upstream keepalive, access log off; idemproxy workers: $PROXY_WORKERS, Postgres pool 16 (synchronous_commit on, fsync off), access log off; ${DURATION}s per run after ${WARMUP}s warm-up; replay over $REPLAY_KEYS keys; open loop $OPEN_RATE req/s on $OPEN_CONNECTIONS connections" \
   --argjson elapsed "$((SECONDS - STARTED))" \
   '{date: $date, profile: $profile, cpu: $cpu, cores: $cores, kernel: $kernel, load_before: $load_before,
     load_after: $load_after, commit: $commit, versions: $versions, setup: $setup, elapsed_s: $elapsed}' >"$WORK/meta.json"
 RESULTS_JSON=$RESULTS_DIR/$STAMP.json
 jq -n --slurpfile meta "$WORK/meta.json" --slurpfile pgbench "$WORK/pgbench-prepared.json" \
   --slurpfile pgbench_extended "$WORK/pgbench-extended.json" --slurpfile redis "$WORK/redis.json" \
-  --slurpfile proxy_metrics "$WORK/proxy-metrics.json" --slurpfile runs <(cat "$WORK"/runs/*.json) \
+  --slurpfile proxy_metrics "$WORK/proxy-metrics.json" --slurpfile redis_replay "$WORK/redis-replay.json" \
+  --slurpfile runs <(cat "$WORK"/runs/*.json) \
   '{meta: $meta[0], runs: $runs, pgbench: $pgbench[0], pgbench_extended: $pgbench_extended[0], redis_get: $redis[0],
-    proxy_metrics: $proxy_metrics[0]}' \
+    proxy_metrics: $proxy_metrics[0], redis_replay: $redis_replay[0]}' \
   >"$RESULTS_JSON"
 "$REPORT_BIN" --results "$RESULTS_JSON" --markdown "$RESULTS_DIR/latest.md" --gnuplot "$WORK/latency.gp" \
   --svg "$RESULTS_DIR/latency.svg" || FAILED+=(report)

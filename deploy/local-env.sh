@@ -36,15 +36,21 @@ idem_install_dependencies() {
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
-# idem_build BUILD_DIR [cmake --build arguments...]
+# idem_build BUILD_DIR [-DVAR=VALUE...] [cmake --build arguments...]
+# Leading -D arguments configure the build (e.g. -DIDEM_SANITIZE=address); the rest go to the build.
 idem_build() {
   local build_dir=$1
   shift
-  idem_log "building in $build_dir"
+  local configure_args=()
+  while [ "$#" -gt 0 ] && [[ $1 == -D* ]]; do
+    configure_args+=("$1")
+    shift
+  done
+  idem_log "building in $build_dir${configure_args[*]:+ (${configure_args[*]})}"
   # Cache hits across checkouts in different directories (CI clones afresh): paths are hashed
   # relative to the repository, and the working directory is left out of the hash.
   export CCACHE_BASEDIR="$IDEM_REPO" CCACHE_NOHASHDIR=1
-  cmake -S "$IDEM_REPO" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake -S "$IDEM_REPO" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${configure_args[@]}" >/dev/null
   cmake --build "$build_dir" -j 2 "$@"
 }
 

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Runs every test on a fresh Debian 12 with nothing set up: installs missing packages, builds,
 # starts a private Postgres 15 cluster, PgBouncer in front of it (transaction pooling) and a Redis
-# server on loopback (stopped again on exit), then runs ctest. Extra arguments go to ctest (e.g.
-# -L e2e, -R Replay).
+# server on loopback (stopped again on exit), then runs the stages on those servers:
+#   plain  the whole ctest suite on the normal build
+#   asan   the suites again built with ASan+UBSan; tsan  the concurrency tests built with TSan
+#   fuzz   each libFuzzer target for a bounded time          (asan, tsan, fuzz: tests/sanitizers.sh)
+# Extra arguments go to the plain stage's ctest (e.g. -L e2e, -R Replay) and make the run a
+# focused one: the plain stage only, unless IDEMPROXY_STAGES says otherwise.
 #
 #   IDEMPROXY_BUILD_DIR   build directory (default: build)
 #   IDEMPROXY_SKIP_BUILD=1  test what is already built (no apt, no build)
 #   IDEMPROXY_TEST_KEEP_TMP=1  keep the work directory (server logs, test temp dirs) for a post-mortem
+#   IDEMPROXY_STAGES      stages to run, in order (default: "plain asan tsan fuzz")
+#   IDEMPROXY_SKIP_SANITIZERS=1  leave out asan and tsan;  IDEMPROXY_SKIP_FUZZ=1  leave out fuzz
 set -euo pipefail
 
 IDEM_SCRIPT=tests/run.sh
@@ -15,12 +21,35 @@ cd "$REPO"
 # shellcheck source=SCRIPTDIR/../deploy/local-env.sh
 source "$REPO/deploy/local-env.sh"
 
+# shellcheck source=SCRIPTDIR/sanitizers.sh
+source "$REPO/tests/sanitizers.sh"
+
 BUILD_DIR=${IDEMPROXY_BUILD_DIR:-build}
 started=$SECONDS
 
+if [ -n "${IDEMPROXY_STAGES:-}" ]; then
+  read -r -a stages <<<"$IDEMPROXY_STAGES"
+elif [ "$#" -gt 0 ]; then
+  stages=(plain)
+else
+  stages=(plain)  # asan tsan fuzz: on by default once they pass (issue 7)
+fi
+selected=()
+for stage in "${stages[@]}"; do
+  case $stage in
+    plain) selected+=("$stage") ;;
+    asan | tsan) if [ "${IDEMPROXY_SKIP_SANITIZERS:-0}" != 1 ]; then selected+=("$stage"); fi ;;
+    fuzz) if [ "${IDEMPROXY_SKIP_FUZZ:-0}" != 1 ]; then selected+=("$stage"); fi ;;
+    *) idem_die "unknown stage '$stage' in IDEMPROXY_STAGES (plain, asan, tsan, fuzz)" ;;
+  esac
+done
+[ "${#selected[@]}" -gt 0 ] || idem_die "no stage left to run"
+
 if [ "${IDEMPROXY_SKIP_BUILD:-0}" != 1 ]; then
   idem_install_dependencies
-  idem_build "$BUILD_DIR"
+  if [[ " ${selected[*]} " == *" plain "* ]]; then
+    idem_build "$BUILD_DIR"
+  fi
 fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/idemproxy-tests.XXXXXX")
@@ -54,15 +83,33 @@ export IDEMPROXY_TEST_REDIS_PORT=$IDEMPROXY_REDIS_PORT
 export IDEMPROXY_TEST_PGBOUNCER_DSN=$IDEMPROXY_PGBOUNCER_DSN
 export TMPDIR=$WORK  # test temp dirs land here and go away with it
 
-set +e
-ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error -j 2 --timeout 300 "$@"
-status=$?
-set -e
+idem_stage_plain() {
+  ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error -j 2 --timeout 300 "$@"
+}
+
+# Every selected stage runs even after one fails; the summary says which failed.
+status=0
+summary=()
+for stage in "${selected[@]}"; do
+  stage_started=$SECONDS
+  idem_log "stage $stage"
+  set +e
+  if [ "$stage" = plain ]; then
+    (set -e; idem_stage_plain "$@")
+  else
+    (set -e; "idem_stage_$stage")
+  fi
+  stage_status=$?
+  set -e
+  [ "$stage_status" -eq 0 ] || status=1
+  summary+=("$stage: $([ "$stage_status" -eq 0 ] && echo passed || echo "FAILED ($stage_status)") in $((SECONDS - stage_started))s")
+done
 
 elapsed=$((SECONDS - started))
+for line in "${summary[@]}"; do idem_log "$line"; done
 if [ "$status" -eq 0 ]; then
   idem_log "all tests passed (${elapsed}s)"
 else
-  idem_log "TESTS FAILED: ctest exited with status $status (${elapsed}s)"
+  idem_log "TESTS FAILED (${elapsed}s)"
 fi
 exit "$status"

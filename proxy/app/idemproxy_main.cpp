@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
@@ -28,7 +29,9 @@
 #include "http/runtime.hpp"
 #include "http/proxy_metrics.hpp"
 #include "http/reaper.hpp"
+#include "http/redis_replay_cache.hpp"
 #include "http/replay_cache.hpp"
+#include "http/tls_context.hpp"
 #include "http/upstream_pool.hpp"
 #include "http/worker.hpp"
 #include "log/log.hpp"
@@ -129,22 +132,15 @@ config::Config keep_restart_only_sections(config::Config next, const config::Con
     if (changed) ignored.emplace_back(name);
     field = current;
   };
-  keep(next.listen, running.listen, "listen",
-       next.listen.host != running.listen.host || next.listen.port != running.listen.port);
+  keep(next.listen, running.listen, "listen", next.listen != running.listen);
   keep(next.workers, running.workers, "workers", next.workers != running.workers);
-  keep(next.upstream, running.upstream, "upstream",
-       next.upstream.url != running.upstream.url || next.upstream.timeout != running.upstream.timeout ||
-           next.upstream.connect_timeout != running.upstream.connect_timeout ||
-           next.upstream.max_connections != running.upstream.max_connections ||
-           next.upstream.idle_timeout != running.upstream.idle_timeout);
+  keep(next.upstream, running.upstream, "upstream", next.upstream != running.upstream);
   keep(next.store, running.store, "store",
-       next.store.postgres.dsn != running.store.postgres.dsn || next.store.postgres.pool_size != running.store.postgres.pool_size ||
-           next.store.encryption != running.store.encryption);
-  keep(next.admin, running.admin, "admin",
-       next.admin.port != running.admin.port || next.admin.host != running.admin.host || next.admin.token != running.admin.token);
-  keep(next.replay_cache, running.replay_cache, "replay_cache", next.replay_cache.max_bytes != running.replay_cache.max_bytes);
-  keep(next.reaper, running.reaper, "reaper",
-       next.reaper.interval != running.reaper.interval || next.reaper.batch != running.reaper.batch);
+       next.store.postgres != running.store.postgres || next.store.encryption != running.store.encryption ||
+           next.store.redis != running.store.redis);
+  keep(next.admin, running.admin, "admin", next.admin != running.admin);
+  keep(next.replay_cache, running.replay_cache, "replay_cache", next.replay_cache != running.replay_cache);
+  keep(next.reaper, running.reaper, "reaper", next.reaper != running.reaper);
   keep(next.limits.max_response_body, running.limits.max_response_body, "limits.max_response_body",
        next.limits.max_response_body != running.limits.max_response_body);
   for (const auto& name : ignored) log::warn("reload_needs_restart", {{"section", name}});
@@ -167,6 +163,40 @@ std::optional<FileVersion> modified_time(const std::string& path) {
   if (::stat(path.c_str(), &info) != 0) return std::nullopt;
   return FileVersion{info.st_dev, info.st_ino, info.st_size,
                      static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec};
+}
+
+// The listener's certificate and key files: a renewed certificate is often written without the
+// config file changing (cert-manager, a Kubernetes Secret volume), so they are watched too.
+using TlsFileVersions = std::array<std::optional<FileVersion>, 2>;
+TlsFileVersions tls_file_versions(const config::ListenerTlsConfig& tls) {
+  if (!tls.enabled()) return {};
+  return {modified_time(tls.cert_file), modified_time(tls.key_file)};
+}
+
+// The listener's TLS context from its files, read now (no context and no error without TLS),
+// with a log line naming the certificate it serves.
+http::ListenerTlsResult load_listener_tls_logged(const config::ListenerTlsConfig& tls) {
+  if (!tls.enabled()) return {};
+  http::ListenerTlsResult loaded = http::load_listener_tls(tls);
+  if (!loaded.tls) return loaded;
+  const http::CertificateSummary& certificate = loaded.tls->certificate;
+  log::write(certificate.expired ? log::Level::warn : log::Level::info, "tls_certificate_loaded",
+             {{"cert_file", tls.cert_file}, {"subject", certificate.subject}, {"serial", certificate.serial},
+              {"not_after", certificate.not_after}, {"expired", certificate.expired ? "true" : "false"}});
+  return loaded;
+}
+
+// Every TLS file of the configuration loaded the way the proxy will load it (for --check: a
+// readable file may still hold a broken PEM or a key of another certificate).
+std::vector<std::string> tls_problems(const config::Config& config) {
+  std::vector<std::string> problems;
+  if (config.tls.enabled()) {
+    if (auto loaded = http::load_listener_tls(config.tls); !loaded.tls) problems.push_back(loaded.error);
+  }
+  if (config.upstream.tls.enabled) {
+    if (auto loaded = http::load_upstream_tls(config.upstream.tls); !loaded.context) problems.push_back(loaded.error);
+  }
+  return problems;
 }
 
 void register_process_metrics(metrics::Registry& registry, const http::ReplayCache& cache, const http::Reaper& reaper,
@@ -219,17 +249,26 @@ struct WorkerSlot {
   boost::asio::io_context io{1};
   std::unique_ptr<store::pg::PgStore> store;
   std::unique_ptr<store::Store> sealed;  // the encrypting decorator over `store`, when keys are configured
+  std::unique_ptr<http::RedisReplayCache> shared_cache;  // store.redis: this worker's own connection
   std::unique_ptr<http::UpstreamPool> upstream;
   http::BackgroundTasks background;
   std::unique_ptr<http::Worker> worker;
   std::thread thread;
 };
 
-int run_proxy(config::Config loaded, const std::string& config_path) {
+// config_version: the file's identity noted before it was read, so a change made while the proxy
+// starts (before the watch loop runs) still triggers a reload.
+int run_proxy(config::Config loaded, const std::string& config_path, std::optional<FileVersion> config_version) {
   const unsigned workers = loaded.workers != 0 ? loaded.workers : std::max(1u, std::thread::hardware_concurrency());
   const auto drain_timeout = loaded.drain_timeout;
   log::set_min_level(to_log_level(loaded.log.level));
-  auto runtime = std::make_shared<const http::RuntimeConfig>(std::move(loaded));
+  TlsFileVersions tls_files_seen = tls_file_versions(loaded.tls);  // noted before the files are read
+  http::ListenerTlsResult listener_tls = load_listener_tls_logged(loaded.tls);
+  if (!listener_tls.error.empty()) {
+    log::error("startup_failed", {{"error", listener_tls.error}});
+    return 1;
+  }
+  auto runtime = std::make_shared<const http::RuntimeConfig>(std::move(loaded), std::move(listener_tls.tls));
   const config::Config& config = runtime->config;
   // The current snapshot, read by the admin thread; workers get theirs posted on reload.
   std::mutex current_mutex;
@@ -249,6 +288,7 @@ int run_proxy(config::Config loaded, const std::string& config_path) {
   std::atomic<std::size_t> client_connections{0};
   http::ReplayCache replay_cache(config.replay_cache.max_bytes);
   http::ProxyMetrics metrics;
+  if (config.store.redis.enabled()) metrics.track_redis_cache(workers);
   std::shared_ptr<const crypto::Keyring> keyring;
   if (config.store.encryption.enabled()) {
     std::vector<crypto::Keyring::Entry> keys;
@@ -267,14 +307,18 @@ int run_proxy(config::Config loaded, const std::string& config_path) {
       pool.connect_timeout = config.store.postgres.connect_timeout;
       pool.query_timeout = config.store.postgres.query_timeout;
       pool.acquire_timeout = config.store.postgres.acquire_timeout;
+      pool.prepared_statements = config.store.postgres.prepared_statements;
       slot->store = std::make_unique<store::pg::PgStore>(slot->io, pool);
       if (keyring) slot->sealed = store::make_encrypting_store(*slot->store, keyring);
       store::Store& records = slot->sealed ? *slot->sealed : *slot->store;
+      if (config.store.redis.enabled()) {
+        slot->shared_cache = std::make_unique<http::RedisReplayCache>(slot->io, config.store.redis, keyring, metrics);
+      }
       slot->upstream = std::make_unique<http::UpstreamPool>(
           slot->io, config.upstream, share(config.upstream.max_connections, workers), config.limits.max_response_body);
       slot->worker = std::make_unique<http::Worker>(
           slot->io, http::WorkerServices{runtime, records, *slot->upstream, slot->background, waiting_duplicates, client_connections,
-                                     replay_cache, metrics});
+                                     replay_cache, metrics, slot->shared_cache.get()});
       slots.push_back(std::move(slot));
     }
   } catch (const std::exception& e) {
@@ -318,6 +362,7 @@ int run_proxy(config::Config loaded, const std::string& config_path) {
   std::atomic<unsigned> running{workers};
   for (auto& slot : slots) {
     slot->store->start();
+    if (slot->shared_cache) slot->shared_cache->start();
     slot->worker->start();
     slot->thread = std::thread([&slot = *slot, &running] {
       slot.io.run();
@@ -327,7 +372,7 @@ int run_proxy(config::Config loaded, const std::string& config_path) {
   log::info("listening", {{"address", config.listen.host + ":" + std::to_string(config.listen.port)},
                           {"workers", workers}, {"upstream", config.upstream.url}, {"version", IDEMPROXY_VERSION}});
 
-  auto config_mtime = modified_time(config_path);
+  auto config_mtime = config_version;
   // An invalid new file is logged issue by issue and the running configuration kept.
   auto reload = [&](std::string_view trigger) {
     const config::LoadResult loaded_again = config::load_config_file(config_path);
@@ -338,12 +383,26 @@ int run_proxy(config::Config loaded, const std::string& config_path) {
       log::error("reload_rejected", {{"trigger", trigger}, {"errors", loaded_again.issues.size()}});
       return;
     }
+    // Noted before the files are read: a change after this point triggers another reload.
+    tls_files_seen = tls_file_versions(loaded_again.config->tls);
+    // Read again even when the paths are unchanged: the files may hold a renewed certificate.
+    http::ListenerTlsResult next_tls = load_listener_tls_logged(loaded_again.config->tls);
+    if (!next_tls.error.empty()) {
+      log::error("config_issue", {{"issue", config_path + ": " + next_tls.error}});
+      log::error("reload_rejected", {{"trigger", trigger}, {"errors", 1}});
+      return;
+    }
     std::shared_ptr<const http::RuntimeConfig> running;
     {
       std::lock_guard lock(current_mutex);
       running = current;
     }
-    auto next = std::make_shared<const http::RuntimeConfig>(keep_restart_only_sections(*loaded_again.config, running->config));
+    if (loaded_again.config->tls.enabled() != running->config.tls.enabled()) {
+      log::warn("listener_tls_switched", {{"tls", loaded_again.config->tls.enabled() ? "on" : "off"},
+                                         {"applies_to", "new connections"}});
+    }
+    auto next = std::make_shared<const http::RuntimeConfig>(keep_restart_only_sections(*loaded_again.config, running->config),
+                                                            std::move(next_tls.tls));
     log::set_min_level(to_log_level(next->config.log.level));
     {
       std::lock_guard lock(current_mutex);
@@ -369,16 +428,21 @@ int run_proxy(config::Config loaded, const std::string& config_path) {
       log::info("draining", {{"signal", sig}, {"drain_timeout_ms", static_cast<std::int64_t>(drain_timeout.count())}});
       for (auto& slot : slots) {
         const bool reaps = slot == slots.front();
-        slot->worker->drain([store = slot->store.get(), reaps, &reaper] {
+        slot->worker->drain([store = slot->store.get(), shared_cache = slot->shared_cache.get(), reaps, &reaper] {
           if (reaps) reaper.stop();
+          if (shared_cache) shared_cache->stop();  // its reconnect timer would keep io.run() going
           store->stop();
         });
       }
     }
     const auto mtime = modified_time(config_path);
-    if (!draining && (sig == SIGHUP || (mtime && mtime != config_mtime))) {
+    const TlsFileVersions tls_files = tls_file_versions(current->config.tls);  // only this thread writes `current`
+    const bool file_changed = mtime && mtime != config_mtime;
+    const bool tls_files_changed = tls_files != tls_files_seen;
+    if (!draining && (sig == SIGHUP || file_changed || tls_files_changed)) {
       config_mtime = mtime;
-      reload(sig == SIGHUP ? "signal" : "file_changed");
+      tls_files_seen = tls_files;  // a rejected reload is not retried until the next change
+      reload(sig == SIGHUP ? "signal" : file_changed ? "file_changed" : "tls_files_changed");
     }
     if (draining && std::chrono::steady_clock::now() > drain_deadline) {
       // Requests still running lose their answer; their records stay in flight and their
@@ -403,10 +467,14 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  const std::optional<FileVersion> config_version = modified_time(options->config_path);
   const config::LoadResult loaded = config::load_config_file(options->config_path);
   for (const auto& issue : loaded.issues) std::cerr << issue.to_string() << "\n";
   if (!loaded.config) return 1;
   if (options->check) {
+    const std::vector<std::string> tls_issues = tls_problems(*loaded.config);
+    for (const auto& issue : tls_issues) std::cerr << options->config_path << ": " << issue << "\n";
+    if (!tls_issues.empty()) return 1;
     std::cout << options->config_path << ": configuration OK (" << loaded.config->routes.size() << " routes)\n";
     return 0;
   }
@@ -420,5 +488,5 @@ int main(int argc, char** argv) {
     std::cout << "idemproxy: schema at version " << result.schema_version << " (" << result.applied << " applied)\n";
     return 0;
   }
-  return run_proxy(*loaded.config, options->config_path);
+  return run_proxy(*loaded.config, options->config_path, config_version);
 }

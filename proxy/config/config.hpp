@@ -18,12 +18,13 @@ namespace idem::config {
 struct ListenConfig {
   std::string host = "127.0.0.1";
   std::uint16_t port = 8080;
+  bool operator==(const ListenConfig&) const = default;
 };
 
 enum class TlsVersion { v1_2, v1_3 };
 
 // TLS on the client listener (top-level `tls:`); off unless cert_file is set. The files are read
-// at start-up and again on every reload (SIGHUP or a change of the config file), so a renewed
+// at start-up and again on every reload (SIGHUP, a change of the config file or of these files), so a renewed
 // certificate is picked up without a restart; connections already open keep the old one.
 struct ListenerTlsConfig {
   std::string cert_file;  // PEM: the certificate, then its chain
@@ -66,6 +67,7 @@ struct UpstreamConfig {
   std::chrono::milliseconds timeout{30'000};        // request written -> response fully read
   std::size_t max_connections = 256;                // per process, split across workers
   std::chrono::milliseconds idle_timeout{4'000};    // pooled keep-alive connection idle lifetime
+  bool operator==(const UpstreamConfig&) const = default;
 };
 
 struct PostgresConfig {
@@ -77,6 +79,7 @@ struct PostgresConfig {
   // Named prepared statements per connection (parsed and planned once). Turn off behind a
   // transaction-mode pooler that does not track them (PgBouncer before 1.21).
   bool prepared_statements = true;
+  bool operator==(const PostgresConfig&) const = default;
 };
 
 // Optional Redis replay cache shared by every proxy: completed responses are copied to Redis with
@@ -99,11 +102,13 @@ struct RedisCacheConfig {
 struct ReaperConfig {
   std::chrono::milliseconds interval{30'000};  // 0 disables this process's reaper
   std::size_t batch = 500;                      // rows per statement; batches repeat while full
+  bool operator==(const ReaperConfig&) const = default;
 };
 
 // In-process cache of finished records (replays without a store round trip).
 struct ReplayCacheConfig {
   std::size_t max_bytes = 16 * 1024 * 1024;  // 0 disables it
+  bool operator==(const ReplayCacheConfig&) const = default;
 };
 
 // One record encryption key. The key bytes are read from the file or the environment variable
@@ -137,6 +142,7 @@ struct AdminConfig {
   std::string host = "127.0.0.1";
   std::uint16_t port = 9090;           // 0 picks a free port (logged at start-up)
   std::string token;                   // bearer token for /metrics and /admin/*; empty = none
+  bool operator==(const AdminConfig&) const = default;
 };
 
 enum class LogLevel { debug, info, warn, error };

@@ -119,6 +119,12 @@ Problem upstream_bad_response_problem(std::string_view why) {
                       with_reason("the upstream service sent an invalid response", why));
 }
 
+Problem upstream_tls_failed_problem() {
+  return make_problem(502, "upstream-tls-failed", "Upstream TLS handshake failed",
+                      "the proxy could not set up a verified TLS connection to the upstream service, so the "
+                      "request was not sent; it is safe to retry");
+}
+
 Problem request_too_large_problem(std::size_t limit) {
   return make_problem(413, "request-too-large", "Request too large",
                       "the request body exceeds the " + std::to_string(limit) + "-byte limit");

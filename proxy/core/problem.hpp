@@ -31,6 +31,9 @@ Problem store_unavailable_problem(std::chrono::seconds retry_after);            
 Problem upstream_unreachable_problem(std::string_view why);                                   // 502
 Problem upstream_timeout_problem();                                                           // 504
 Problem upstream_bad_response_problem(std::string_view why);                                  // 502
+// The TLS handshake with an https upstream failed (its certificate did not verify, or it refused
+// ours): nothing was sent, the key is released. The reason is logged, not told to the client.
+Problem upstream_tls_failed_problem();                                                        // 502
 Problem request_too_large_problem(std::size_t limit);                                         // 413
 Problem bad_request_problem(std::string_view why);                                            // 400
 Problem headers_too_large_problem(std::string_view why);                                      // 431

@@ -2,6 +2,8 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/buffer.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -11,46 +13,112 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <array>
+#include <memory>
 #include <string>
+#include <type_traits>
 
 #include "core/problem.hpp"
 #include "http/forwarding.hpp"
 #include "http/proxy_metrics.hpp"
 #include "http/request_handler.hpp"
+#include "http/tls_context.hpp"
+#include "http/tls_session.hpp"
 #include "log/log.hpp"
 
 namespace idem::http {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 
+void ClientConnection::close() {
+  boost::system::error_code ignored;
+  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  stream.socket().close(ignored);
+}
+
 namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kFirstReadSize = 4096;
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 constexpr std::chrono::seconds kLingerTime{2};
+// Time for the close_notify exchange when the proxy ends a TLS connection.
+constexpr std::chrono::seconds kTlsShutdownTime{2};
+
+// A client connection is served over one of two streams by one loop (the functions below are
+// templates on the stream): the connection's TCP stream itself, or TLS over it. Deadlines are
+// always set on the TCP stream, the lowest layer of both: a TLS operation is reads and writes on it.
+using TlsStream = asio::ssl::stream<beast::tcp_stream&>;
+template <class Stream>
+constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
+
+// Lingering close (as nginx does): closing with unread request bytes makes the kernel send a
+// reset, which can destroy the answer before the client reads it. So half-close, then read and
+// discard what the client is still sending, for a bounded time. Over TLS the close_notify
+// exchange comes first, under the same deadline.
+template <class Stream>
+asio::awaitable<void> linger_close(Stream& stream, beast::tcp_stream& tcp) {
+  tcp.expires_after(kLingerTime);
+  if constexpr (kIsTls<Stream>) co_await stream.async_shutdown(use_tuple);
+  boost::system::error_code ignored;
+  tcp.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  std::array<char, 16 * 1024> sink;
+  for (;;) {
+    auto [ec, n] = co_await tcp.async_read_some(asio::buffer(sink), use_tuple);
+    if (ec) break;
+  }
+  tcp.socket().close(ignored);  // done with this connection (and with its TLS session, if any)
+}
 
 // A request the proxy refuses before reading it whole: answered, then the connection is closed
 // (the unread rest of the request would otherwise be taken for the next one).
-asio::awaitable<void> refuse(ClientConnection& connection, core::Problem problem, unsigned version,
+template <class Stream>
+asio::awaitable<void> refuse(Stream& stream, ClientConnection& connection, core::Problem problem, unsigned version,
                              std::chrono::milliseconds write_timeout, ProxyMetrics& metrics) {
   metrics.refused(static_cast<unsigned>(problem.status));
   log::info("request_refused", {{"status", problem.status}, {"detail", problem.detail}});
   Response response = problem_response(problem, version);
   response.keep_alive(false);
   connection.stream.expires_after(write_timeout);
-  auto [write_ec, written] = co_await beast_http::async_write(connection.stream, response, use_tuple);
+  auto [write_ec, written] = co_await beast_http::async_write(stream, response, use_tuple);
   if (write_ec) co_return;
-  // Lingering close (as nginx does): closing with unread request bytes makes the kernel send a
-  // reset, which can destroy the answer before the client reads it. So half-close, then read and
-  // discard what the client is still sending, for a bounded time.
-  boost::system::error_code ignored;
-  connection.stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
-  connection.stream.expires_after(kLingerTime);
-  std::array<char, 16 * 1024> sink;
-  for (;;) {
-    auto [ec, n] = co_await connection.stream.async_read_some(asio::buffer(sink), use_tuple);
-    if (ec) break;
+  co_await linger_close(stream, connection.stream);
+}
+
+// Ends a TLS connection the proxy is done with: close_notify sent, the client's awaited for a
+// bounded time. Skipped when the socket is already gone (timeout, reset, drain).
+asio::awaitable<void> end_tls(TlsStream& stream, beast::tcp_stream& tcp) {
+  if (!tcp.socket().is_open()) co_return;
+  tcp.expires_after(kTlsShutdownTime);
+  // The outcome changes nothing: the connection is closed either way.
+  co_await stream.async_shutdown(use_tuple);
+}
+
+// Runs `serve(stream)` over the connection's transport: the TCP stream as it is or, when the
+// configuration snapshot has a listener TLS context, TLS after a handshake bounded by
+// limits.header_timeout. The connection keeps that context for its whole life (a reload gives
+// only later connections the new one).
+template <class Serve>
+asio::awaitable<void> over_client_transport(ClientConnection& connection, WorkerServices& services,
+                                            const std::string& address, Serve serve) {
+  const std::shared_ptr<ListenerTls> tls = services.config->listener_tls;
+  if (!tls) {
+    co_await serve(connection.stream);
+    co_return;
   }
+  TlsStream stream(connection.stream, tls->context);
+  connection.stream.expires_after(services.config->config.limits.header_timeout);
+  auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server, use_tuple);
+  if (ec) {
+    // Plain HTTP sent to the TLS port, a protocol version below the minimum, a scanner: there is
+    // no way to answer any of them in HTTP. A client gone before saying anything (a TCP health
+    // probe) is not worth an info line per probe.
+    const bool went_away = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated ||
+                           ec == asio::error::connection_reset;
+    log::write(went_away ? log::Level::debug : log::Level::info, "tls_handshake_failed",
+               {{"client", address}, {"reason", tls_error_text(ec)}});
+    co_return;
+  }
+  co_await serve(stream);
+  co_await end_tls(stream, connection.stream);
 }
 
 void log_request(std::string_view method, std::string_view target, const Response& response, const RequestTrace& trace) {
@@ -72,16 +140,11 @@ std::string client_address(ClientConnection& connection) {
   const auto endpoint = connection.stream.socket().remote_endpoint(ec);
   return ec ? std::string("unknown") : endpoint.address().to_string();
 }
-}  // namespace
 
-void ClientConnection::close() {
-  boost::system::error_code ignored;
-  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-  stream.socket().close(ignored);
-}
-
-asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices& services, const bool& draining) {
-  const std::string address = client_address(connection);
+// The HTTP/1.1 keep-alive loop, over either stream.
+template <class Stream>
+asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, WorkerServices& services,
+                                 const bool& draining, const std::string& address) {
   beast::flat_buffer buffer;
   for (;;) {
     // Limits come from the configuration snapshot current when each request starts.
@@ -89,7 +152,7 @@ asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices&
     if (buffer.size() == 0) {
       // Idle keep-alive: wait for the first byte of the next request.
       connection.stream.expires_after(limits.idle_timeout);
-      auto [ec, n] = co_await connection.stream.async_read_some(buffer.prepare(kFirstReadSize), use_tuple);
+      auto [ec, n] = co_await stream.async_read_some(buffer.prepare(kFirstReadSize), use_tuple);
       if (ec) co_return;
       buffer.commit(n);
     }
@@ -100,20 +163,20 @@ asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices&
     parser.body_limit(limits.max_request_body);
     // The header deadline runs from the first byte: a client trickling headers (slowloris) is cut off.
     connection.stream.expires_after(limits.header_timeout);
-    auto [header_ec, header_bytes] = co_await beast_http::async_read_header(connection.stream, buffer, parser, use_tuple);
+    auto [header_ec, header_bytes] = co_await beast_http::async_read_header(stream, buffer, parser, use_tuple);
     if (header_ec) {
       if (header_ec == beast_http::error::body_limit) {
         // A Content-Length above the limit is refused as soon as the header says so.
         core::Problem problem = core::request_too_large_problem(limits.max_request_body);
-        co_await refuse(connection, std::move(problem), parser.get().version(), limits.write_timeout, services.metrics);
+        co_await refuse(stream, connection, std::move(problem), parser.get().version(), limits.write_timeout, services.metrics);
       } else if (header_ec == beast_http::error::header_limit) {
         core::Problem problem = core::headers_too_large_problem("the request line and headers exceed limits.max_header_bytes");
-        co_await refuse(connection, std::move(problem), 11, limits.write_timeout, services.metrics);
+        co_await refuse(stream, connection, std::move(problem), 11, limits.write_timeout, services.metrics);
       } else if (header_ec != beast::error::timeout && header_ec != beast_http::error::end_of_stream &&
                  header_ec != asio::error::eof && header_ec != asio::error::operation_aborted &&
                  header_ec != asio::error::connection_reset) {
         core::Problem problem = core::bad_request_problem("malformed HTTP request: " + header_ec.message());
-        co_await refuse(connection, std::move(problem), 11, limits.write_timeout, services.metrics);
+        co_await refuse(stream, connection, std::move(problem), 11, limits.write_timeout, services.metrics);
       }
       co_return;
     }
@@ -121,26 +184,28 @@ asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices&
     if (static_cast<std::size_t>(std::distance(parser.get().begin(), parser.get().end())) > limits.max_headers) {
       core::Problem problem = core::headers_too_large_problem(
           "the request has more than limits.max_headers (" + std::to_string(limits.max_headers) + ") header fields");
-      co_await refuse(connection, std::move(problem), version, limits.write_timeout, services.metrics);
+      co_await refuse(stream, connection, std::move(problem), version, limits.write_timeout, services.metrics);
       co_return;
     }
     if (version >= 11 && beast::iequals(parser.get()[beast_http::field::expect], "100-continue")) {
       connection.stream.expires_after(limits.write_timeout);
-      auto [ec, n] = co_await asio::async_write(connection.stream, asio::buffer(kContinue), use_tuple);
+      auto [ec, n] = co_await asio::async_write(stream, asio::buffer(kContinue), use_tuple);
       if (ec) co_return;
     }
 
     connection.stream.expires_after(limits.body_timeout);
-    auto [body_ec, body_bytes] = co_await beast_http::async_read(connection.stream, buffer, parser, use_tuple);
+    auto [body_ec, body_bytes] = co_await beast_http::async_read(stream, buffer, parser, use_tuple);
     if (body_ec) {
       if (body_ec == beast_http::error::body_limit) {
         core::Problem problem = core::request_too_large_problem(limits.max_request_body);
-        co_await refuse(connection, std::move(problem), version, limits.write_timeout, services.metrics);
+        co_await refuse(stream, connection, std::move(problem), version, limits.write_timeout, services.metrics);
       }
       co_return;
     }
 
     Request request = parser.release();
+    // Only this layer knows the transport; whatever the client claimed is replaced.
+    request.set("X-Forwarded-Proto", kIsTls<Stream> ? "https" : "http");
     const bool client_keep_alive = request.keep_alive();
     // Logged as received: the handler rewrites the request for the upstream.
     const std::string method{request.method_string()};
@@ -156,15 +221,27 @@ asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices&
     const bool keep_alive = client_keep_alive && !draining;
     response.keep_alive(keep_alive);
     connection.stream.expires_after(limits.write_timeout);
-    auto [write_ec, written] = co_await beast_http::async_write(connection.stream, response, use_tuple);
+    auto [write_ec, written] = co_await beast_http::async_write(stream, response, use_tuple);
     connection.in_request = false;
     if (write_ec || !keep_alive) co_return;
   }
 }
 
+}  // namespace
+
+asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices& services, const bool& draining) {
+  const std::string address = client_address(connection);
+  co_await over_client_transport(connection, services, address, [&](auto& stream) {
+    return serve_http(stream, connection, services, draining, address);
+  });
+}
+
 asio::awaitable<void> refuse_connection(ClientConnection& connection, WorkerServices& services) {
-  core::Problem problem = core::too_many_connections_problem();
-  co_await refuse(connection, std::move(problem), 11, services.config->config.limits.write_timeout, services.metrics);
+  const std::string address = client_address(connection);
+  co_await over_client_transport(connection, services, address, [&](auto& stream) {
+    return refuse(stream, connection, core::too_many_connections_problem(), 11,
+                  services.config->config.limits.write_timeout, services.metrics);
+  });
 }
 
 }  // namespace idem::http

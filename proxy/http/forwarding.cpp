@@ -34,7 +34,6 @@ void prepare_upstream_request(Request& request, std::string_view client_address)
     chained += client_address;
     request.set("X-Forwarded-For", chained);
   }
-  request.set("X-Forwarded-Proto", "http");
   request.keep_alive(true);
   request.prepare_payload();
 }

@@ -9,8 +9,10 @@
 namespace idem::http {
 
 // Turns the client's request into the upstream's, in place: hop-by-hop fields and Expect removed,
-// X-Forwarded-For appended with `client_address`, X-Forwarded-Proto set, keep-alive towards the
-// upstream, Content-Length recomputed. The Host header and the idempotency key header are kept.
+// X-Forwarded-For appended with `client_address`, keep-alive towards the upstream, Content-Length
+// recomputed. The Host header and the idempotency key header are kept. X-Forwarded-Proto is set
+// earlier, by the client connection (the only layer that knows whether the client used TLS), which
+// replaces any value the client sent.
 void prepare_upstream_request(Request& request, std::string_view client_address);
 
 // The upstream's response as the client sees it: hop-by-hop fields and Idempotency-Transient

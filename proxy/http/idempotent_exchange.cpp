@@ -21,6 +21,7 @@
 #include "http/proxy_metrics.hpp"
 #include "http/proxying.hpp"
 #include "http/replay_cache.hpp"
+#include "http/shared_replay_cache.hpp"
 #include "http/store_awaitable.hpp"
 #include "http/upstream_pool.hpp"
 #include "log/log.hpp"
@@ -110,7 +111,15 @@ class IdempotentExchange {
 
     if (auto cached = services_.cache.find(claim_.scope, claim_.key)) {
       trace_.cache_hit = true;
-      co_return answer_from_cache(*cached);
+      co_return answer_from_cache(*cached, decision::replay);
+    }
+    if (services_.shared_cache != nullptr) {
+      // Redis answers within its deadline or not at all (fallback): either way the store decides next.
+      const SharedLookup shared = co_await async_shared_lookup(*services_.shared_cache, claim_.scope, claim_.key, use_awaitable);
+      if (shared.outcome == SharedLookupOutcome::hit) {
+        services_.cache.insert(claim_.scope, claim_.key, shared.record);
+        co_return answer_from_cache(*shared.record, decision::replay_redis);
+      }
     }
 
     claim_sent_at_ = Clock::now();
@@ -118,7 +127,9 @@ class IdempotentExchange {
     note_store("claim", claim_sent_at_);
     if (error == store::StoreError::corrupt) co_return corrupt();
     if (error != store::StoreError::ok) co_return co_await store_unavailable(error);
-    remember_if_finished(claimed);
+    // A replay the store answered is offered to Redis, so the other proxies find it there. Only
+    // here: the duplicates polling in wait_for_first leave that to the request that completes.
+    remember_if_finished(claimed, true);
     core::Decision decision = core::decide(claimed, claim_.fingerprint, policy_);
     if (decision.action == core::Action::in_flight && policy_.in_flight == core::InFlightPolicy::wait) {
       co_return co_await wait_for_first(decision);
@@ -141,8 +152,8 @@ class IdempotentExchange {
   Response problem(const core::Problem& p) const { return problem_response(p, request_.version()); }
 
   // A finished record is immutable until it expires: the same decision the store's copy would
-  // give, without a round trip.
-  Response answer_from_cache(const CachedRecord& cached) const {
+  // give, without a round trip. `replayed` labels a replay by where the copy came from.
+  Response answer_from_cache(const CachedRecord& cached, std::string_view replayed) const {
     if (cached.fingerprint != claim_.fingerprint) {
       trace_.decision = decision::mismatch;
       return problem(core::fingerprint_mismatch_problem(policy_.key_header));
@@ -151,7 +162,7 @@ class IdempotentExchange {
       trace_.decision = decision::too_large;
       return problem(core::too_large_to_replay_problem(cached.response.status, policy_.max_stored_body));
     }
-    trace_.decision = decision::replay;
+    trace_.decision = replayed;
     return replay_response(cached.response, request_.version());
   }
 
@@ -168,26 +179,34 @@ class IdempotentExchange {
     services_.metrics.observe_store(operation, elapsed);
   }
 
-  void remember_if_finished(const core::ClaimResult& claimed) {
+  // Keeps a finished record the store returned: in the in-process cache, and in Redis when
+  // `share` (the record is immutable until it expires, so any copy is as good as the store's).
+  void remember_if_finished(const core::ClaimResult& claimed, bool share = false) {
     const core::Record& record = claimed.existing;
-    if (claimed.claimed || !services_.cache.enabled()) return;
+    if (claimed.claimed) return;
     if (record.state != core::RecordState::completed && record.state != core::RecordState::too_large) return;
+    const bool to_shared = share && services_.shared_cache != nullptr;
+    if (!services_.cache.enabled() && !to_shared) return;
     auto cached = std::make_shared<CachedRecord>();
     cached->fingerprint = record.fingerprint;
     cached->state = record.state;
     cached->response = record.response;
+    // expires_in is the store's, measured when the claim ran: after claim_sent_at_.
     cached->expires_at = claim_sent_at_ + record.expires_in;
+    if (to_shared) services_.shared_cache->put(claim_.scope, claim_.key, cached);
     services_.cache.insert(claim_.scope, claim_.key, std::move(cached));
   }
 
   void remember_completion(const store::CompleteRequest& completed) {
-    if (!services_.cache.enabled()) return;
+    if (!services_.cache.enabled() && services_.shared_cache == nullptr) return;
     auto cached = std::make_shared<CachedRecord>();
     cached->fingerprint = claim_.fingerprint;
     cached->state = completed.state;
     cached->response = completed.response;
     // The store set expires_at from its clock when the claim arrived, after claim_sent_at_.
     cached->expires_at = claim_sent_at_ + policy_.ttl;
+    // Fire and forget: the write goes out now, the client's response does not wait for it.
+    if (services_.shared_cache != nullptr) services_.shared_cache->put(claim_.scope, claim_.key, cached);
     services_.cache.insert(claim_.scope, claim_.key, std::move(cached));
   }
 

@@ -28,6 +28,50 @@ void ProxyMetrics::observe_store(std::string_view operation, std::chrono::micros
   registry_.histogram("idemproxy_store_duration_seconds", {std::string(operation)}).observe_micros(elapsed.count());
 }
 
+void ProxyMetrics::track_redis_cache(unsigned connections) {
+  registry_.add_counter("idemproxy_redis_cache_hits_total", "Replays answered from the Redis replay cache.", {});
+  registry_.add_counter("idemproxy_redis_cache_misses_total",
+                        "Redis replay cache lookups that found no record (the store was asked).", {});
+  registry_.add_counter("idemproxy_redis_cache_fallbacks_total",
+                        "Redis replay cache lookups Redis could not answer (the store was asked), by reason.", {"reason"});
+  registry_.add_counter("idemproxy_redis_cache_writes_total", "Finished records copied to Redis (SET acknowledged).", {});
+  registry_.add_counter("idemproxy_redis_cache_write_errors_total",
+                        "Copies to Redis that failed (error reply, timeout, connection lost).", {});
+  registry_.add_callback("idemproxy_redis_up", "1 while every worker's Redis connection is up and set up.", "gauge",
+                         [this, connections] { return redis_connections_up_.load() >= static_cast<int>(connections) ? 1.0 : 0.0; });
+  redis_hits_ = &registry_.counter("idemproxy_redis_cache_hits_total");
+  redis_misses_ = &registry_.counter("idemproxy_redis_cache_misses_total");
+  for (const SharedFallbackReason reason : {SharedFallbackReason::timeout, SharedFallbackReason::disconnected,
+                                            SharedFallbackReason::error, SharedFallbackReason::corrupt}) {
+    redis_fallbacks_[static_cast<int>(reason)] =
+        &registry_.counter("idemproxy_redis_cache_fallbacks_total", {std::string(shared_fallback_reason_name(reason))});
+  }
+  redis_writes_ = &registry_.counter("idemproxy_redis_cache_writes_total");
+  redis_write_errors_ = &registry_.counter("idemproxy_redis_cache_write_errors_total");
+}
+
+void ProxyMetrics::redis_lookup(SharedLookupOutcome outcome, SharedFallbackReason reason) {
+  if (redis_hits_ == nullptr) return;
+  switch (outcome) {
+    case SharedLookupOutcome::hit: redis_hits_->inc(); return;
+    case SharedLookupOutcome::miss: redis_misses_->inc(); return;
+    case SharedLookupOutcome::fallback: redis_fallbacks_[static_cast<int>(reason)]->inc(); return;
+  }
+}
+
+void ProxyMetrics::redis_write(bool acknowledged) {
+  if (redis_writes_ == nullptr) return;
+  (acknowledged ? redis_writes_ : redis_write_errors_)->inc();
+}
+
+void ProxyMetrics::redis_connection_up(bool up) {
+  if (up) {
+    redis_connections_up_.fetch_add(1);
+  } else {
+    redis_connections_up_.fetch_sub(1);
+  }
+}
+
 void ProxyMetrics::refused(unsigned status) {
   registry_.counter("idemproxy_requests_total", {"-", std::string(decision::refused)}).inc();
   registry_.counter("idemproxy_responses_total", {std::to_string(status / 100) + "xx"}).inc();

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "http/request_trace.hpp"
+#include "http/shared_replay_cache.hpp"
 #include "metrics/registry.hpp"
 
 namespace idem::http {
@@ -18,11 +19,26 @@ class ProxyMetrics {
   void observe_store(std::string_view operation, std::chrono::microseconds elapsed);
   void refused(unsigned status);  // requests answered before being read whole (413, 431, 400)
 
+  // The Redis replay cache's families, registered only when store.redis is configured, before the
+  // first scrape. `connections`: one per worker; idemproxy_redis_up is 1 while all are up.
+  void track_redis_cache(unsigned connections);
+  // Every lookup is exactly one of hit, miss, or fallback (by reason). Any thread.
+  void redis_lookup(SharedLookupOutcome outcome, SharedFallbackReason reason);
+  void redis_write(bool acknowledged);      // a SET Redis answered OK, or one that failed
+  void redis_connection_up(bool up);        // a worker's connection became ready, or stopped being
+
   metrics::Registry& registry() { return registry_; }
   std::atomic<std::int64_t> in_flight_records{0};  // claims this process holds while executing
 
  private:
   metrics::Registry registry_;
+  // Children looked up once (see registry.hpp); null until track_redis_cache.
+  metrics::Counter* redis_hits_ = nullptr;
+  metrics::Counter* redis_misses_ = nullptr;
+  metrics::Counter* redis_fallbacks_[4] = {};  // by SharedFallbackReason
+  metrics::Counter* redis_writes_ = nullptr;
+  metrics::Counter* redis_write_errors_ = nullptr;
+  std::atomic<int> redis_connections_up_{0};
 };
 
 }  // namespace idem::http

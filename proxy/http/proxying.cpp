@@ -17,6 +17,7 @@ Response upstream_failure_response(UpstreamFailure failure, unsigned version) {
       problem.retry_after = std::chrono::seconds(1);
       return problem_response(problem, version);
     }
+    case UpstreamFailure::tls_failed: return problem_response(core::upstream_tls_failed_problem(), version);
     case UpstreamFailure::timeout: return problem_response(core::upstream_timeout_problem(), version);
     case UpstreamFailure::connection_lost:
       return problem_response(core::upstream_bad_response_problem("the upstream closed the connection without a complete response"), version);

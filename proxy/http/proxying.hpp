@@ -13,7 +13,8 @@ namespace idem::http {
 boost::asio::awaitable<Response> forward_plain(WorkerServices& services, Request& request,
                                                std::string_view client_address, RequestTrace& trace);
 
-// 502 unreachable / bad response, 503 pool exhausted, 504 timeout, as problem+json.
+// 502 unreachable / TLS handshake failed / bad response, 503 pool exhausted, 504 timeout, as
+// problem+json.
 Response upstream_failure_response(UpstreamFailure failure, unsigned version);
 
 }  // namespace idem::http

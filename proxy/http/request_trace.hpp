@@ -12,7 +12,8 @@ namespace decision {
 inline constexpr std::string_view passthrough = "passthrough";              // no route, safe method, key off/optional+absent
 inline constexpr std::string_view executed = "new";                         // executed upstream, response stored
 inline constexpr std::string_view released = "released";                    // executed (or not sent), key released
-inline constexpr std::string_view replay = "replay";                        // stored response replayed
+inline constexpr std::string_view replay = "replay";                        // stored response replayed (store or in-process cache)
+inline constexpr std::string_view replay_redis = "replay_redis";            // stored response replayed from the Redis replay cache
 inline constexpr std::string_view mismatch = "mismatch_422";
 inline constexpr std::string_view in_flight = "in_flight_409";
 inline constexpr std::string_view too_large = "too_large_409";

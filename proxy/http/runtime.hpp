@@ -16,14 +16,20 @@ namespace idem::http {
 
 class UpstreamPool;
 class ReplayCache;
+class SharedReplayCache;
 class ProxyMetrics;
+struct ListenerTls;  // http/tls_context.hpp
 
 // An immutable configuration snapshot. Requests hold a shared_ptr to the one they started with,
 // so a reload never changes the rules under a request in progress.
 struct RuntimeConfig {
   config::Config config;
   core::RouteTable routes;
-  explicit RuntimeConfig(config::Config loaded) : config(std::move(loaded)), routes(config.routes) {}
+  // The listener's TLS context, built from config.tls's files with this snapshot (null: plain
+  // HTTP). A connection keeps the one current when it was accepted.
+  std::shared_ptr<ListenerTls> listener_tls;
+  explicit RuntimeConfig(config::Config loaded, std::shared_ptr<ListenerTls> tls = nullptr)
+      : config(std::move(loaded)), routes(config.routes), listener_tls(std::move(tls)) {}
 };
 
 // Work that outlives the request that started it (a completion write retried in the background).
@@ -51,6 +57,7 @@ struct WorkerServices {
   std::atomic<std::size_t>& connections;  // client connections open, across all workers
   ReplayCache& cache;                 // shared by all workers
   ProxyMetrics& metrics;              // shared by all workers
+  SharedReplayCache* shared_cache = nullptr;  // this worker's Redis replay cache; null when off
 };
 
 }  // namespace idem::http

@@ -4,12 +4,19 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/address.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <stdexcept>
+#include <tuple>
 
+#include "http/tls_context.hpp"
+#include "http/tls_session.hpp"
 #include "log/log.hpp"
 
 namespace idem::http {
@@ -31,17 +38,61 @@ bool looks_alive(tcp::socket& socket) {
   return errno == EAGAIN || errno == EWOULDBLOCK;
 }
 
+// A TLS peer that closes without close_notify shows up as a truncated stream.
 bool is_connection_gone(const beast::error_code& ec) {
   return ec == beast_http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
-         ec == asio::error::broken_pipe;
+         ec == asio::error::broken_pipe || ec == asio::ssl::error::stream_truncated;
+}
+
+// The host's addresses, looked up once (start-up): a literal needs no lookup.
+std::vector<tcp::endpoint> resolve_upstream(asio::io_context& io, const config::UpstreamConfig& upstream) {
+  boost::system::error_code ec;
+  const auto address = asio::ip::make_address(upstream.host, ec);
+  if (!ec) return {tcp::endpoint(address, upstream.port)};
+  tcp::resolver resolver(io);
+  const auto results = resolver.resolve(upstream.host, std::to_string(upstream.port), ec);
+  if (ec || results.empty()) {
+    throw std::runtime_error("upstream.url: cannot resolve " + upstream.host + ": " +
+                             (ec ? ec.message() : std::string("no address")));
+  }
+  std::vector<tcp::endpoint> endpoints;
+  for (const auto& entry : results) endpoints.push_back(entry.endpoint());
+  return endpoints;
+}
+
+std::shared_ptr<asio::ssl::context> upstream_tls_context(const config::UpstreamTlsConfig& tls) {
+  if (!tls.enabled) return nullptr;
+  UpstreamTlsResult loaded = load_upstream_tls(tls);
+  if (!loaded.context) throw std::runtime_error(loaded.error);
+  return std::move(loaded.context);
 }
 }  // namespace
+
+struct UpstreamPool::Transport {
+  Transport(asio::io_context& io, asio::ssl::context* tls_context) : tcp(io) {
+    if (tls_context != nullptr) tls.emplace(tcp, *tls_context);
+  }
+  // Deadlines are set here for both layers: a TLS operation is reads and writes on this stream.
+  beast::tcp_stream tcp;
+  std::optional<asio::ssl::stream<beast::tcp_stream&>> tls;
+
+  asio::awaitable<std::tuple<beast::error_code, std::size_t>> write(const Request& request) {
+    if (tls) co_return co_await beast_http::async_write(*tls, request, use_tuple);
+    co_return co_await beast_http::async_write(tcp, request, use_tuple);
+  }
+  asio::awaitable<std::tuple<beast::error_code, std::size_t>> read(
+      beast::flat_buffer& buffer, beast_http::response_parser<beast_http::string_body>& parser) {
+    if (tls) co_return co_await beast_http::async_read(*tls, buffer, parser, use_tuple);
+    co_return co_await beast_http::async_read(tcp, buffer, parser, use_tuple);
+  }
+};
 
 std::string_view upstream_failure_name(UpstreamFailure failure) {
   switch (failure) {
     case UpstreamFailure::none: return "none";
     case UpstreamFailure::connect_failed: return "connect_failed";
     case UpstreamFailure::pool_exhausted: return "pool_exhausted";
+    case UpstreamFailure::tls_failed: return "tls_failed";
     case UpstreamFailure::timeout: return "timeout";
     case UpstreamFailure::connection_lost: return "connection_lost";
     case UpstreamFailure::bad_response: return "bad_response";
@@ -51,28 +102,33 @@ std::string_view upstream_failure_name(UpstreamFailure failure) {
 }
 
 bool nothing_sent(UpstreamFailure failure) {
-  return failure == UpstreamFailure::connect_failed || failure == UpstreamFailure::pool_exhausted;
+  return failure == UpstreamFailure::connect_failed || failure == UpstreamFailure::pool_exhausted ||
+         failure == UpstreamFailure::tls_failed;
 }
 
 UpstreamPool::UpstreamPool(asio::io_context& io, const config::UpstreamConfig& upstream, std::size_t max_connections,
                            std::size_t max_response_body)
     : io_(io),
-      endpoint_(asio::ip::make_address(upstream.host), upstream.port),
+      endpoints_(resolve_upstream(io, upstream)),
+      tls_(upstream_tls_context(upstream.tls)),
+      tls_name_(upstream.tls.server_name.empty() ? upstream.host : upstream.tls.server_name),
+      tls_verify_(upstream.tls.verify),
       connect_timeout_(upstream.connect_timeout),
       timeout_(upstream.timeout),
       idle_timeout_(upstream.idle_timeout),
       max_connections_(max_connections == 0 ? 1 : max_connections),
       max_response_body_(max_response_body) {}
 
+UpstreamPool::~UpstreamPool() = default;
 
 std::optional<UpstreamPool::Connection> UpstreamPool::take_idle() {
   const auto now = std::chrono::steady_clock::now();
   while (!idle_.empty()) {
     Connection connection = std::move(idle_.back());
     idle_.pop_back();
-    if (now - connection.idle_since < idle_timeout_ && looks_alive(connection.stream.socket())) return connection;
+    if (now - connection.idle_since < idle_timeout_ && looks_alive(connection.transport->tcp.socket())) return connection;
     beast::error_code ignored;
-    connection.stream.socket().close(ignored);
+    connection.transport->tcp.socket().close(ignored);
   }
   return std::nullopt;
 }
@@ -85,9 +141,36 @@ void UpstreamPool::put_idle(Connection&& connection) {
 void UpstreamPool::close_idle() {
   for (auto& connection : idle_) {
     beast::error_code ignored;
-    connection.stream.socket().close(ignored);
+    connection.transport->tcp.socket().close(ignored);
   }
   idle_.clear();
+}
+
+asio::awaitable<UpstreamFailure> UpstreamPool::open_connection(Connection& connection) {
+  beast::tcp_stream& stream = connection.transport->tcp;
+  stream.expires_after(connect_timeout_);
+  auto [ec, endpoint] = co_await stream.async_connect(endpoints_, use_tuple);
+  if (ec) {
+    log::warn("upstream_connect_failed", {{"error", ec.message()}});
+    co_return UpstreamFailure::connect_failed;
+  }
+  stream.socket().set_option(tcp::no_delay(true));
+  auto& tls = connection.transport->tls;
+  if (!tls) co_return UpstreamFailure::none;
+  if (!set_upstream_peer_name(tls->native_handle(), tls_name_, tls_verify_)) {
+    log::warn("upstream_tls_failed", {{"server_name", tls_name_}, {"reason", "OpenSSL refused the server name"}});
+    co_return UpstreamFailure::tls_failed;
+  }
+  // The handshake gets a connect timeout of its own.
+  stream.expires_after(connect_timeout_);
+  auto [handshake_ec] = co_await tls->async_handshake(asio::ssl::stream_base::client, use_tuple);
+  if (handshake_ec) {
+    log::warn("upstream_tls_failed",
+              {{"server_name", tls_name_},
+               {"reason", upstream_handshake_failure(tls->native_handle(), handshake_ec, tls_verify_)}});
+    co_return UpstreamFailure::tls_failed;
+  }
+  co_return UpstreamFailure::none;
 }
 
 asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
@@ -105,20 +188,16 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
     const bool reused = pooled.has_value();
     if (!pooled) {
       if (open_ >= max_connections_) co_return finish({UpstreamFailure::pool_exhausted, {}, {}});
-      pooled.emplace(Connection{beast::tcp_stream(io_), Ticket(&open_)});
-      pooled->stream.expires_after(connect_timeout_);
-      auto [ec] = co_await pooled->stream.async_connect(endpoint_, use_tuple);
-      if (ec) {
-        log::warn("upstream_connect_failed", {{"error", ec.message()}});
-        co_return finish({UpstreamFailure::connect_failed, {}, {}});
-      }
-      pooled->stream.socket().set_option(tcp::no_delay(true));
+      pooled.emplace(Connection{std::make_unique<Transport>(io_, tls_.get()), Ticket(&open_)});
+      const UpstreamFailure failure = co_await open_connection(*pooled);
+      if (failure != UpstreamFailure::none) co_return finish({failure, {}, {}});
     }
     Connection& connection = *pooled;
+    Transport& transport = *connection.transport;
 
     // One deadline covers writing the request and reading the whole response.
-    connection.stream.expires_after(timeout_);
-    auto [write_ec, written] = co_await beast_http::async_write(connection.stream, request, use_tuple);
+    transport.tcp.expires_after(timeout_);
+    auto [write_ec, written] = co_await transport.write(request);
     if (write_ec) {
       // The peer closed a reused connection before we wrote: it cannot have read this request.
       if (reused && is_connection_gone(write_ec)) continue;
@@ -130,8 +209,15 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
     parser.body_limit(max_response_body_);
     if (head) parser.skip(true);
     beast::flat_buffer buffer;
-    auto [read_ec, read] = co_await beast_http::async_read(connection.stream, buffer, parser, use_tuple);
+    auto [read_ec, read] = co_await transport.read(buffer, parser);
     if (read_ec) {
+      // TLS 1.3: a server checks our certificate after we consider the handshake done, so its
+      // refusal arrives in place of the response; its application never saw the request.
+      if (transport.tls && !reused && read == 0 && is_handshake_rejection(read_ec)) {
+        log::warn("upstream_tls_failed", {{"server_name", tls_name_},
+                                          {"reason", "the upstream rejected the TLS handshake: " + tls_error_text(read_ec)}});
+        co_return finish({UpstreamFailure::tls_failed, {}, {}});
+      }
       if (read_ec == beast::error::timeout) co_return finish({UpstreamFailure::timeout, {}, {}});
       if (read_ec == beast_http::error::body_limit) {
         UpstreamResult result{UpstreamFailure::response_too_large, {}, {}};
@@ -149,7 +235,7 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
 
     UpstreamResult result{UpstreamFailure::none, parser.release(), {}};
     if (result.response.keep_alive() && request.keep_alive() && buffer.size() == 0) {
-      connection.stream.expires_never();
+      transport.tcp.expires_never();
       put_idle(std::move(connection));
     }
     co_return finish(std::move(result));

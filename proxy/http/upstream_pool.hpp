@@ -1,20 +1,24 @@
 #pragma once
 // Keep-alive connection pool to the one upstream, owned by one worker (one io_context, one
 // thread: no locking). Each exchange writes a request and reads the whole response under the
-// upstream timeout.
+// upstream timeout. An https:// upstream gets TLS on every pooled connection (see
+// config::UpstreamTlsConfig): verified, named by SNI, kept alive like plain ones.
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "config/config.hpp"
 #include "http/message.hpp"
+
+namespace boost::asio::ssl { class context; }
 
 namespace idem::http {
 
@@ -23,6 +27,9 @@ enum class UpstreamFailure {
   // Nothing reached the upstream: safe to release the key and let the client retry.
   connect_failed,
   pool_exhausted,
+  // The TLS handshake failed (certificate not verified, name mismatch, our client certificate
+  // refused, no common version): nothing reached the upstream's application.
+  tls_failed,
   // The request was (at least partly) written: the upstream may have executed it.
   timeout,
   connection_lost,
@@ -41,9 +48,12 @@ struct UpstreamResult {
 
 class UpstreamPool {
  public:
-  // `max_connections`: open connections this pool may hold (busy + idle).
+  // `max_connections`: open connections this pool may hold (busy + idle). Start-up only: resolves
+  // the upstream's host name once and loads the TLS files of an https upstream; throws
+  // std::runtime_error saying what failed.
   UpstreamPool(boost::asio::io_context& io, const config::UpstreamConfig& upstream, std::size_t max_connections,
                std::size_t max_response_body);
+  ~UpstreamPool();
   UpstreamPool(const UpstreamPool&) = delete;
   UpstreamPool& operator=(const UpstreamPool&) = delete;
 
@@ -69,17 +79,23 @@ class UpstreamPool {
     void release() { if (open_) --*open_; open_ = nullptr; }
     std::size_t* open_;
   };
+  struct Transport;  // TCP, and TLS over it for an https upstream (upstream_pool.cpp)
   struct Connection {
-    boost::beast::tcp_stream stream;
+    std::unique_ptr<Transport> transport;  // on the heap: the TLS layer refers to the TCP stream
     Ticket ticket;
     std::chrono::steady_clock::time_point idle_since{};
   };
 
   std::optional<Connection> take_idle();
   void put_idle(Connection&& connection);
+  // A new connection, TLS handshake included; a failure says what went wrong.
+  boost::asio::awaitable<UpstreamFailure> open_connection(Connection& connection);
 
   boost::asio::io_context& io_;
-  boost::asio::ip::tcp::endpoint endpoint_;
+  std::vector<boost::asio::ip::tcp::endpoint> endpoints_;  // the host's addresses, tried in order
+  std::shared_ptr<boost::asio::ssl::context> tls_;         // null: plain HTTP
+  std::string tls_name_;                                   // SNI and the name verified
+  bool tls_verify_ = true;
   std::chrono::milliseconds connect_timeout_;
   std::chrono::milliseconds timeout_;
   std::chrono::milliseconds idle_timeout_;

@@ -5,6 +5,7 @@
 
 #include <boost/asio/post.hpp>
 
+#include <algorithm>
 #include <utility>
 
 namespace idem::redis {
@@ -32,7 +33,14 @@ std::string_view redis_error_kind_name(RedisErrorKind kind) {
 RedisConnection::RedisConnection(boost::asio::io_context& io, LostHandler on_lost)
     : io_(io), on_lost_(std::move(on_lost)), socket_(io), deadline_(io) {}
 
-RedisConnection::~RedisConnection() { shut(RedisErrorKind::unavailable, "connection destroyed", false); }
+// A destructor must not throw. The cleanup can only throw on allocation failure or an Asio
+// cancel error, and the object is gone either way.
+RedisConnection::~RedisConnection() {
+  try {
+    shut(RedisErrorKind::unavailable, "connection destroyed", false);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): see above
+  }
+}
 
 void RedisConnection::connect(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout,
                               ConnectHandler handler) {
@@ -81,6 +89,11 @@ void RedisConnection::connect(const std::string& host, std::uint16_t port, std::
 }
 
 void RedisConnection::command(std::vector<std::string> argv, std::chrono::milliseconds timeout, ReplyHandler handler) {
+  command(std::move(argv), timeout, timeout, std::move(handler));
+}
+
+void RedisConnection::command(std::vector<std::string> argv, std::chrono::milliseconds answer_within,
+                              std::chrono::milliseconds close_after, ReplyHandler handler) {
   const auto refuse = [this](ReplyHandler handler, RedisErrorKind kind, std::string message) {
     boost::asio::post(io_, [handler = std::move(handler), kind, message = std::move(message)] {
       handler({kind, message}, {});
@@ -109,9 +122,10 @@ void RedisConnection::command(std::vector<std::string> argv, std::chrono::millis
     refuse(std::move(handler), RedisErrorKind::unavailable, context_error(context_, "command refused (disconnecting)"));
     return;
   }
-  const Clock::time_point deadline = Clock::now() + timeout;
-  pending_.push_back({std::move(handler), deadline});
-  arm_deadline(deadline);
+  const Clock::time_point now = Clock::now();
+  const Clock::time_point answer_by = now + answer_within;
+  pending_.push_back({std::move(handler), answer_by, now + std::max(answer_within, close_after)});
+  arm_deadline(answer_by);
 }
 
 void RedisConnection::close() { shut(RedisErrorKind::unavailable, "connection closed", false); }
@@ -222,6 +236,10 @@ void RedisConnection::on_reply(const void* reply) {
   if (pending_.empty()) return;  // only our own commands are ever sent
   Pending pending = std::move(pending_.front());
   pending_.pop_front();
+  if (!pending.handler) {
+    --overdue_;  // answered with `timeout` already: the late reply is dropped unread
+    return;
+  }
   if (reply != nullptr) {
     boost::asio::post(io_, [handler = std::move(pending.handler),
                             value = copy_reply(*static_cast<const redisReply*>(reply))]() mutable {
@@ -253,15 +271,26 @@ void RedisConnection::on_deadline() {
       shut(RedisErrorKind::timeout, "connect timed out", false);
       return;
     case State::connected: {
-      if (pending_.empty()) return;
       const Clock::time_point now = Clock::now();
-      Clock::time_point earliest = Clock::time_point::max();
-      for (const Pending& pending : pending_) earliest = std::min(earliest, pending.deadline);
-      if (earliest <= now) {
-        shut(RedisErrorKind::timeout, "command timed out", true);
-      } else {
-        arm_deadline(earliest);
+      for (const Pending& pending : pending_) {
+        if (pending.close_by <= now) {
+          shut(RedisErrorKind::timeout, "command timed out", true);
+          return;
+        }
       }
+      Clock::time_point next = Clock::time_point::max();
+      for (Pending& pending : pending_) {
+        if (pending.handler && pending.answer_by <= now) {
+          // The connection stays: the reply, when it comes, is matched to this entry and dropped.
+          boost::asio::post(io_, [handler = std::move(pending.handler)] {
+            handler({RedisErrorKind::timeout, "no reply within the deadline"}, {});
+          });
+          pending.handler = nullptr;
+          ++overdue_;
+        }
+        next = std::min(next, pending.handler ? pending.answer_by : pending.close_by);
+      }
+      if (next != Clock::time_point::max()) arm_deadline(next);
       return;
     }
     case State::fresh:
@@ -299,9 +328,12 @@ void RedisConnection::shut(RedisErrorKind kind, std::string message, bool report
 
 void RedisConnection::fail_pending(RedisErrorKind kind, const std::string& message) {
   while (!pending_.empty()) {
-    boost::asio::post(io_, [handler = std::move(pending_.front().handler), kind, message] { handler({kind, message}, {}); });
+    if (pending_.front().handler) {
+      boost::asio::post(io_, [handler = std::move(pending_.front().handler), kind, message] { handler({kind, message}, {}); });
+    }
     pending_.pop_front();
   }
+  overdue_ = 0;
 }
 
 }  // namespace idem::redis

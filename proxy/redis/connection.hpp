@@ -7,6 +7,10 @@
 // release()d, never closed. hiredis 0.14 has no timer hook, so deadlines are Asio steady_timers:
 // one for the connect, one for the earliest pending command. A deadline that passes closes the
 // connection (the effect of the commands in flight is then unknown) and fails them with `timeout`.
+// A command may instead be given two deadlines (a cache lookup that must not wait, on a connection
+// worth keeping): its handler gets `timeout` at the first, the connection stays up and its late
+// reply is read and dropped; only if the reply is still missing at the second is the connection
+// closed as above.
 //
 // Lifecycle: fresh -> connecting -> connected -> closed, for good (reconnecting is the caller's
 // policy: make a new RedisConnection). Commands are pipelined: any number may be in flight, and
@@ -54,18 +58,27 @@ class RedisConnection : public std::enable_shared_from_this<RedisConnection> {
   // Sends one command (binary-safe arguments). Only while connected; otherwise the handler gets
   // `unavailable` (posted).
   void command(std::vector<std::string> argv, std::chrono::milliseconds timeout, ReplyHandler handler);
+  // As above, but a reply missing after `answer_within` answers the handler with `timeout` and
+  // keeps the connection (the late reply is dropped); it is closed only when the reply is still
+  // missing after `close_after` (taken as at least `answer_within`).
+  void command(std::vector<std::string> argv, std::chrono::milliseconds answer_within,
+               std::chrono::milliseconds close_after, ReplyHandler handler);
   // Any state -> closed. Commands in flight complete with `unavailable`; no LostHandler call.
   void close();
 
   bool connected() const { return state_ == State::connected; }
   std::size_t in_flight() const { return pending_.size(); }
+  // Some command was answered `timeout` and its reply has not come back yet: the server is slow
+  // or stuck, and anything sent now waits behind it.
+  bool overdue() const { return overdue_ > 0; }
 
  private:
   enum class State { fresh, connecting, connected, closed };
   using Clock = std::chrono::steady_clock;
   struct Pending {
-    ReplyHandler handler;
-    Clock::time_point deadline;
+    ReplyHandler handler;          // empty once answered with `timeout`: the reply is then dropped
+    Clock::time_point answer_by;   // the handler gets `timeout` here
+    Clock::time_point close_by;    // the connection is closed here if the reply is still missing
   };
 
   // hiredis hooks and callbacks (ac->ev.data and ac->data point at this object).
@@ -104,6 +117,7 @@ class RedisConnection : public std::enable_shared_from_this<RedisConnection> {
   std::uint64_t generation_ = 0;
   ConnectHandler connect_handler_;
   std::deque<Pending> pending_;  // commands sent, oldest first (hiredis replies in this order)
+  std::size_t overdue_ = 0;      // entries of pending_ already answered with `timeout`
   // Why the context is going away, for the replies hiredis fails while freeing it.
   RedisErrorKind closing_kind_ = RedisErrorKind::unavailable;
   std::string closing_message_ = "connection closed";

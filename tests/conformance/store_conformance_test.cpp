@@ -53,14 +53,17 @@ class StoreConformance : public ::testing::Test {
   std::string scope_;
 };
 
-// Each backend on its own and under the at-rest encryption decorator.
-using Backends = ::testing::Types<MemoryHarness, PgHarness, Encrypted<MemoryHarness>, Encrypted<PgHarness>>;
+// Each backend on its own and under the at-rest encryption decorator; Postgres both with named
+// prepared statements and with unnamed statements.
+using Backends = ::testing::Types<MemoryHarness, PgHarness, PgUnnamedHarness, Encrypted<MemoryHarness>,
+                                  Encrypted<PgHarness>>;
 class BackendNames {
  public:
   template <typename T>
   static std::string GetName(int) {
     if constexpr (std::is_same_v<T, MemoryHarness>) return "Memory";
     if constexpr (std::is_same_v<T, PgHarness>) return "Postgres";
+    if constexpr (std::is_same_v<T, PgUnnamedHarness>) return "PostgresUnnamed";
     if constexpr (std::is_same_v<T, Encrypted<MemoryHarness>>) return "EncryptedMemory";
     return "EncryptedPostgres";
   }

@@ -141,7 +141,7 @@ std::size_t MemoryHarness::records_held() { return store_->size(); }
 
 bool MemoryHarness::holds(const store::RecordKey& key) { return store_->contains(key); }
 
-PgHarness::PgHarness() = default;
+PgHarness::PgHarness(bool prepared_statements) : prepared_statements_(prepared_statements) {}
 
 PgHarness::~PgHarness() { tear_down(); }
 
@@ -160,7 +160,8 @@ void PgHarness::set_up() {
                                    .size = 2,
                                    .connect_timeout = std::chrono::seconds(5),
                                    .query_timeout = std::chrono::seconds(5),
-                                   .acquire_timeout = std::chrono::seconds(5)});
+                                   .acquire_timeout = std::chrono::seconds(5),
+                                   .prepared_statements = prepared_statements_});
   store_->start();
   ASSERT_TRUE(run_until([this] { return store_->connected(); })) << "no connection to " << dsn;
 }

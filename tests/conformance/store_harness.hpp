@@ -106,9 +106,11 @@ class MemoryHarness : public StoreHarness {
   std::unique_ptr<store::MemoryStore> store_;
 };
 
+// Postgres with named prepared statements (idemproxy's default); PgUnnamedHarness below with
+// them off (as behind an older transaction-mode PgBouncer).
 class PgHarness : public StoreHarness {
  public:
-  PgHarness();
+  explicit PgHarness(bool prepared_statements = true);
   ~PgHarness() override;
   void set_up() override;  // needs IDEMPROXY_TEST_PG_DSN; a migrated schema of the test's own
   void tear_down() override;
@@ -126,9 +128,15 @@ class PgHarness : public StoreHarness {
   // The count of rows matching `where` (with text parameters), or a test failure and nullopt.
   std::optional<std::size_t> count_rows(const std::string& where, const std::vector<std::string>& params);
 
+  bool prepared_statements_;
   std::unique_ptr<PrivateSchema> schema_;
   std::unique_ptr<boost::asio::io_context> io_;
   std::unique_ptr<store::pg::PgStore> store_;
+};
+
+class PgUnnamedHarness final : public PgHarness {
+ public:
+  PgUnnamedHarness() : PgHarness(false) {}
 };
 
 // The keys the encrypted backends of the conformance suite seal with (fixed test keys).

@@ -1,5 +1,6 @@
 // Round trips per operation, counted in the connection layer (statements sent): a first request
 // costs a claim and a complete, a replay costs one claim; every other operation is one statement.
+// The same with prepared statements: a statement's prepare travels with its first execution.
 #include "integration/pg_test_env.hpp"
 #include "store/pg/counters.hpp"
 
@@ -8,11 +9,13 @@ namespace {
 
 using store::StoreError;
 
-class RoundTrips : public PgTest {
+// The parameter: prepared statements on.
+class RoundTrips : public PgTest, public ::testing::WithParamInterface<bool> {
  protected:
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(PgTest::SetUp());
-    store_ = std::make_unique<store::pg::PgStore>(io_, store::pg::PoolOptions{.dsn = dsn(), .size = 1});
+    store_ = std::make_unique<store::pg::PgStore>(
+        io_, store::pg::PoolOptions{.dsn = dsn(), .size = 1, .prepared_statements = GetParam()});
     store_->start();
     ASSERT_TRUE(run_until(io_, [&] { return store_->connected(); }));
   }
@@ -30,7 +33,7 @@ class RoundTrips : public PgTest {
   std::unique_ptr<store::pg::PgStore> store_;
 };
 
-TEST_F(RoundTrips, ClaimCompleteReplayAndReleaseAreOneStatementEach) {
+TEST_P(RoundTrips, ClaimCompleteReplayAndReleaseAreOneStatementEach) {
   const std::string scope = fresh_name("round-trips-");
   std::optional<core::ClaimResult> claim;
   EXPECT_EQ(statements_for([&](auto done) {
@@ -87,7 +90,7 @@ TEST_F(RoundTrips, ClaimCompleteReplayAndReleaseAreOneStatementEach) {
             1u);
 }
 
-TEST_F(RoundTrips, MarkUnknownForceReleaseInspectAndSweepAreOneStatementEach) {
+TEST_P(RoundTrips, MarkUnknownForceReleaseInspectAndSweepAreOneStatementEach) {
   const std::string scope = fresh_name("round-trips-");
   bool claimed = false;
   EXPECT_EQ(statements_for([&](auto done) {
@@ -128,6 +131,10 @@ TEST_F(RoundTrips, MarkUnknownForceReleaseInspectAndSweepAreOneStatementEach) {
             }),
             1u);
 }
+
+INSTANTIATE_TEST_SUITE_P(StatementModes, RoundTrips, ::testing::Bool(), [](const ::testing::TestParamInfo<bool>& info) {
+  return info.param ? "Prepared" : "Unnamed";
+});
 
 }  // namespace
 }  // namespace idem::test

@@ -21,7 +21,8 @@ namespace {
 constexpr std::string_view kKeyVariable = "IDEM_TEST_KEY_1";
 // Fixed test key (32 bytes, 64 hex digits): nothing here is secret.
 constexpr std::string_view kKeyHex = "5f3a9c0e7b21d4486a1fe03c92b75d6e0c4a18f27e93b65d10a8c4e2f7365b91";
-constexpr std::string_view kFixtureStoreLine = "store: { postgres: { dsn: ${PG_DSN}, pool_size: 4 } }";
+constexpr std::string_view kFixtureStoreLine =
+    "store: { postgres: { dsn: ${PG_DSN}, pool_size: 4, prepared_statements: \"${IDEMPROXY_TEST_PG_PREPARED:-true}\" } }";
 
 constexpr const char* kSelectBody = "SELECT response_body FROM idempotency_records WHERE key = $1";
 // XOR rather than overwrite: the byte changes whatever it held.

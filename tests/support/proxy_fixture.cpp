@@ -24,7 +24,7 @@ listen: 127.0.0.1:${PROXY_PORT}
 workers: 2
 admin: { listen: "127.0.0.1:0" }
 upstream: { url: "http://127.0.0.1:${UPSTREAM_PORT}", connect_timeout: 1s, timeout: ${UPSTREAM_TIMEOUT} }
-store: { postgres: { dsn: ${PG_DSN}, pool_size: 4 } }
+store: { postgres: { dsn: ${PG_DSN}, pool_size: 4, prepared_statements: "${IDEMPROXY_TEST_PG_PREPARED:-true}" } }
 defaults: { ttl: 1h, lease: 10s }
 routes:
   - name: orders

@@ -7,15 +7,27 @@
 //   GET /__count                  -> {"total": n}
 //   GET /__count?key=K            -> {"count": n}   K = Idempotency-Key value exactly as received
 //   GET /__count?webhook_id=K     -> {"count": n}
+//   GET /__tls                    -> {"connections": n}   TLS handshakes completed
 //   POST /__reset                 -> zeroes every counter
 // Control requests are not counted. One io thread: the counters need no lock.
 //
+// Optionally it also serves HTTPS on a second port, with the same counters and behaviour (so a
+// test can count over plain HTTP what arrived over TLS); with --tls-client-ca it requires a client
+// certificate issued by that CA, and its JSON body then names the certificate's subject
+// ("client_cert_subject").
+//
 // Usage: idem-test-upstream --listen 127.0.0.1:PORT   (PORT 0 = ephemeral)
-// Prints "listening 127.0.0.1:<port>" once bound; SIGTERM/SIGINT exit 0.
+//          [--tls-listen 127.0.0.1:PORT --tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
+// Prints "tls 127.0.0.1:<port>" (with TLS), then "listening 127.0.0.1:<port>" once bound;
+// SIGTERM/SIGINT exit 0.
+#include <openssl/bio.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include <array>
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
@@ -28,6 +40,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -41,7 +54,9 @@ namespace http = beast::http;
 namespace net = boost::asio;
 namespace json = boost::json;
 using tcp = net::ip::tcp;
+namespace ssl = net::ssl;
 namespace proto = idem::test::upstream;
+using TlsStream = ssl::stream<beast::tcp_stream>;
 
 constexpr std::uint64_t kMaxRequestBody = 64ULL * 1024 * 1024;
 constexpr std::uint32_t kMaxRequestHeader = 64 * 1024;
@@ -49,11 +64,13 @@ constexpr std::size_t kResponseChunks = 4;
 
 struct Counters {
   std::uint64_t total = 0;
+  std::uint64_t tls_connections = 0;  // completed TLS handshakes
   std::unordered_map<std::string, std::uint64_t> by_key;
   std::unordered_map<std::string, std::uint64_t> by_webhook_id;
 
   void reset() {
     total = 0;
+    tls_connections = 0;
     by_key.clear();
     by_webhook_id.clear();
   }
@@ -165,12 +182,54 @@ json::value header_or_null(const http::request<http::string_body>& request, std:
 
 bool status_has_no_body(unsigned status) { return status == 204 || status == 304; }
 
-class Session : public std::enable_shared_from_this<Session> {
- public:
-  Session(tcp::socket socket, Counters& counters)
-      : stream_(std::move(socket)), timer_(stream_.get_executor()), counters_(counters) {}
+// The subject of the client certificate a TLS peer presented, RFC 2253 form; "" when none.
+std::string peer_subject(SSL* ssl) {
+  struct X509Free {
+    void operator()(X509* certificate) const { X509_free(certificate); }
+  };
+  struct BioFree {
+    void operator()(BIO* bio) const { BIO_free(bio); }
+  };
+  const std::unique_ptr<X509, X509Free> certificate{SSL_get1_peer_certificate(ssl)};
+  if (!certificate) return "";
+  const std::unique_ptr<BIO, BioFree> bio{BIO_new(BIO_s_mem())};
+  if (!bio) return "";
+  X509_NAME_print_ex(bio.get(), X509_get_subject_name(certificate.get()), 0, XN_FLAG_RFC2253);
+  char* data = nullptr;
+  const long size = BIO_get_mem_data(bio.get(), &data);
+  return size > 0 ? std::string(data, static_cast<std::size_t>(size)) : std::string();
+}
 
-  void start() { read_request(); }
+// One connection, over plain TCP (beast::tcp_stream) or TLS (TlsStream): the same behaviour.
+template <class Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
+ public:
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
+  Session(tcp::socket socket, Counters& counters)
+    requires(!kTls)
+      : stream_(std::move(socket)), timer_(stream_.get_executor()), counters_(counters) {}
+  Session(tcp::socket socket, ssl::context& context, Counters& counters)
+    requires(kTls)
+      : stream_(std::move(socket), context), timer_(stream_.get_executor()), counters_(counters) {}
+
+  void start() {
+    if constexpr (kTls) {
+      beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(10));
+      stream_.async_handshake(ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
+        if (ec) {
+          std::cerr << "idem-test-upstream: TLS handshake failed: " << ec.message() << '\n';
+          return self->close();
+        }
+        beast::get_lowest_layer(self->stream_).expires_never();
+        ++self->counters_.tls_connections;
+        self->client_subject_ = peer_subject(self->stream_.native_handle());
+        self->read_request();
+      });
+    } else {
+      read_request();
+    }
+  }
 
  private:
   void read_request() {
@@ -178,7 +237,7 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(kMaxRequestBody);
     parser_->header_limit(kMaxRequestHeader);
     http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+                     [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
   }
 
   void on_read(beast::error_code ec) {
@@ -203,6 +262,9 @@ class Session : public std::enable_shared_from_this<Session> {
     if (path == "/__reset" && request_.method() == http::verb::post) {
       counters_.reset();
       return json_response(http::status::ok, json::object{{"reset", true}});
+    }
+    if (path == "/__tls" && request_.method() == http::verb::get) {
+      return json_response(http::status::ok, json::object{{"connections", counters_.tls_connections}});
     }
     if (path == "/__count" && request_.method() == http::verb::get) {
       if (query.empty()) return json_response(http::status::ok, json::object{{"total", counters_.total}});
@@ -255,7 +317,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     timer_.expires_after(instructions_.delay);
-    timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
       if (!ec) self->respond();
     });
   }
@@ -294,6 +356,9 @@ class Session : public std::enable_shared_from_this<Session> {
         {"x_forwarded_for", header_or_null(request_, "X-Forwarded-For")},
         {"x_forwarded_proto", header_or_null(request_, "X-Forwarded-Proto")},
     };
+    if constexpr (kTls) {
+      summary["client_cert_subject"] = client_subject_.empty() ? json::value(nullptr) : json::value(client_subject_);
+    }
     if (instructions_.echo_headers) {
       json::array headers;
       for (const auto& field : request_)
@@ -315,7 +380,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     response_ = std::move(response);
     http::async_write(stream_, response_,
-                      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->after_response(ec); });
+                      [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->after_response(ec); });
   }
 
   // Header first, then the body in kResponseChunks chunks, each its own write.
@@ -327,7 +392,7 @@ class Session : public std::enable_shared_from_this<Session> {
     chunked_body_ = std::move(response.body());
     chunk_offset_ = 0;
     head_serializer_.emplace(chunked_head_);
-    http::async_write_header(stream_, *head_serializer_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    http::async_write_header(stream_, *head_serializer_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
       if (ec) return self->close();
       self->write_next_chunk();
     });
@@ -335,7 +400,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void write_next_chunk() {
     if (chunk_offset_ >= chunked_body_.size()) {
-      net::async_write(stream_, http::make_chunk_last(), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      net::async_write(stream_, http::make_chunk_last(), [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
         self->after_response(ec);
       });
       return;
@@ -344,7 +409,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const std::size_t size = std::min(chunk_size, chunked_body_.size() - chunk_offset_);
     const auto chunk = net::buffer(chunked_body_.data() + chunk_offset_, size);
     chunk_offset_ += size;
-    net::async_write(stream_, http::make_chunk(chunk), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    net::async_write(stream_, http::make_chunk(chunk), [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
       if (ec) return self->close();
       self->write_next_chunk();
     });
@@ -360,7 +425,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // X-Test-Hang: read and discard until the client goes away, never answering.
   void wait_for_client_close() {
-    stream_.async_read_some(net::buffer(discard_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    stream_.async_read_some(net::buffer(discard_), [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
       if (ec) return self->close();
       self->wait_for_client_close();
     });
@@ -368,11 +433,13 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void close() {
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_.socket().close(ignored);
+    auto& socket = beast::get_lowest_layer(stream_).socket();
+    socket.shutdown(tcp::socket::shutdown_both, ignored);
+    socket.close(ignored);
   }
 
-  beast::tcp_stream stream_;
+  Stream stream_;
+  std::string client_subject_;
   beast::flat_buffer buffer_;
   net::steady_timer timer_;
   Counters& counters_;
@@ -388,34 +455,84 @@ class Session : public std::enable_shared_from_this<Session> {
   std::array<char, 4096> discard_{};
 };
 
+tcp::acceptor bind_acceptor(net::io_context& io, const tcp::endpoint& endpoint) {
+  tcp::acceptor acceptor(io);
+  acceptor.open(endpoint.protocol());
+  acceptor.set_option(net::socket_base::reuse_address(true));
+  acceptor.bind(endpoint);
+  acceptor.listen(net::socket_base::max_listen_connections);
+  return acceptor;
+}
+
+struct TlsOptions {
+  tcp::endpoint endpoint;
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file;  // empty: no client certificate asked for
+};
+
+// Throws on unreadable or mismatched files: the process then exits 1 with the reason.
+ssl::context make_server_context(const TlsOptions& options) {
+  ssl::context context(ssl::context::tls_server);
+  SSL_CTX_set_min_proto_version(context.native_handle(), TLS1_2_VERSION);
+  context.use_certificate_chain_file(options.cert_file);
+  context.use_private_key_file(options.key_file, ssl::context::pem);
+  if (!options.client_ca_file.empty()) {
+    context.load_verify_file(options.client_ca_file);
+    context.set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert);
+    static constexpr unsigned char kSessionContext[] = "idem-test-upstream";
+    SSL_CTX_set_session_id_context(context.native_handle(), kSessionContext, sizeof kSessionContext - 1);
+  }
+  return context;
+}
+
 class Server {
  public:
-  Server(net::io_context& io, const tcp::endpoint& endpoint) : acceptor_(io) {
-    acceptor_.open(endpoint.protocol());
-    acceptor_.set_option(net::socket_base::reuse_address(true));
-    acceptor_.bind(endpoint);
-    acceptor_.listen(net::socket_base::max_listen_connections);
+  Server(net::io_context& io, const tcp::endpoint& endpoint, const std::optional<TlsOptions>& tls)
+      : acceptor_(bind_acceptor(io, endpoint)) {
+    if (tls) {
+      tls_context_.emplace(make_server_context(*tls));
+      tls_acceptor_.emplace(bind_acceptor(io, tls->endpoint));
+    }
   }
 
   tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
+  std::optional<tcp::endpoint> tls_endpoint() const {
+    if (!tls_acceptor_) return std::nullopt;
+    return tls_acceptor_->local_endpoint();
+  }
 
   void accept() {
-    acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
+    accept_on(acceptor_, [this](tcp::socket socket) {
+      std::make_shared<Session<beast::tcp_stream>>(std::move(socket), counters_)->start();
+    });
+    if (tls_acceptor_) {
+      accept_on(*tls_acceptor_, [this](tcp::socket socket) {
+        std::make_shared<Session<TlsStream>>(std::move(socket), *tls_context_, counters_)->start();
+      });
+    }
+  }
+
+ private:
+  template <class StartSession>
+  void accept_on(tcp::acceptor& acceptor, StartSession start) {
+    acceptor.async_accept([this, &acceptor, start](beast::error_code ec, tcp::socket socket) {
       if (!ec) {
         beast::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
-        std::make_shared<Session>(std::move(socket), counters_)->start();
+        start(std::move(socket));
       } else if (ec == net::error::operation_aborted) {
         return;
       } else {
         std::cerr << "idem-test-upstream: accept: " << ec.message() << '\n';
       }
-      accept();
+      accept_on(acceptor, start);
     });
   }
 
- private:
   tcp::acceptor acceptor_;
+  std::optional<tcp::acceptor> tls_acceptor_;
+  std::optional<ssl::context> tls_context_;
   Counters counters_;
 };
 
@@ -434,25 +551,48 @@ std::optional<tcp::endpoint> parse_listen(std::string_view text) {
 
 int main(int argc, char** argv) {
   std::optional<tcp::endpoint> endpoint;
-  for (int i = 1; i < argc; ++i) {
+  std::optional<tcp::endpoint> tls_endpoint;
+  TlsOptions tls;
+  bool usable = true;
+  for (int i = 1; i < argc && usable; ++i) {
     const std::string_view arg = argv[i];
-    if (arg == "--listen" && i + 1 < argc) {
+    const bool has_value = i + 1 < argc;
+    if (arg == "--listen" && has_value) {
       endpoint = parse_listen(argv[++i]);
+      usable = endpoint.has_value();
+    } else if (arg == "--tls-listen" && has_value) {
+      tls_endpoint = parse_listen(argv[++i]);
+      usable = tls_endpoint.has_value();
+    } else if (arg == "--tls-cert" && has_value) {
+      tls.cert_file = argv[++i];
+    } else if (arg == "--tls-key" && has_value) {
+      tls.key_file = argv[++i];
+    } else if (arg == "--tls-client-ca" && has_value) {
+      tls.client_ca_file = argv[++i];
     } else {
-      endpoint.reset();
-      break;
+      usable = false;
     }
   }
-  if (!endpoint) {
-    std::cerr << "usage: idem-test-upstream --listen HOST:PORT   (PORT 0 = ephemeral)\n";
+  const bool tls_files = !tls.cert_file.empty() && !tls.key_file.empty();
+  if (!usable || !endpoint || tls_endpoint.has_value() != tls_files) {
+    std::cerr << "usage: idem-test-upstream --listen HOST:PORT   (PORT 0 = ephemeral)\n"
+                 "         [--tls-listen HOST:PORT --tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n";
     return 2;
+  }
+  std::optional<TlsOptions> tls_options;
+  if (tls_endpoint) {
+    tls.endpoint = *tls_endpoint;
+    tls_options = tls;
   }
   try {
     net::io_context io{1};
-    Server server(io, *endpoint);
+    Server server(io, *endpoint, tls_options);
     net::signal_set signals(io, SIGTERM, SIGINT);
     signals.async_wait([&io](beast::error_code, int) { io.stop(); });
     server.accept();
+    if (const auto tls_bound = server.tls_endpoint()) {
+      std::cout << "tls " << tls_bound->address().to_string() << ':' << tls_bound->port() << std::endl;
+    }
     const auto bound = server.local_endpoint();
     std::cout << "listening " << bound.address().to_string() << ':' << bound.port() << std::endl;
     io.run();

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "support/env.hpp"
 #include "support/http_client.hpp"
@@ -27,30 +28,58 @@ std::uint64_t read_counter(std::uint16_t port, const std::string& target, std::s
   return counter->to_number<std::uint64_t>();
 }
 
-}  // namespace
-
-TestUpstream start_test_upstream(const std::filesystem::path& log_dir, std::uint16_t port, std::string_view name,
-                                 std::chrono::milliseconds timeout) {
-  ProcessSpec spec;
-  spec.executable = test_upstream_binary();
-  spec.args = {"--listen", "127.0.0.1:" + std::to_string(port)};
-  spec.log_dir = log_dir;
-  spec.name = std::string(name);
-  TestUpstream upstream{Process::start(spec), 0};
-  const auto line = upstream.process.wait_for_stdout_line("listening 127.0.0.1:", timeout);
-  if (!line) throw std::runtime_error("idem-test-upstream did not start:\n" + upstream.process.describe());
+// The port of the first stdout line containing `prefix` ("... 127.0.0.1:<port>").
+std::uint16_t wait_for_port(Process& process, std::string_view prefix, std::chrono::milliseconds timeout) {
+  const auto line = process.wait_for_stdout_line(prefix, timeout);
+  if (!line) throw std::runtime_error("idem-test-upstream did not start:\n" + process.describe());
   const std::string_view text = *line;
   const auto digits = text.substr(text.rfind(':') + 1);
   unsigned value = 0;
   const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
   if (ec != std::errc{} || value == 0 || value > 65535)
     throw std::runtime_error("idem-test-upstream printed an unexpected line: " + *line);
-  upstream.port = static_cast<std::uint16_t>(value);
+  return static_cast<std::uint16_t>(value);
+}
+
+TestUpstream start(std::vector<std::string> args, const std::filesystem::path& log_dir, std::string_view name,
+                   std::chrono::milliseconds timeout) {
+  ProcessSpec spec;
+  spec.executable = test_upstream_binary();
+  spec.args = std::move(args);
+  spec.log_dir = log_dir;
+  spec.name = std::string(name);
+  TestUpstream upstream{Process::start(spec), 0, 0};
+  upstream.port = wait_for_port(upstream.process, "listening 127.0.0.1:", timeout);
+  return upstream;
+}
+
+}  // namespace
+
+TestUpstream start_test_upstream(const std::filesystem::path& log_dir, std::uint16_t port, std::string_view name,
+                                 std::chrono::milliseconds timeout) {
+  return start({"--listen", "127.0.0.1:" + std::to_string(port)}, log_dir, name, timeout);
+}
+
+TestUpstream start_test_upstream_tls(const std::filesystem::path& log_dir, const TestUpstreamTls& tls,
+                                     std::string_view name, std::chrono::milliseconds timeout) {
+  std::vector<std::string> args{"--listen",   "127.0.0.1:0",         "--tls-listen", "127.0.0.1:0",
+                                "--tls-cert", tls.cert_file.string(), "--tls-key",    tls.key_file.string()};
+  if (!tls.client_ca_file.empty()) {
+    args.push_back("--tls-client-ca");
+    args.push_back(tls.client_ca_file.string());
+  }
+  TestUpstream upstream = start(std::move(args), log_dir, name, timeout);
+  // Printed before the plain port's line, so it is there already.
+  upstream.tls_port = wait_for_port(upstream.process, "tls 127.0.0.1:", std::chrono::milliseconds(0));
   return upstream;
 }
 
 std::uint64_t upstream_total(std::uint16_t upstream_port) {
   return read_counter(upstream_port, "/__count", "total");
+}
+
+std::uint64_t upstream_tls_connections(std::uint16_t upstream_port) {
+  return read_counter(upstream_port, "/__tls", "connections");
 }
 
 std::uint64_t upstream_count_for_key(std::uint16_t upstream_port, std::string_view key) {

@@ -50,10 +50,21 @@ void fill_connect_params(ConnectParams& params, const std::string& dsn, const st
 
 }  // namespace
 
-Connection::Connection(boost::asio::io_context& io, LostHandler on_lost_while_idle)
-    : io_(io), on_lost_while_idle_(std::move(on_lost_while_idle)), socket_(io), deadline_(io) {}
+Connection::Connection(boost::asio::io_context& io, LostHandler on_lost_while_idle, StatementMode statement_mode)
+    : io_(io),
+      on_lost_while_idle_(std::move(on_lost_while_idle)),
+      statement_mode_(statement_mode),
+      socket_(io),
+      deadline_(io) {}
 
-Connection::~Connection() { drop(); }
+// A destructor must not throw. The cleanup can only throw on allocation failure or an Asio
+// cancel error, and the object is gone either way.
+Connection::~Connection() {
+  try {
+    drop();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): see above
+  }
+}
 
 void Connection::connect(const std::string& dsn, std::chrono::milliseconds timeout, ConnectHandler handler) {
   if (state_ != State::fresh) {  // a caller bug; leave this connection as it is
@@ -133,45 +144,88 @@ void Connection::execute(std::shared_ptr<const Statement> statement, std::chrono
     return;
   }
   state_ = State::busy;
-  ++operation_;  // makes the idle watch stale
-  socket_.cancel();
+  ++operation_;
+  // The idle watch's read wait stays armed: it is the one that sees the results arrive.
   execute_handler_ = std::move(handler);
   statement_ = std::move(statement);
+  resent_ = false;
+  arm_deadline(timeout);
+  bind_params();
+  prepared_entry_ = statement_mode_ == StatementMode::prepared ? &prepared_.find_or_add(statement_->sql, param_types_)
+                                                               : nullptr;
+  send_statement(Delivery::posted);
+}
+
+std::size_t Connection::prepared_count() const { return prepared_.prepared_count(); }
+
+void Connection::bind_params() {
+  const std::vector<Param>& params = statement_->params;
+  param_types_.clear();
+  param_values_.clear();
+  param_lengths_.clear();
+  param_formats_.assign(params.size(), 1);  // every parameter in binary
+  for (const Param& param : params) {
+    param_types_.push_back(param.type());
+    param_values_.push_back(param.is_null() ? nullptr : param.bytes().data());
+    param_lengths_.push_back(static_cast<int>(param.bytes().size()));
+  }
+}
+
+void Connection::send_statement(Delivery delivery) {
   statement_error_ = {};
   statement_result_.reset();
-  arm_deadline(timeout);
-
-  const std::vector<Param>& params = statement_->params;
-  std::vector<Oid> types;
-  std::vector<const char*> values;
-  std::vector<int> lengths;
-  std::vector<int> formats;
-  types.reserve(params.size());
-  values.reserve(params.size());
-  lengths.reserve(params.size());
-  formats.reserve(params.size());
-  for (const Param& param : params) {
-    types.push_back(param.type());
-    values.push_back(param.is_null() ? nullptr : param.bytes().data());
-    lengths.push_back(static_cast<int>(param.bytes().size()));
-    formats.push_back(1);
+  const int count = static_cast<int>(param_types_.size());
+  bool sent = false;
+  switch (statement_mode_) {
+    case StatementMode::unnamed:
+      // Unnamed statement, no session state: works behind PgBouncer in transaction pooling mode.
+      exchange_ = Exchange::unnamed;
+      sent = PQsendQueryParams(conn_.get(), statement_->sql, count, param_types_.data(), param_values_.data(),
+                               param_lengths_.data(), param_formats_.data(), /*resultFormat=*/1) == 1;
+      break;
+    case StatementMode::prepared:
+      if (prepared_entry_->prepared) {
+        exchange_ = Exchange::execute_prepared;
+        sent = PQsendQueryPrepared(conn_.get(), prepared_entry_->name.c_str(), count, param_values_.data(),
+                                   param_lengths_.data(), param_formats_.data(), /*resultFormat=*/1) == 1;
+      } else {
+        exchange_ = Exchange::prepare_and_execute;
+        sent = send_prepare_and_execute();
+      }
+      break;
   }
-  // Unnamed statement, no session state: works behind PgBouncer in transaction pooling mode.
-  const int sent = PQsendQueryParams(conn_.get(), statement_->sql, static_cast<int>(params.size()), types.data(),
-                                     values.data(), lengths.data(), formats.data(), /*resultFormat=*/1);
-  if (sent == 0) {
-    const PgErrorKind kind = PQstatus(conn_.get()) == CONNECTION_OK ? PgErrorKind::internal : PgErrorKind::unavailable;
-    fail(kind, PQerrorMessage(conn_.get()), Delivery::posted);
+  if (!sent) {
+    // A half-queued pipeline leaves the connection in no state to reuse: only a clean refusal
+    // outside pipeline mode is a mere statement error.
+    const bool clean = PQstatus(conn_.get()) == CONNECTION_OK && PQpipelineStatus(conn_.get()) == PQ_PIPELINE_OFF;
+    fail(clean ? PgErrorKind::internal : PgErrorKind::unavailable, PQerrorMessage(conn_.get()), delivery);
     return;
   }
   pg_counters().statements_sent.fetch_add(1, std::memory_order_relaxed);
-  flush_statement(Delivery::posted);
+  flush_statement(delivery);
+}
+
+bool Connection::send_prepare_and_execute() {
+  pipeline_stage_ = PipelineStage::prepare;
+  prepare_error_ = {};
+  execute_skipped_ = false;
+  const int count = static_cast<int>(param_types_.size());
+  const char* name = prepared_entry_->name.c_str();
+  // Parse, then Bind/Describe/Execute, then one Sync: one round trip. Should the Parse fail, the
+  // server skips the Execute (the pipeline is aborted up to the Sync).
+  const bool sent = PQenterPipelineMode(conn_.get()) == 1 &&
+                    PQsendPrepare(conn_.get(), name, statement_->sql, count, param_types_.data()) == 1 &&
+                    PQsendQueryPrepared(conn_.get(), name, count, param_values_.data(), param_lengths_.data(),
+                                        param_formats_.data(), /*resultFormat=*/1) == 1 &&
+                    PQpipelineSync(conn_.get()) == 1;
+  if (sent) pg_counters().statements_prepared.fetch_add(1, std::memory_order_relaxed);
+  return sent;
 }
 
 void Connection::flush_statement(Delivery delivery) {
   switch (PQflush(conn_.get())) {
     case 0:
-      wait_socket(WaitType::wait_read, &Connection::on_readable);
+      ensure_read_wait();
       return;
     case 1:
       wait_socket(WaitType::wait_write, &Connection::on_writable);
@@ -199,33 +253,36 @@ void Connection::on_readable() {
   deliver_notifications();
   while (PQisBusy(conn_.get()) == 0) {
     ResultHandle result(PQgetResult(conn_.get()));
-    if (!result) {  // the statement is over: report its first error, else its result
-      if (!statement_error_.ok()) {
-        finish_execute(std::move(statement_error_), nullptr, Delivery::now);
-      } else if (!statement_result_) {
-        finish_execute({PgErrorKind::internal, {}, "statement returned no result"}, nullptr, Delivery::now);
-      } else {
-        finish_execute({}, std::move(statement_result_), Delivery::now);
+    if (exchange_ != Exchange::prepare_and_execute) {
+      if (!result) {  // the statement is over
+        end_of_results(Delivery::now);
+        return;
       }
+      take_result(std::move(result));
+      continue;
+    }
+    if (!result) {  // one query of the pipeline is over
+      switch (pipeline_stage_) {
+        case PipelineStage::prepare:
+          pipeline_stage_ = PipelineStage::execute;
+          continue;
+        case PipelineStage::execute:
+          pipeline_stage_ = PipelineStage::sync;
+          continue;
+        case PipelineStage::sync:  // libpq ends a pipeline with its Sync result, never a NULL
+          fail(PgErrorKind::internal, "pipeline ended without its sync result", Delivery::now);
+          return;
+      }
+    }
+    if (PQresultStatus(result.get()) == PGRES_PIPELINE_SYNC) {
+      if (PQexitPipelineMode(conn_.get()) != 1) {
+        fail(PgErrorKind::internal, PQerrorMessage(conn_.get()), Delivery::now);
+        return;
+      }
+      end_of_results(Delivery::now);
       return;
     }
-    switch (PQresultStatus(result.get())) {
-      case PGRES_TUPLES_OK:
-      case PGRES_COMMAND_OK:
-        statement_result_ = std::move(result);
-        break;
-      case PGRES_FATAL_ERROR:
-      case PGRES_NONFATAL_ERROR:
-      case PGRES_BAD_RESPONSE:
-        if (statement_error_.ok()) statement_error_ = error_from_result(result.get(), conn_.get());
-        break;
-      default:  // COPY, single-row and pipeline modes: never asked for
-        if (statement_error_.ok()) {
-          statement_error_ = {PgErrorKind::internal, {}, std::string("unexpected result status ") +
-                                                             PQresStatus(PQresultStatus(result.get()))};
-        }
-        break;
-    }
+    take_pipeline_result(std::move(result));
   }
   // Over TLS, libpq may have pulled a whole record off the socket and taken only part of it: the
   // rest sits in OpenSSL's buffer and the socket may never become readable for it.
@@ -235,7 +292,98 @@ void Connection::on_readable() {
     });
     return;
   }
-  wait_socket(WaitType::wait_read, &Connection::on_readable);
+  ensure_read_wait();
+}
+
+void Connection::take_result(ResultHandle result) {
+  switch (PQresultStatus(result.get())) {
+    case PGRES_TUPLES_OK:
+    case PGRES_COMMAND_OK:
+      statement_result_ = std::move(result);
+      return;
+    case PGRES_FATAL_ERROR:
+    case PGRES_NONFATAL_ERROR:
+    case PGRES_BAD_RESPONSE:
+      if (statement_error_.ok()) statement_error_ = error_from_result(result.get(), conn_.get());
+      return;
+    default:  // COPY, single-row mode, pipeline results outside a pipeline: never asked for
+      if (statement_error_.ok()) {
+        statement_error_ = {PgErrorKind::internal, {}, std::string("unexpected result status ") +
+                                                           PQresStatus(PQresultStatus(result.get()))};
+      }
+      return;
+  }
+}
+
+void Connection::take_pipeline_result(ResultHandle result) {
+  const ExecStatusType status = PQresultStatus(result.get());
+  switch (pipeline_stage_) {
+    case PipelineStage::prepare:
+      if (status == PGRES_COMMAND_OK) {
+        prepared_entry_->prepared = true;
+      } else if (prepare_error_.ok()) {
+        prepare_error_ = status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR || status == PGRES_BAD_RESPONSE
+                             ? error_from_result(result.get(), conn_.get())
+                             : PgError{PgErrorKind::internal, {}, std::string("unexpected prepare result status ") +
+                                                                      PQresStatus(status)};
+      }
+      return;
+    case PipelineStage::execute:
+      if (status == PGRES_PIPELINE_ABORTED) {
+        execute_skipped_ = true;
+        return;
+      }
+      take_result(std::move(result));
+      return;
+    case PipelineStage::sync:
+      if (statement_error_.ok()) {
+        statement_error_ = {PgErrorKind::internal, {}, std::string("unexpected result status ") + PQresStatus(status) +
+                                                           " before the pipeline's sync"};
+      }
+      return;
+  }
+}
+
+void Connection::end_of_results(Delivery delivery) {
+  switch (exchange_) {
+    case Exchange::unnamed:
+      break;
+    case Exchange::execute_prepared:
+      // The session lost the statement (DEALLOCATE, DISCARD ALL, a pooler that switched server
+      // sessions). Refused at Bind, so it did not run: prepare it again and run it, once.
+      if (statement_error_.sqlstate == sqlstate::invalid_sql_statement_name && !resent_) {
+        pg_counters().prepared_statements_lost.fetch_add(1, std::memory_order_relaxed);
+        log_event("prepared statement " + prepared_entry_->name + " (" + std::string(statement_->name) +
+                      ") missing from the session, preparing it again",
+                  statement_error_.message);
+        prepared_entry_->prepared = false;
+        resent_ = true;
+        send_statement(delivery);
+        return;
+      }
+      break;
+    case Exchange::prepare_and_execute:
+      if (!prepare_error_.ok()) {
+        // The name is taken: by this very statement (names follow the text and types), which the
+        // session held without our knowing. The Execute was skipped: send it again on its own.
+        if (prepare_error_.sqlstate == sqlstate::duplicate_prepared_statement && execute_skipped_ && !resent_) {
+          prepared_entry_->prepared = true;
+          resent_ = true;
+          send_statement(delivery);
+          return;
+        }
+        finish_execute(std::move(prepare_error_), nullptr, delivery);
+        return;
+      }
+      break;
+  }
+  if (!statement_error_.ok()) {
+    finish_execute(std::move(statement_error_), nullptr, delivery);
+  } else if (!statement_result_) {
+    finish_execute({PgErrorKind::internal, {}, "statement returned no result"}, nullptr, delivery);
+  } else {
+    finish_execute({}, std::move(statement_result_), delivery);
+  }
 }
 
 bool Connection::ssl_has_buffered_input() const {
@@ -244,8 +392,45 @@ bool Connection::ssl_has_buffered_input() const {
   return ssl != nullptr && SSL_pending(ssl) > 0;
 }
 
-void Connection::watch_idle() {
-  wait_socket(WaitType::wait_read, &Connection::on_idle_readable);
+void Connection::watch_idle() { ensure_read_wait(); }
+
+void Connection::ensure_read_wait() {
+  // Each async_wait costs an epoll_ctl (Asio re-arms the edge-triggered descriptor), so one wait
+  // serves the idle watch and the statement that follows it.
+  if (read_wait_armed_) return;
+  read_wait_armed_ = true;
+  socket_.async_wait(WaitType::wait_read, [self = shared_from_this(), descriptor = descriptor_generation_](
+                                              const boost::system::error_code& error) {
+    if (descriptor != self->descriptor_generation_) return;  // released since: not ours to report
+    self->read_wait_armed_ = false;
+    self->on_socket_readable(error);
+  });
+}
+
+void Connection::on_socket_readable(const boost::system::error_code& error) {
+  switch (state_) {
+    case State::idle:
+      if (error) {
+        log_event("idle connection lost", "socket wait failed: " + error.message());
+        ++operation_;
+        drop();
+        if (on_lost_while_idle_) on_lost_while_idle_();
+        return;
+      }
+      on_idle_readable();
+      return;
+    case State::busy:
+      if (error) {
+        fail(PgErrorKind::unavailable, "socket wait failed: " + error.message(), Delivery::now);
+        return;
+      }
+      on_readable();
+      return;
+    case State::fresh:
+    case State::connecting:
+    case State::closed:
+      return;  // unreachable: armed only once connected, and dropping the descriptor disowns it
+  }
 }
 
 void Connection::on_idle_readable() {
@@ -330,6 +515,8 @@ void Connection::arm_deadline(std::chrono::milliseconds timeout) {
 
 bool Connection::watch_socket() {
   if (socket_.is_open()) socket_.release();
+  ++descriptor_generation_;
+  read_wait_armed_ = false;
   const int fd = PQsocket(conn_.get());
   if (fd < 0) {
     fail(PgErrorKind::unavailable, "libpq has no socket", Delivery::now);
@@ -347,6 +534,8 @@ bool Connection::watch_socket() {
 void Connection::drop() {
   // release(), not close(): the descriptor is libpq's, and PQfinish closes it.
   if (socket_.is_open()) socket_.release();
+  ++descriptor_generation_;
+  read_wait_armed_ = false;
   deadline_.cancel();
   conn_.reset();
   state_ = State::closed;
@@ -397,6 +586,7 @@ void Connection::finish_execute(PgError error, ResultHandle result, Delivery del
   // Keep the connection only when it is known to be healthy and between statements.
   const bool healthy = conn_ && PQstatus(conn_.get()) == CONNECTION_OK &&
                        (error.ok() || error.kind == PgErrorKind::retryable || error.kind == PgErrorKind::internal) &&
+                       PQpipelineStatus(conn_.get()) == PQ_PIPELINE_OFF &&
                        PQtransactionStatus(conn_.get()) == PQTRANS_IDLE;
   if (healthy) {
     state_ = State::idle;
@@ -406,6 +596,7 @@ void Connection::finish_execute(PgError error, ResultHandle result, Delivery del
   }
   statement_.reset();
   statement_result_.reset();
+  prepared_entry_ = nullptr;
   ExecuteHandler handler = std::move(execute_handler_);
   execute_handler_ = nullptr;
   if (!handler) return;

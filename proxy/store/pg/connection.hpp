@@ -1,6 +1,6 @@
 #pragma once
 // One libpq connection driven by an io_context. Nothing here blocks the io thread: connecting is
-// PQconnectStart + PQconnectPoll, a statement is PQsendQueryParams + PQflush + PQconsumeInput, and
+// PQconnectStart + PQconnectPoll, a statement is a PQsend* call + PQflush + PQconsumeInput, and
 // between steps we wait for socket readiness through Asio. Every operation has a deadline; when
 // it passes the connection is closed (a statement's effect is then unknown) and the handler gets
 // `timeout`.
@@ -14,6 +14,19 @@
 //
 // The socket belongs to libpq: the Asio descriptor only watches it and is always release()d,
 // never closed, before libpq closes the socket or may replace it.
+//
+// Statements travel in one of two ways (StatementMode, fixed per connection):
+// - unnamed: PQsendQueryParams, parsed and planned by the server every time; no session state,
+//   so it works behind any pooler (PgBouncer in transaction mode before 1.21 included).
+// - prepared: a named prepared statement per SQL text, created in this session on its first use
+//   and executed with PQsendQueryPrepared afterwards. The first use costs no extra round trip:
+//   the Parse and the Bind/Execute travel together in one libpq pipeline (Parse, Bind, Execute,
+//   Sync), after which the connection leaves pipeline mode again. Should the session have lost the
+//   statement (26000: DEALLOCATE, DISCARD ALL, a pooler that switched sessions), the server
+//   refused it at Bind, so it certainly did not run: it is prepared again and run once more,
+//   within the same deadline. A prepare that finds the name taken (42P05) is a statement this
+//   session holds already (names are derived from the text and types: prepared_statements.hpp):
+//   the Execute, skipped in the aborted pipeline, is sent again on its own.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -27,9 +40,12 @@
 
 #include "store/pg/errors.hpp"
 #include "store/pg/handles.hpp"
+#include "store/pg/prepared_statements.hpp"
 #include "store/pg/statement.hpp"
 
 namespace idem::store::pg {
+
+enum class StatementMode { unnamed, prepared };
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
@@ -41,7 +57,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // A NOTIFY on a channel this connection LISTENs to (LISTEN is run as an ordinary statement).
   using NotificationHandler = std::function<void(std::string channel, std::string payload)>;
 
-  Connection(boost::asio::io_context& io, LostHandler on_lost_while_idle);
+  Connection(boost::asio::io_context& io, LostHandler on_lost_while_idle,
+             StatementMode statement_mode = StatementMode::unnamed);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -49,7 +66,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // fresh -> connecting -> idle (ok) or closed (error).
   void connect(const std::string& dsn, std::chrono::milliseconds timeout, ConnectHandler handler);
   // idle -> busy -> idle; -> closed when the connection failed or the deadline passed.
-  // Results are requested in binary format.
+  // Results are requested in binary format. In prepared mode `statement->sql` must have static
+  // storage duration: its address names the prepared statement.
   void execute(std::shared_ptr<const Statement> statement, std::chrono::milliseconds timeout,
                ExecuteHandler handler);
   // Any state -> closed; a pending operation completes with `unavailable`.
@@ -60,20 +78,40 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   bool idle() const { return state_ == State::idle; }
   bool closed() const { return state_ == State::closed; }
+  // Statements this session holds prepared (prepared mode), for tests and diagnostics.
+  std::size_t prepared_count() const;
 
  private:
   enum class State { fresh, connecting, idle, busy, closed };
   enum class Delivery { now, posted };  // call the handler now (inside an async step) or post it
+  // How the running statement went out, which says how to read its results.
+  enum class Exchange {
+    unnamed,               // PQsendQueryParams
+    execute_prepared,      // PQsendQueryPrepared of a statement the session holds
+    prepare_and_execute,   // pipeline: Parse, then Bind/Execute, then Sync
+  };
+  // Where the results of a prepare_and_execute pipeline are: each query's results end with a
+  // NULL from PQgetResult, the whole pipeline with a PGRES_PIPELINE_SYNC result.
+  enum class PipelineStage { prepare, execute, sync };
   using WaitType = boost::asio::posix::descriptor_base::wait_type;
   using Step = void (Connection::*)();
 
   void continue_connect(PostgresPollingStatusType poll_status);
   void on_connect_socket_ready();
+  void bind_params();
+  void send_statement(Delivery delivery);
+  bool send_prepare_and_execute();
   void flush_statement(Delivery delivery);
   void on_writable();
   void on_readable();
+  void take_result(ResultHandle result);
+  void take_pipeline_result(ResultHandle result);
+  void end_of_results(Delivery delivery);
+  bool resend_after_prepare_conflict(Delivery delivery);
   bool ssl_has_buffered_input() const;
   void watch_idle();
+  void ensure_read_wait();
+  void on_socket_readable(const boost::system::error_code& error);
   void on_idle_readable();
   void on_deadline();
   void deliver_notifications();
@@ -88,6 +126,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   boost::asio::io_context& io_;
   LostHandler on_lost_while_idle_;
+  const StatementMode statement_mode_;
   NotificationHandler notification_handler_;
   ConnHandle conn_;
   boost::asio::posix::stream_descriptor socket_;
@@ -96,11 +135,29 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Bumped whenever an operation starts or ends; an async step carrying an older value is stale
   // (its operation already finished through the deadline or close()) and does nothing.
   std::uint64_t operation_ = 0;
+  // Once connected, at most one read wait is armed at any time, serving whatever state the
+  // connection is in when it fires (idle: a notice or a hang-up; busy: results). A released
+  // descriptor's wait completes with a stale generation and is ignored.
+  bool read_wait_armed_ = false;
+  std::uint64_t descriptor_generation_ = 0;
   ConnectHandler connect_handler_;
   ExecuteHandler execute_handler_;
   std::shared_ptr<const Statement> statement_;
   PgError statement_error_;    // first error result of the running statement
   ResultHandle statement_result_;  // last success result of the running statement
+  Exchange exchange_ = Exchange::unnamed;
+  PipelineStage pipeline_stage_ = PipelineStage::prepare;
+  PgError prepare_error_;      // the Parse's error in a prepare_and_execute pipeline
+  bool execute_skipped_ = false;  // ... whose Execute the server skipped (PGRES_PIPELINE_ABORTED)
+  bool resent_ = false;        // the running statement was sent a second time already
+  // The running statement's entry in prepared_ (prepared mode); no other entry is added meanwhile.
+  PreparedStatements::Entry* prepared_entry_ = nullptr;
+  PreparedStatements prepared_;
+  // The running statement's parameters as libpq takes them; reused, so no statement allocates.
+  std::vector<Oid> param_types_;
+  std::vector<const char*> param_values_;
+  std::vector<int> param_lengths_;
+  std::vector<int> param_formats_;
 };
 
 }  // namespace idem::store::pg

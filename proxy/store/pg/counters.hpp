@@ -7,7 +7,11 @@
 namespace idem::store::pg {
 
 struct PgCounters {
-  std::atomic<std::uint64_t> statements_sent{0};  // PQsendQueryParams calls that succeeded
+  // Statements sent, i.e. round trips: a prepare pipelined with the statement's first execution
+  // counts once, a statement sent again after its session lost it counts twice.
+  std::atomic<std::uint64_t> statements_sent{0};
+  std::atomic<std::uint64_t> statements_prepared{0};       // named prepares sent (once per statement per session)
+  std::atomic<std::uint64_t> prepared_statements_lost{0};  // executions refused with 26000, then prepared again
   std::atomic<std::uint64_t> claim_reruns{0};     // claims run again after returning no row (the race)
   std::atomic<std::uint64_t> connects_succeeded{0};
   std::atomic<std::uint64_t> connects_failed{0};

@@ -45,7 +45,7 @@ StoreError to_store_error(PgErrorKind kind) {
     case PgErrorKind::ok: return StoreError::ok;
     case PgErrorKind::unavailable: return StoreError::unavailable;
     case PgErrorKind::timeout: return StoreError::timeout;
-    case PgErrorKind::retryable: return StoreError::internal;
+    case PgErrorKind::retryable:  // retries exhausted: to the caller, a failure like any other
     case PgErrorKind::internal: return StoreError::internal;
   }
   return StoreError::internal;

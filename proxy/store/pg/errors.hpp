@@ -38,6 +38,8 @@ inline constexpr std::string_view cannot_connect_now = "57P03";  // starting up 
 inline constexpr std::string_view unique_violation = "23505";
 inline constexpr std::string_view serialization_failure = "40001";
 inline constexpr std::string_view deadlock_detected = "40P01";
+inline constexpr std::string_view invalid_sql_statement_name = "26000";  // no prepared statement of that name
+inline constexpr std::string_view duplicate_prepared_statement = "42P05";
 }  // namespace sqlstate
 
 PgErrorKind classify_sqlstate(std::string_view code);

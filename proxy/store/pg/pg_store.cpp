@@ -40,7 +40,7 @@ void run_claim(const std::weak_ptr<Pool>& weak_pool, std::shared_ptr<const State
     return;
   }
   pool->execute(statement, [weak_pool, statement, attempt, handler = std::move(handler)](
-                               PgError error, ResultHandle result) mutable {
+                               const PgError& error, ResultHandle result) mutable {
     if (error.kind == PgErrorKind::retryable && attempt < kMaxAttempts) {
       run_claim(weak_pool, std::move(statement), attempt + 1, std::move(handler));
       return;
@@ -93,7 +93,7 @@ void run_statement(const std::weak_ptr<Pool>& weak_pool, std::shared_ptr<const S
     return;
   }
   pool->execute(statement, [weak_pool, statement, attempt, done = std::move(done)](
-                               PgError error, ResultHandle result) mutable {
+                               const PgError& error, ResultHandle result) mutable {
     if (error.kind == PgErrorKind::retryable && attempt < kMaxAttempts) {
       run_statement(weak_pool, std::move(statement), attempt + 1, std::move(done));
       return;

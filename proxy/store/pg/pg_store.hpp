@@ -1,8 +1,8 @@
 #pragma once
 // Store over PostgreSQL through libpq's asynchronous API, driven by one io_context.
 // Owns a bounded pool of nonblocking connections on that io_context; nothing here blocks the
-// io thread (connect via PQconnectStart/PQconnectPoll, queries via PQsendQueryParams + PQflush +
-// PQconsumeInput on socket readiness, a deadline on every step).
+// io thread (connect via PQconnectStart/PQconnectPoll, statements via PQsendQueryPrepared or
+// PQsendQueryParams + PQflush + PQconsumeInput on socket readiness, a deadline on every step).
 #include <chrono>
 #include <memory>
 #include <string>
@@ -19,6 +19,10 @@ struct PoolOptions {
   std::chrono::milliseconds connect_timeout{2'000};
   std::chrono::milliseconds query_timeout{2'000};   // deadline per statement
   std::chrono::milliseconds acquire_timeout{1'000}; // wait for a free connection, then `unavailable`
+  // Named prepared statements per connection (parsed and planned once per session; connection.hpp).
+  // Off here, so that a pool made without saying keeps working behind any pooler; idemproxy turns
+  // it on from store.postgres.prepared_statements (default true).
+  bool prepared_statements = false;
 };
 
 class PgStore final : public Store {

@@ -26,7 +26,14 @@ Pool::Pool(boost::asio::io_context& io, PoolOptions options)
   for (Slot& slot : slots_) slot.reconnect_timer = std::make_unique<boost::asio::steady_timer>(io);
 }
 
-Pool::~Pool() { stop(); }
+// A destructor must not throw. The cleanup can only throw on allocation failure or an Asio
+// cancel error, and the object is gone either way.
+Pool::~Pool() {
+  try {
+    stop();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): see above
+  }
+}
 
 void Pool::start() {
   if (started_ || stopped_) return;
@@ -64,6 +71,14 @@ void Pool::execute(std::shared_ptr<const Statement> statement, Connection::Execu
     fail_later(std::move(handler), "the store is stopped");
     return;
   }
+  if (waiters_.empty()) {  // the usual case: straight to an idle connection, no queueing, no clock read
+    const auto idle =
+        std::find_if(slots_.begin(), slots_.end(), [](const Slot& slot) { return slot.state == SlotState::idle; });
+    if (idle != slots_.end()) {
+      run_on(static_cast<std::size_t>(idle - slots_.begin()), std::move(statement), std::move(handler));
+      return;
+    }
+  }
   waiters_.push_back({std::move(statement), std::move(handler), Clock::now() + options_.acquire_timeout});
   serve_waiters();
   // Still queued: every connection is busy or down.
@@ -76,10 +91,13 @@ void Pool::connect_slot(std::size_t index) {
   const std::uint64_t generation = ++slot.generation;
   const std::weak_ptr<Pool> weak = weak_from_this();
   slot.state = SlotState::connecting;
-  slot.connection = std::make_shared<Connection>(io_, [weak, index, generation] {
-    if (const auto pool = weak.lock()) pool->on_lost(index, generation);
-  });
-  slot.connection->connect(options_.dsn, options_.connect_timeout, [weak, index, generation](PgError error) {
+  slot.connection = std::make_shared<Connection>(
+      io_,
+      [weak, index, generation] {
+        if (const auto pool = weak.lock()) pool->on_lost(index, generation);
+      },
+      options_.prepared_statements ? StatementMode::prepared : StatementMode::unnamed);
+  slot.connection->connect(options_.dsn, options_.connect_timeout, [weak, index, generation](const PgError& error) {
     if (const auto pool = weak.lock()) pool->on_connected(index, generation, error);
   });
 }

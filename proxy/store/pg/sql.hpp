@@ -1,7 +1,8 @@
 #pragma once
 // Every SQL statement of the Postgres store. Parameters are $n, sent in binary with explicit type
-// OIDs (statement.hpp). Sent as unnamed statements: no session state, so they work behind
-// PgBouncer in transaction pooling mode. The data-path statements (claim, complete, release,
+// OIDs (statement.hpp). Sent as named prepared statements (one per connection, prepared on first
+// use), or with prepared_statements off as unnamed statements: no session state, so they work
+// behind PgBouncer in transaction pooling mode before 1.21. The data-path statements (claim, complete, release,
 // mark_unknown) and the operator's (force_release, inspect) stay within what CockroachDB,
 // YugabyteDB and Citus (distributed by scope) accept: single-row statements keyed by the
 // primary key, no advisory locks. The sweep is a batch statement; see kSweepExpired.

@@ -1,7 +1,7 @@
 #pragma once
-// One SQL statement with its parameters, ready for PQsendQueryParams. Every parameter travels in
-// binary format (text and bytea as raw bytes, so a NUL byte can never truncate a value), with
-// its type OID stated so the server never has to guess.
+// One SQL statement with its parameters, ready for PQsendQueryParams or PQsendQueryPrepared. Every
+// parameter travels in binary format (text and bytea as raw bytes, so a NUL byte can never
+// truncate a value), with its type OID stated so the server never has to guess.
 #include <libpq-fe.h>
 
 #include <cstdint>
@@ -52,7 +52,9 @@ class Param {
 
 struct Statement {
   std::string_view name;  // for logs ("claim", "complete"...)
-  const char* sql = nullptr;  // one of the constants in sql.hpp
+  // One of the constants in sql.hpp (static storage duration): with prepared statements its
+  // address identifies the prepared statement on a connection (prepared_statements.hpp).
+  const char* sql = nullptr;
   std::vector<Param> params;
 };
 

@@ -39,7 +39,9 @@ AeadNonce nonce_with(std::uint8_t seed) {
 }
 
 const std::string kAad = "idemproxy-record-v1|scope|key";
-const std::string kPlaintext = std::string("{\"order\":\"ord_42\",\"card\":\"4111\"}\0\xff tail", 41);
+// A body with a NUL and a non-UTF-8 byte inside; sizeof keeps every byte but the terminator.
+constexpr char kPlaintextBytes[] = "{\"order\":\"ord_42\",\"card\":\"4111\"}\0\xff tail";
+const std::string kPlaintext(kPlaintextBytes, sizeof kPlaintextBytes - 1);
 
 // The GCM specification's test cases 13 and 14 (McGrew & Viega): AES-256, all-zero key and IV.
 TEST(Aead, KnownVectorEmptyPlaintext) {
