@@ -192,7 +192,7 @@ void RedisReplayCache::write(const std::string& scope, const std::string& key, c
   const milliseconds deadline = std::max(config_.timeout, config_.connect_timeout);
   session_->command({"SET", redis_record_key(config_.key_prefix, scope, key), std::move(*value), "PX",
                      std::to_string(remaining.count())},
-                    deadline, deadline, [this](redis::RedisError error, redis::RedisReply reply) {
+                    deadline, deadline, [this](const redis::RedisError& error, const redis::RedisReply& reply) {
                       metrics_.redis_write(error.ok() && reply.kind == redis::RedisReply::Kind::status && reply.text == "OK");
                     });
 }

@@ -88,11 +88,11 @@ void RedisConnection::connect(const std::string& host, std::uint16_t port, std::
   arm_deadline(Clock::now() + timeout);
 }
 
-void RedisConnection::command(std::vector<std::string> argv, std::chrono::milliseconds timeout, ReplyHandler handler) {
-  command(std::move(argv), timeout, timeout, std::move(handler));
+void RedisConnection::command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout, ReplyHandler handler) {
+  command(argv, timeout, timeout, std::move(handler));
 }
 
-void RedisConnection::command(std::vector<std::string> argv, std::chrono::milliseconds answer_within,
+void RedisConnection::command(const std::vector<std::string>& argv, std::chrono::milliseconds answer_within,
                               std::chrono::milliseconds close_after, ReplyHandler handler) {
   const auto refuse = [this](ReplyHandler handler, RedisErrorKind kind, std::string message) {
     boost::asio::post(io_, [handler = std::move(handler), kind, message = std::move(message)] {

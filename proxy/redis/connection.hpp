@@ -57,11 +57,11 @@ class RedisConnection : public std::enable_shared_from_this<RedisConnection> {
   void connect(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout, ConnectHandler handler);
   // Sends one command (binary-safe arguments). Only while connected; otherwise the handler gets
   // `unavailable` (posted).
-  void command(std::vector<std::string> argv, std::chrono::milliseconds timeout, ReplyHandler handler);
+  void command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout, ReplyHandler handler);
   // As above, but a reply missing after `answer_within` answers the handler with `timeout` and
   // keeps the connection (the late reply is dropped); it is closed only when the reply is still
   // missing after `close_after` (taken as at least `answer_within`).
-  void command(std::vector<std::string> argv, std::chrono::milliseconds answer_within,
+  void command(const std::vector<std::string>& argv, std::chrono::milliseconds answer_within,
                std::chrono::milliseconds close_after, ReplyHandler handler);
   // Any state -> closed. Commands in flight complete with `unavailable`; no LostHandler call.
   void close();

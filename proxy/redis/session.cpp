@@ -46,7 +46,7 @@ void RedisSession::stop() {
   set_ready(false);
 }
 
-void RedisSession::command(std::vector<std::string> argv, std::chrono::milliseconds answer_within,
+void RedisSession::command(const std::vector<std::string>& argv, std::chrono::milliseconds answer_within,
                            std::chrono::milliseconds close_after, RedisConnection::ReplyHandler handler) {
   if (!ready_ || !connection_) {
     boost::asio::post(io_, [handler = std::move(handler)] {
@@ -54,7 +54,7 @@ void RedisSession::command(std::vector<std::string> argv, std::chrono::milliseco
     });
     return;
   }
-  connection_->command(std::move(argv), answer_within, close_after, std::move(handler));
+  connection_->command(argv, answer_within, close_after, std::move(handler));
 }
 
 void RedisSession::attempt() {
@@ -91,11 +91,11 @@ void RedisSession::attempt() {
 void RedisSession::connect_to(const std::string& address) {
   const std::uint64_t generation = generation_;
   const std::weak_ptr<RedisSession> weak = weak_from_this();
-  connection_ = std::make_shared<RedisConnection>(io_, [weak, generation](RedisError why) {
+  connection_ = std::make_shared<RedisConnection>(io_, [weak, generation](const RedisError& why) {
     const auto self = weak.lock();
     if (self && generation == self->generation_) self->on_lost(why);
   });
-  connection_->connect(address, options_.port, options_.connect_timeout, [weak, generation](RedisError error) {
+  connection_->connect(address, options_.port, options_.connect_timeout, [weak, generation](const RedisError& error) {
     const auto self = weak.lock();
     if (!self || generation != self->generation_) return;
     if (!error.ok()) {
@@ -122,8 +122,8 @@ void RedisSession::set_up() {
   for (auto& command : commands) {
     // Never logged: the AUTH argument is the password.
     std::string name = command.front();
-    connection_->command(std::move(command), options_.connect_timeout,
-                         [weak, generation, progress, name = std::move(name)](RedisError error, RedisReply reply) {
+    connection_->command(command, options_.connect_timeout,
+                         [weak, generation, progress, name = std::move(name)](const RedisError& error, const RedisReply& reply) {
                            const auto self = weak.lock();
                            if (!self || generation != self->generation_) return;
                            if (progress->failure.empty()) {

@@ -58,7 +58,7 @@ class RedisSession : public std::enable_shared_from_this<RedisSession> {
   bool overdue() const { return ready_ && connection_ && connection_->overdue(); }
 
   // RedisConnection::command with two deadlines; `unavailable` (posted) unless ready.
-  void command(std::vector<std::string> argv, std::chrono::milliseconds answer_within,
+  void command(const std::vector<std::string>& argv, std::chrono::milliseconds answer_within,
                std::chrono::milliseconds close_after, RedisConnection::ReplyHandler handler);
 
  private:

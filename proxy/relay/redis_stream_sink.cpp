@@ -117,7 +117,7 @@ void RedisStreamSink::connect() {
     auto failure = std::make_shared<std::string>();
     for (std::size_t i = 0; i < commands.size(); ++i) {
       const bool last = i + 1 == commands.size();
-      self->connection_->command(std::move(commands[i]), self->config_.command_timeout,
+      self->connection_->command(commands[i], self->config_.command_timeout,
                                  [weak, generation, remaining, failure, last](const redis::RedisError& error, const redis::RedisReply& reply) {
                                    const auto self = weak.lock();
                                    if (!self || generation != self->generation_) return;
