@@ -3,7 +3,7 @@
 # starts a private Postgres 15 cluster, PgBouncer in front of it (transaction pooling) and a Redis
 # server on loopback (stopped again on exit), then runs the stages on those servers:
 #   plain  the whole ctest suite on the normal build
-#   asan   the suites again built with ASan+UBSan; tsan  the concurrency tests built with TSan
+#   asan   the suite again built with ASan+UBSan;  tsan  the suite again built with TSan
 #   fuzz   each libFuzzer target for a bounded time          (asan, tsan, fuzz: tests/sanitizers.sh)
 # Extra arguments go to the plain stage's ctest (e.g. -L e2e, -R Replay) and make the run a
 # focused one: the plain stage only, unless IDEMPROXY_STAGES says otherwise.
@@ -32,7 +32,7 @@ if [ -n "${IDEMPROXY_STAGES:-}" ]; then
 elif [ "$#" -gt 0 ]; then
   stages=(plain)
 else
-  stages=(plain)  # asan tsan fuzz: on by default once they pass (issue 7)
+  stages=(plain asan tsan fuzz)
 fi
 selected=()
 for stage in "${stages[@]}"; do
