@@ -38,6 +38,7 @@ struct LimitsConfig {
   std::size_t max_request_body = 10 * 1024 * 1024;     // 413 beyond
   std::size_t max_response_body = 64 * 1024 * 1024;    // upstream responses larger get 502
   std::size_t max_header_bytes = 16 * 1024;            // request line + headers; 431 beyond
+  std::size_t max_request_line = 8 * 1024;             // method, target and version; 414 beyond
   std::chrono::milliseconds header_timeout{10'000};    // time to receive a request's headers
   std::chrono::milliseconds body_timeout{30'000};      // time to receive a request's body
   std::chrono::milliseconds idle_timeout{60'000};      // keep-alive idle time before the proxy closes

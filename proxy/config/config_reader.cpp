@@ -32,7 +32,7 @@ const Keys kAdminKeys = {"listen", "token", "token_file"};
 const Keys kLogKeys = {"level", "access"};
 const Keys kReplayCacheKeys = {"max_bytes"};
 const Keys kReaperKeys = {"interval", "batch"};
-const Keys kLimitsKeys = {"max_request_body", "max_response_body", "max_header_bytes", "header_timeout",
+const Keys kLimitsKeys = {"max_request_body", "max_response_body", "max_header_bytes", "max_request_line", "header_timeout",
                           "body_timeout",     "idle_timeout",      "write_timeout",    "max_waiting",
                           "max_headers",      "max_connections"};
 const Keys kListenerTlsKeys = {"cert_file", "key_file", "min_version"};
@@ -176,6 +176,9 @@ void ConfigReader::read_limits(const Field& field, LimitsConfig& limits) {
   }
   if (const Field* f = fields->find("max_header_bytes")) {
     assign(yaml_.byte_size(*f, "limits.max_header_bytes", kMaxHeaderBytes), limits.max_header_bytes);
+  }
+  if (const Field* f = fields->find("max_request_line")) {
+    assign(yaml_.byte_size(*f, "limits.max_request_line", kMaxHeaderBytes), limits.max_request_line);
   }
   if (const Field* f = fields->find("header_timeout")) assign(yaml_.duration(*f, "limits.header_timeout", false), limits.header_timeout);
   if (const Field* f = fields->find("body_timeout")) assign(yaml_.duration(*f, "limits.body_timeout", false), limits.body_timeout);

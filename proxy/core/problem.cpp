@@ -138,6 +138,12 @@ Problem headers_too_large_problem(std::string_view why) {
   return make_problem(431, "headers-too-large", "Request header fields too large", std::string(why));
 }
 
+Problem request_line_too_long_problem(std::size_t limit) {
+  return make_problem(414, "uri-too-long", "Request line too long",
+                      "the request line (method, target and version) exceeds limits.max_request_line (" +
+                          std::to_string(limit) + " bytes)");
+}
+
 Problem too_many_connections_problem() {
   return make_problem(503, "too-many-connections", "Too many connections",
                       "this proxy has reached limits.max_connections; retry shortly", std::chrono::seconds(1));

@@ -37,6 +37,7 @@ Problem upstream_tls_failed_problem();                                          
 Problem request_too_large_problem(std::size_t limit);                                         // 413
 Problem bad_request_problem(std::string_view why);                                            // 400
 Problem headers_too_large_problem(std::string_view why);                                      // 431
+Problem request_line_too_long_problem(std::size_t limit);                                     // 414
 Problem too_many_connections_problem();                                                       // 503
 Problem internal_problem(std::string_view why);                                               // 500
 // The stored response exists but failed its integrity check (encrypted at rest, see

@@ -43,6 +43,21 @@ constexpr std::chrono::seconds kLingerTime{2};
 // Time for the close_notify exchange when the proxy ends a TLS connection.
 constexpr std::chrono::seconds kTlsShutdownTime{2};
 
+// Bytes of "SP HTTP/1.1 CRLF" around the method and target in a request line.
+constexpr std::size_t kRequestLineFraming = 2 + 8 + 2;
+
+// Whether the request line is longer than `limit`, after a complete head or after Beast stopped
+// at max_header_bytes. Beast parses (and consumes) the request line as soon as its line end has
+// arrived; until then the buffer still starts with it, so a target too long to ever end within
+// the limit is told apart from oversized headers, and gets 414 rather than 431.
+bool request_line_exceeds(const beast_http::request_parser<beast_http::string_body>& parser,
+                          const beast::flat_buffer& buffer, std::size_t limit) {
+  const auto& head = parser.get();
+  if (!head.target().empty()) return head.method_string().size() + head.target().size() + kRequestLineFraming > limit;
+  const std::string_view unparsed(static_cast<const char*>(buffer.data().data()), buffer.size());
+  return unparsed.substr(0, limit).find('\n') == std::string_view::npos;
+}
+
 // A client connection is served over one of two streams by one loop (the functions below are
 // templates on the stream): the connection's TCP stream itself, or TLS over it. Deadlines are
 // always set on the TCP stream, the lowest layer of both: a TLS operation is reads and writes on it.
@@ -170,7 +185,9 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
         core::Problem problem = core::request_too_large_problem(limits.max_request_body);
         co_await refuse(stream, connection, std::move(problem), parser.get().version(), limits.write_timeout, services.metrics);
       } else if (header_ec == beast_http::error::header_limit) {
-        core::Problem problem = core::headers_too_large_problem("the request line and headers exceed limits.max_header_bytes");
+        core::Problem problem = request_line_exceeds(parser, buffer, limits.max_request_line)
+                                    ? core::request_line_too_long_problem(limits.max_request_line)
+                                    : core::headers_too_large_problem("the request line and headers exceed limits.max_header_bytes");
         co_await refuse(stream, connection, std::move(problem), 11, limits.write_timeout, services.metrics);
       } else if (header_ec != beast::error::timeout && header_ec != beast_http::error::end_of_stream &&
                  header_ec != asio::error::eof && header_ec != asio::error::operation_aborted &&
@@ -181,6 +198,11 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       co_return;
     }
     const unsigned version = parser.get().version();
+    if (request_line_exceeds(parser, buffer, limits.max_request_line)) {
+      core::Problem problem = core::request_line_too_long_problem(limits.max_request_line);
+      co_await refuse(stream, connection, std::move(problem), version, limits.write_timeout, services.metrics);
+      co_return;
+    }
     if (static_cast<std::size_t>(std::distance(parser.get().begin(), parser.get().end())) > limits.max_headers) {
       core::Problem problem = core::headers_too_large_problem(
           "the request has more than limits.max_headers (" + std::to_string(limits.max_headers) + ") header fields");

@@ -1,5 +1,5 @@
 // The proxy's client-facing bounds, each crossed once against the real binary: too many header
-// fields, too many header bytes, a slowloris client, an idle keep-alive client, one connection too
+// fields, too many header bytes, a request line too long, a slowloris client, an idle keep-alive client, one connection too
 // many. Every test also checks that the proxy goes on serving a normal request afterwards.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -127,6 +127,31 @@ TEST_F(SecurityMaxHeaderBytes, TwoKibibyteHeaderGets431ThenANormalRequestIsServe
   request.with("X-Padding", std::string(2048, 'p'));
   e2e::expect_problem(send(request), 431, "headers-too-large");
   EXPECT_EQ(upstream_total(), 0u);
+  expect_served(proxy().proxy_port());
+}
+
+class SecurityMaxRequestLine : public ProxyTest {
+ protected:
+  ProxyOptions proxy_options() const override {
+    return options_with_limits("limits: { max_request_body: 8MiB, max_request_line: 1KiB, max_header_bytes: 4KiB }");
+  }
+};
+
+// A target over max_request_line gets 414 whether or not the whole head still fits
+// max_header_bytes; padding a header instead is still 431. Nothing reaches the upstream.
+TEST_F(SecurityMaxRequestLine, LongTargetGets414EvenBeyondTheHeaderBytesThenANormalRequestIsServed) {
+  // "GET " + target + " HTTP/1.1\r\n": 1,024 bytes exactly is within the limit.
+  const std::string at_limit = "/plain/" + std::string(1024 - 4 - 7 - 11, 'a');
+  const auto within = send(HttpRequest::get(at_limit));
+  ASSERT_TRUE(within.ok()) << within.error;
+  EXPECT_EQ(within.status, 200) << describe(within);
+
+  e2e::expect_problem(send(HttpRequest::get(at_limit + "a")), 414, "uri-too-long");
+  e2e::expect_problem(send(HttpRequest::get("/plain/" + std::string(8192, 'a'))), 414, "uri-too-long");
+  auto padded = plain_get();
+  padded.with("X-Padding", std::string(5000, 'p'));
+  e2e::expect_problem(send(padded), 431, "headers-too-large");
+  EXPECT_EQ(upstream_total(), 1u);
   expect_served(proxy().proxy_port());
 }
 

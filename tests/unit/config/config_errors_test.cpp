@@ -40,7 +40,7 @@ std::vector<ErrorCase> error_cases() {
        "in_flight, wait_timeout)"},
       {"unknown_limits_key", kStore + "limits:\n  max_body: 1MiB\n",
        "test.yaml:3:3: unknown key \"max_body\" in limits (expected one of: max_request_body, max_response_body, "
-       "max_header_bytes, header_timeout, body_timeout, idle_timeout, write_timeout, max_waiting, max_headers, max_connections)"},
+       "max_header_bytes, max_request_line, header_timeout, body_timeout, idle_timeout, write_timeout, max_waiting, max_headers, max_connections)"},
       {"unknown_match_key", kStore + "routes:\n  - name: a\n    match: { path: /a, verb: POST }\n    scope: { headers: [Authorization] }\n",
        "test.yaml:4:24: unknown key \"verb\" in routes[0].match (expected one of: method, path)"},
       {"duplicate_key", kStore + "workers: 2\nworkers: 4\n",

@@ -28,6 +28,7 @@ limits:
   max_request_body: 5MiB
   max_response_body: 100MB
   max_header_bytes: 32KiB
+  max_request_line: 4KiB
   header_timeout: 5s
   body_timeout: 1m
   idle_timeout: 2m
@@ -99,6 +100,7 @@ TEST(ConfigLoad, FullConfigLoadsEveryFieldAsGiven) {
   EXPECT_EQ(config.limits.max_request_body, 5u * 1024 * 1024);
   EXPECT_EQ(config.limits.max_response_body, 100'000'000u);
   EXPECT_EQ(config.limits.max_header_bytes, 32u * 1024);
+  EXPECT_EQ(config.limits.max_request_line, 4u * 1024);
   EXPECT_EQ(config.limits.header_timeout, 5s);
   EXPECT_EQ(config.limits.body_timeout, 1min);
   EXPECT_EQ(config.limits.idle_timeout, 2min);
@@ -188,6 +190,7 @@ routes:
   EXPECT_EQ(config.limits.max_request_body, 10u * 1024 * 1024);
   EXPECT_EQ(config.limits.max_response_body, 64u * 1024 * 1024);
   EXPECT_EQ(config.limits.max_header_bytes, 16u * 1024);
+  EXPECT_EQ(config.limits.max_request_line, 8u * 1024);
   EXPECT_EQ(config.limits.header_timeout, 10s);
   EXPECT_EQ(config.limits.body_timeout, 30s);
   EXPECT_EQ(config.limits.idle_timeout, 60s);

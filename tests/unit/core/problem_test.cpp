@@ -57,6 +57,7 @@ TEST(Problems, StatusAndTypeForEverySituation) {
       {upstream_timeout_problem(), 504, "upstream-timeout"},
       {upstream_bad_response_problem("bad chunk size"), 502, "upstream-bad-response"},
       {request_too_large_problem(1024), 413, "request-too-large"},
+      {request_line_too_long_problem(8192), 414, "uri-too-long"},
       {bad_request_problem("bad target"), 400, "bad-request"},
       {internal_problem("oops"), 500, "internal"},
       {record_corrupt_problem(), 500, "record-corrupt"},
