@@ -1,6 +1,7 @@
 // The proxy's client-facing bounds, each crossed once against the real binary: too many header
-// fields, too many header bytes, a request line too long, a slowloris client, an idle keep-alive client, one connection too
-// many. Every test also checks that the proxy goes on serving a normal request afterwards.
+// fields, too many header bytes, a request line too long, a slowloris client, an idle keep-alive
+// client, one connection too many. Every test also checks that the proxy goes on serving a normal
+// request afterwards.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -138,7 +139,8 @@ class SecurityMaxRequestLine : public ProxyTest {
 };
 
 // A target over max_request_line gets 414 whether or not the whole head still fits
-// max_header_bytes; padding a header instead is still 431. Nothing reaches the upstream.
+// max_header_bytes; padding a header instead is still 431. Only the request within the limit
+// reaches the upstream.
 TEST_F(SecurityMaxRequestLine, LongTargetGets414EvenBeyondTheHeaderBytesThenANormalRequestIsServed) {
   // "GET " + target + " HTTP/1.1\r\n": 1,024 bytes exactly is within the limit.
   const std::string at_limit = "/plain/" + std::string(1024 - 4 - 7 - 11, 'a');
