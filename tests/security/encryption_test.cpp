@@ -1,17 +1,14 @@
 // Encryption at rest, end to end: what the proxy writes to Postgres must not contain the response
 // in clear, a retry must still replay it, and a record whose bytes were altered in the database
 // must be refused as record-corrupt (never replayed, never re-executed).
-#include <libpq-fe.h>
-
 #include <gtest/gtest.h>
 
-#include <memory>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
 #include "e2e/e2e_support.hpp"
+#include "security/raw_records.hpp"
 #include "support/env.hpp"
 #include "support/upstream_protocol.hpp"
 
@@ -23,54 +20,6 @@ constexpr std::string_view kKeyVariable = "IDEM_TEST_KEY_1";
 constexpr std::string_view kKeyHex = "5f3a9c0e7b21d4486a1fe03c92b75d6e0c4a18f27e93b65d10a8c4e2f7365b91";
 constexpr std::string_view kFixtureStoreLine =
     "store: { postgres: { dsn: ${PG_DSN}, pool_size: 4, prepared_statements: \"${IDEMPROXY_TEST_PG_PREPARED:-true}\" } }";
-
-constexpr const char* kSelectBody = "SELECT response_body FROM idempotency_records WHERE key = $1";
-// XOR rather than overwrite: the byte changes whatever it held.
-constexpr const char* kFlipBodyByte =
-    "UPDATE idempotency_records SET response_body = set_byte(response_body, 20, get_byte(response_body, 20) # 255) "
-    "WHERE key = $1";
-
-struct PgConnDeleter {
-  void operator()(PGconn* connection) const { PQfinish(connection); }
-};
-struct PgResultDeleter {
-  void operator()(PGresult* result) const { PQclear(result); }
-};
-using PgConn = std::unique_ptr<PGconn, PgConnDeleter>;
-using PgResult = std::unique_ptr<PGresult, PgResultDeleter>;
-
-PgConn connect_test_database() {
-  PgConn connection(PQconnectdb(pg_dsn().c_str()));
-  if (PQstatus(connection.get()) != CONNECTION_OK) {
-    throw std::runtime_error(std::string("cannot connect to the test database: ") + PQerrorMessage(connection.get()));
-  }
-  return connection;
-}
-
-// Runs statement with one text parameter; results in binary format so bytea arrives as raw bytes.
-PgResult exec_with_key(PGconn* connection, const char* statement, const std::string& key) {
-  const char* values[] = {key.c_str()};
-  PgResult result(PQexecParams(connection, statement, 1, nullptr, values, nullptr, nullptr, 1));
-  const auto status = PQresultStatus(result.get());
-  if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
-    throw std::runtime_error(std::string(statement) + ": " + PQerrorMessage(connection));
-  }
-  return result;
-}
-
-// The stored response_body of key's record, as Postgres holds it; nullopt when there is no row.
-std::optional<std::string> raw_stored_body(const std::string& key) {
-  const auto connection = connect_test_database();
-  const auto result = exec_with_key(connection.get(), kSelectBody, key);
-  if (PQntuples(result.get()) != 1 || PQgetisnull(result.get(), 0, 0)) return std::nullopt;
-  return std::string(PQgetvalue(result.get(), 0, 0), static_cast<std::size_t>(PQgetlength(result.get(), 0, 0)));
-}
-
-int flip_stored_body_byte(const std::string& key) {
-  const auto connection = connect_test_database();
-  const auto result = exec_with_key(connection.get(), kFlipBodyByte, key);
-  return std::stoi(PQcmdTuples(result.get()));
-}
 
 class SecurityEncryption : public ProxyTest {
  protected:
