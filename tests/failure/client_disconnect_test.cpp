@@ -1,10 +1,9 @@
 // A client that hangs up does not cancel anything: the upstream call and the completion write
 // run to the end, and the client's retry finds the stored response.
-#include <thread>
-
 #include "failure/failure_fixture.hpp"
 #include "failure/failure_requests.hpp"
 #include "failure/raw_client_socket.hpp"
+#include "support/eventually.hpp"
 #include "support/proxy_fixture.hpp"
 
 namespace idem::test::failure {
@@ -22,12 +21,7 @@ std::string raw_keyed_post(std::string_view key, std::string_view delay_ms) {
 }
 
 bool wait_for_upstream(const ProxyRig& rig, std::string_view key, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (rig.upstream_count(key) == 0) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
+  return eventually([&] { return rig.upstream_count(key) != 0; }, timeout, 10ms);
 }
 
 void expect_retry_replays_single_execution(ProxyRig& rig, const std::string& key) {

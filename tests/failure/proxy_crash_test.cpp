@@ -6,6 +6,7 @@
 
 #include "failure/failure_fixture.hpp"
 #include "failure/failure_requests.hpp"
+#include "support/eventually.hpp"
 #include "support/proxy_fixture.hpp"
 
 namespace idem::test::failure {
@@ -22,14 +23,13 @@ class ProxyCrash : public FailureTest {};
 // between forwarding and answering.
 bool wait_until_upstream_received(const ProxyRig& rig, std::initializer_list<std::string_view> keys,
                                   std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    bool all = true;
-    for (const auto key : keys) all = all && rig.upstream_count(key) == 1;
-    if (all) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(10ms);
-  }
+  return eventually(
+      [&] {
+        bool all = true;
+        for (const auto key : keys) all = all && rig.upstream_count(key) == 1;
+        return all;
+      },
+      timeout, 10ms);
 }
 
 TEST_F(ProxyCrash, KilledMidRequestThen409WithinLeaseThenLockRefusesAndRetryReExecutes) {

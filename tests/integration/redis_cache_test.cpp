@@ -15,13 +15,14 @@
 #include "http/proxy_metrics.hpp"
 #include "http/redis_record.hpp"
 #include "http/redis_replay_cache.hpp"
-#include "integration/redis_test_env.hpp"
 #include "redis/connection.hpp"
 #include "redis/session.hpp"
 #include "support/ports.hpp"
+#include "support/private_redis.hpp"
+#include "support/redis_client.hpp"
 #include "support/temp_dir.hpp"
 
-namespace idem::test::redis_env {
+namespace idem::test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -437,4 +438,4 @@ TEST_F(ReplayCacheTest, ShortLivedAndOversizedRecordsAreNotWritten) {
 }
 
 }  // namespace
-}  // namespace idem::test::redis_env
+}  // namespace idem::test

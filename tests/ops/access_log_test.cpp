@@ -9,6 +9,7 @@
 
 #include "e2e/e2e_support.hpp"
 #include "ops/ops_support.hpp"
+#include "support/eventually.hpp"
 
 namespace idem::test::ops {
 namespace {
@@ -48,7 +49,7 @@ TEST_F(OpsAccessLog, OneLinePerRequestAndNoSecrets) {
 
   Process& process = *proxy().proxy_process();
   std::vector<boost::json::object> lines;
-  ASSERT_TRUE(wait_until(
+  ASSERT_TRUE(eventually(
       [&] {
         lines = events(process.stderr_text(), "request");
         return lines.size() >= 4;

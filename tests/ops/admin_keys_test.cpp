@@ -8,6 +8,7 @@
 
 #include "e2e/e2e_support.hpp"
 #include "ops/ops_support.hpp"
+#include "support/eventually.hpp"
 
 namespace idem::test::ops {
 namespace {
@@ -116,7 +117,7 @@ TEST_F(OpsAdminKeysUnknownOutcome, ReleaseLetsTheRetryExecute) {
   const HttpResponse timed_out = send(order(key, e2e::kOrderBody, kTenant).with("X-Test-Hang", "1"));
   EXPECT_EQ(timed_out.status, 504) << describe(timed_out);
   std::string state;
-  EXPECT_TRUE(wait_until(
+  EXPECT_TRUE(eventually(
       [&] {
         const HttpResponse inspected = admin_get(admin, record, std::nullopt, tenant());
         state = inspected.status == 200 ? string_field(parse_object(inspected), "state").value_or("") : "";

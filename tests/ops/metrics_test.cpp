@@ -7,6 +7,7 @@
 
 #include "e2e/e2e_support.hpp"
 #include "ops/ops_support.hpp"
+#include "support/eventually.hpp"
 #include "support/process.hpp"
 
 namespace idem::test::ops {
@@ -164,7 +165,7 @@ TEST_F(OpsReaperMetrics, ExpiredRecordsAreDeletedAndCounted) {
   const std::string key = unique_key("reaped");
   ASSERT_EQ(send(order(key)).status, 200);
   EXPECT_EQ(metric_value(admin_get(admin, "/metrics").body, "idemproxy_reaper_deleted_total"), 0.0);
-  EXPECT_TRUE(wait_until(
+  EXPECT_TRUE(eventually(
       [&] { return metric_value(admin_get(admin, "/metrics").body, "idemproxy_reaper_deleted_total") == 1.0; },
       std::chrono::seconds(6)))
       << "the expired record was not deleted\n" << proxy().diagnostics();

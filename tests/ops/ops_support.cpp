@@ -13,9 +13,9 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 
 #include "support/env.hpp"
+#include "support/eventually.hpp"
 
 namespace idem::test::ops {
 
@@ -23,7 +23,6 @@ namespace {
 
 constexpr std::string_view kFixtureAdminLine = R"(admin: { listen: "127.0.0.1:0" })";
 constexpr std::string_view kAdminListeningEvent = R"("event":"admin_listening")";
-constexpr std::chrono::milliseconds kPollInterval{20};
 
 struct PgConnDeleter {
   void operator()(PGconn* connection) const { PQfinish(connection); }
@@ -100,18 +99,9 @@ std::string with_extra_route(std::string_view text, std::string_view route_yaml)
   return replace_once(text, "\nlimits:", "\n" + std::string(route_yaml) + "limits:");
 }
 
-bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() >= deadline) return condition();
-    std::this_thread::sleep_for(kPollInterval);
-  }
-  return true;
-}
-
 std::uint16_t admin_port_of(Process& proxy, std::chrono::milliseconds timeout) {
   std::optional<std::uint16_t> port;
-  wait_until(
+  eventually(
       [&] {
         for (const auto& line : events(proxy.stderr_text(), "admin_listening")) {
           const auto address = string_field(line, "address").value_or("");

@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,9 +24,6 @@ std::string config_with_admin(std::string_view admin_line);
 // text with route_yaml (a complete "  - name: ..." list item, newline-terminated) appended to the
 // routes list, which in the fixture's config is followed by the "limits:" line.
 std::string with_extra_route(std::string_view text, std::string_view route_yaml);
-
-// Polls condition every 20 ms until it holds or timeout passes; its last value.
-bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 
 // The admin port the proxy announced in its "admin_listening" log line (waits up to timeout).
 // Throws std::runtime_error (with the process's logs) when it never appears.

@@ -10,6 +10,7 @@
 
 #include "e2e/e2e_support.hpp"
 #include "ops/ops_support.hpp"
+#include "support/eventually.hpp"
 #include "support/ports.hpp"
 
 namespace idem::test::ops {
@@ -31,7 +32,7 @@ TEST_F(OpsProbes, HealthyAndReadyWhilePostgresIsReachable) {
   const HttpResponse health = admin_get(admin, "/healthz");
   EXPECT_EQ(health.status, 200) << describe(health);
   EXPECT_EQ(health.body, "ok\n");
-  EXPECT_TRUE(wait_until([&] { return is_ready(admin); }, kReadyWithin)) << describe(admin_get(admin, "/readyz"));
+  EXPECT_TRUE(eventually([&] { return is_ready(admin); }, kReadyWithin)) << describe(admin_get(admin, "/readyz"));
 }
 
 // SIGTERM with a slow request in flight: readiness drops at once, long before that request ends;
@@ -39,7 +40,7 @@ TEST_F(OpsProbes, HealthyAndReadyWhilePostgresIsReachable) {
 TEST_F(OpsProbes, SigtermFailsReadinessAtOnceAndTheInFlightRequestCompletes) {
   constexpr int kUpstreamDelayMs = 2000;
   const std::uint16_t admin = admin_port_of(*proxy().proxy_process());
-  ASSERT_TRUE(wait_until([&] { return is_ready(admin); }, kReadyWithin));
+  ASSERT_TRUE(eventually([&] { return is_ready(admin); }, kReadyWithin));
 
   const std::string key = unique_key("drain");
   std::atomic<bool> finished{false};
@@ -49,7 +50,7 @@ TEST_F(OpsProbes, SigtermFailsReadinessAtOnceAndTheInFlightRequestCompletes) {
     return response;
   });
   // In flight: the claim is held while the upstream call runs.
-  ASSERT_TRUE(wait_until(
+  ASSERT_TRUE(eventually(
       [&] {
         return metric_value(admin_get(admin, "/metrics").body, "idemproxy_in_flight_records") == std::optional(1.0);
       },
@@ -58,7 +59,7 @@ TEST_F(OpsProbes, SigtermFailsReadinessAtOnceAndTheInFlightRequestCompletes) {
   const auto signalled = std::chrono::steady_clock::now();
   ASSERT_TRUE(proxy().proxy_process()->signal(SIGTERM));
   HttpResponse readiness;
-  EXPECT_TRUE(wait_until(
+  EXPECT_TRUE(eventually(
       [&] {
         readiness = admin_get(admin, "/readyz");
         return readiness.status == 503;

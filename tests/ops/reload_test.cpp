@@ -13,6 +13,7 @@
 
 #include "e2e/e2e_support.hpp"
 #include "ops/ops_support.hpp"
+#include "support/eventually.hpp"
 
 namespace idem::test::ops {
 namespace {
@@ -51,7 +52,7 @@ TEST_F(OpsReload, SighupAppliesNewRoutesAndKeepsOpenConnections) {
   // Same mtime (the watcher may still see the new size or inode; the signal must reload regardless).
   replace_keeping_mtime(proxy().config_path(), with_extra_route(proxy().config_text(), kNewRoute));
   ASSERT_TRUE(process.signal(SIGHUP));
-  ASSERT_TRUE(wait_until([&] { return reload_count(process, "reloaded", "signal") == 1; }, std::chrono::seconds(5)))
+  ASSERT_TRUE(eventually([&] { return reload_count(process, "reloaded", "signal") == 1; }, std::chrono::seconds(5)))
       << process.stderr_text();
 
   // The connection opened before the reload carries on, with the new routes.
@@ -75,7 +76,7 @@ TEST_F(OpsReload, ChangedFileIsPickedUpWithoutASignal) {
   ASSERT_EQ(send(new_path_without_key()).status, 200);
   const auto written = std::chrono::steady_clock::now();
   write_file(proxy().config_path(), with_extra_route(proxy().config_text(), kNewRoute));
-  ASSERT_TRUE(wait_until([&] { return new_route_active(proxy().proxy_port()); }, std::chrono::seconds(5)))
+  ASSERT_TRUE(eventually([&] { return new_route_active(proxy().proxy_port()); }, std::chrono::seconds(5)))
       << process.stderr_text();
   EXPECT_LE(std::chrono::steady_clock::now() - written, kReloadWithin + std::chrono::milliseconds(500));
   EXPECT_EQ(reload_count(process, "reloaded", "file_changed"), 1u) << process.stderr_text();
@@ -93,7 +94,7 @@ TEST_F(OpsReload, ConfigMapStyleSymlinkSwapIsPickedUp) {
   fs::create_symlink(volume / "..data" / "idemproxy.yaml", staged_link);
   fs::rename(staged_link, proxy().config_path());
   // The path now resolves to another file (another mtime): one reload, same routes.
-  ASSERT_TRUE(wait_until([&] { return reload_count(process, "reloaded", "file_changed") == 1; }, std::chrono::seconds(5)))
+  ASSERT_TRUE(eventually([&] { return reload_count(process, "reloaded", "file_changed") == 1; }, std::chrono::seconds(5)))
       << process.stderr_text();
   ASSERT_EQ(send(new_path_without_key()).status, 200);
 
@@ -102,7 +103,7 @@ TEST_F(OpsReload, ConfigMapStyleSymlinkSwapIsPickedUp) {
   fs::create_directory_symlink("..v2", volume / "..data_tmp");
   fs::rename(volume / "..data_tmp", volume / "..data");
   const auto swapped = std::chrono::steady_clock::now();
-  ASSERT_TRUE(wait_until([&] { return new_route_active(proxy().proxy_port()); }, std::chrono::seconds(5)))
+  ASSERT_TRUE(eventually([&] { return new_route_active(proxy().proxy_port()); }, std::chrono::seconds(5)))
       << process.stderr_text();
   EXPECT_LE(std::chrono::steady_clock::now() - swapped, kReloadWithin + std::chrono::milliseconds(500));
 }
@@ -123,7 +124,7 @@ TEST_F(OpsReload, InvalidFileIsRejectedWithFileLineColumnAndTheOldRoutesKeepWork
   const auto column = value_at - text.rfind('\n', value_at);
   write_file(proxy().config_path(), text);
 
-  ASSERT_TRUE(wait_until([&] { return reload_count(process, "reload_rejected", "file_changed") == 1; },
+  ASSERT_TRUE(eventually([&] { return reload_count(process, "reload_rejected", "file_changed") == 1; },
                          std::chrono::seconds(5)))
       << process.stderr_text();
   const std::string where = proxy().config_path().string() + ":" + std::to_string(line) + ":" + std::to_string(column) + ": ";
@@ -136,7 +137,7 @@ TEST_F(OpsReload, InvalidFileIsRejectedWithFileLineColumnAndTheOldRoutesKeepWork
 
   // A signal on the same bad file is rejected too; nothing was ever applied.
   ASSERT_TRUE(process.signal(SIGHUP));
-  ASSERT_TRUE(wait_until([&] { return reload_count(process, "reload_rejected", "signal") == 1; }, std::chrono::seconds(5)))
+  ASSERT_TRUE(eventually([&] { return reload_count(process, "reload_rejected", "signal") == 1; }, std::chrono::seconds(5)))
       << process.stderr_text();
   EXPECT_TRUE(events(process.stderr_text(), "reloaded").empty()) << process.stderr_text();
 

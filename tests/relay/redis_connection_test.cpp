@@ -6,8 +6,9 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "redis/connection.hpp"
-#include "relay/relay_env.hpp"
 #include "support/ports.hpp"
+#include "support/random_hex.hpp"
+#include "support/redis_client.hpp"
 
 namespace idem::test::relay {
 namespace {
@@ -44,7 +45,7 @@ class RedisConnectionTest : public ::testing::Test {
 
 TEST_F(RedisConnectionTest, PipelinedRepliesArriveInOrderAsValues) {
   RedisError connected{RedisErrorKind::internal, "not run"};
-  auto connection = connect(redis_port(), connected);
+  auto connection = connect(suite_redis_port(), connected);
   ASSERT_TRUE(connected.ok()) << connected.message;
   const std::string key = "t" + random_hex(10) + ":counter";
   std::vector<std::int64_t> values;
@@ -109,7 +110,7 @@ TEST_F(RedisConnectionTest, ADeadlineClosesTheConnectionAndFailsWhatIsPending) {
 
 TEST_F(RedisConnectionTest, AServerThatDropsUsIsReportedLost) {
   RedisError connected{RedisErrorKind::internal, "not run"};
-  auto connection = connect(redis_port(), connected);
+  auto connection = connect(suite_redis_port(), connected);
   ASSERT_TRUE(connected.ok()) << connected.message;
   std::int64_t id = 0;
   bool answered = false;
@@ -119,7 +120,7 @@ TEST_F(RedisConnectionTest, AServerThatDropsUsIsReportedLost) {
     answered = true;
   });
   run_until([&] { return answered; });
-  RedisClient admin(redis_port());
+  RedisClient admin(suite_redis_port());
   admin.command({"CLIENT", "KILL", "ID", std::to_string(id)});
   run_until([&] { return !lost_.empty(); });
   ASSERT_EQ(lost_.size(), 1u);

@@ -3,15 +3,13 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
-#include <charconv>
 #include <fstream>
-#include <random>
 #include <stdexcept>
-#include <thread>
 
 #include "relay/migrations.hpp"
 #include "store/pg/migrate.hpp"
 #include "support/env.hpp"
+#include "support/random_hex.hpp"
 
 namespace idem::test::relay {
 namespace {
@@ -41,35 +39,9 @@ std::string yaml_string(const std::string& text) {
 
 }  // namespace
 
-std::uint16_t redis_port() {
-  const auto text = env_var("IDEMPROXY_TEST_REDIS_PORT");
-  int port = 0;
-  if (!text || std::from_chars(text->data(), text->data() + text->size(), port).ec != std::errc{} || port <= 0) {
-    throw std::runtime_error("IDEMPROXY_TEST_REDIS_PORT is not set: run the relay tests through tests/run.sh");
-  }
-  return static_cast<std::uint16_t>(port);
-}
-
 std::string idemrelay_binary() {
   if (auto path = env_var("IDEMRELAY_BIN"); path && !path->empty()) return *path;
   return IDEMRELAY_BIN;
-}
-
-std::string random_hex(std::size_t digits) {
-  thread_local std::mt19937_64 random{std::random_device{}()};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < digits; ++i) out.push_back(kHex[random() % 16]);
-  return out;
-}
-
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout, std::chrono::milliseconds step) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    if (done()) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(step);
-  }
 }
 
 PgClient::PgClient(const std::string& dsn) : connection_(PQconnectdb(dsn.c_str())) {
@@ -139,39 +111,8 @@ std::vector<std::int64_t> OutboxSchema::insert(const std::string& aggregate_type
   return ids;
 }
 
-RedisClient::RedisClient(std::uint16_t port) {
-  const timeval timeout{5, 0};
-  context_ = redisConnectWithTimeout("127.0.0.1", port, timeout);
-  if (context_ == nullptr || context_->err != 0) {
-    const std::string error = context_ != nullptr ? context_->errstr : "out of memory";
-    if (context_ != nullptr) redisFree(context_);
-    context_ = nullptr;
-    throw std::runtime_error("redis connect to port " + std::to_string(port) + ": " + error);
-  }
-  redisSetTimeout(context_, timeout);
-}
-
-RedisClient::~RedisClient() {
-  if (context_ != nullptr) redisFree(context_);
-}
-
-redis::RedisReply RedisClient::command(const std::vector<std::string>& argv) {
-  std::vector<const char*> arguments;
-  std::vector<std::size_t> lengths;
-  for (const std::string& argument : argv) {
-    arguments.push_back(argument.data());
-    lengths.push_back(argument.size());
-  }
-  auto* reply = static_cast<redisReply*>(
-      redisCommandArgv(context_, static_cast<int>(arguments.size()), arguments.data(), lengths.data()));
-  if (reply == nullptr) throw std::runtime_error("redis: " + std::string(context_->errstr));
-  redis::RedisReply copy = redis::copy_reply(*reply);
-  freeReplyObject(reply);
-  return copy;
-}
-
-std::vector<StreamEntry> RedisClient::stream(const std::string& key) {
-  const redis::RedisReply reply = command({"XRANGE", key, "-", "+"});
+std::vector<StreamEntry> read_stream(RedisClient& client, const std::string& key) {
+  const redis::RedisReply reply = client.command({"XRANGE", key, "-", "+"});
   std::vector<StreamEntry> entries;
   for (const redis::RedisReply& item : reply.elements) {
     StreamEntry entry;

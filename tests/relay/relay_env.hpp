@@ -1,31 +1,22 @@
 #pragma once
-// What the relay tests share: a private Postgres schema holding a migrated outbox, blocking
-// Postgres and Redis clients for playing the legacy writer and the stream consumer, and a runner
-// for real idemrelay processes with a rendered config. Blocking I/O: test threads only.
-#include <chrono>
+// What the relay tests share: a private Postgres schema holding a migrated outbox, a blocking
+// Postgres client for playing the legacy writer, stream reading over the support Redis client for
+// playing the consumer, and a runner for real idemrelay processes with a rendered config.
+// Blocking I/O: test threads only.
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <hiredis/hiredis.h>
-
-#include "redis/reply.hpp"
 #include "store/pg/handles.hpp"
 #include "support/process.hpp"
+#include "support/redis_client.hpp"
 
 namespace idem::test::relay {
 
-std::uint16_t redis_port();       // IDEMPROXY_TEST_REDIS_PORT (throws when unset)
 std::string idemrelay_binary();   // $IDEMRELAY_BIN, else the build's target
-std::string random_hex(std::size_t digits);
-
-// Polls `done` every `step` until it holds or `timeout` passes.
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout,
-                std::chrono::milliseconds step = std::chrono::milliseconds(50));
 
 using Row = std::vector<std::optional<std::string>>;
 
@@ -67,20 +58,8 @@ struct StreamEntry {
   std::int64_t event_id() const { return std::stoll(fields.at("event_id")); }
 };
 
-class RedisClient {
- public:
-  explicit RedisClient(std::uint16_t port);
-  ~RedisClient();
-  RedisClient(const RedisClient&) = delete;
-  RedisClient& operator=(const RedisClient&) = delete;
-
-  // Throws std::runtime_error when the server cannot be reached.
-  redis::RedisReply command(const std::vector<std::string>& argv);
-  std::vector<StreamEntry> stream(const std::string& key);
-
- private:
-  redisContext* context_ = nullptr;
-};
+// The whole stream at `key` (XRANGE - +), oldest first; empty when there is no such key.
+std::vector<StreamEntry> read_stream(RedisClient& client, const std::string& key);
 
 // Checks on what reached a stream: each event exactly once, per-aggregate id order.
 struct StreamAudit {

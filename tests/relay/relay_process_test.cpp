@@ -10,9 +10,12 @@
 #include <thread>
 
 #include "relay/relay_env.hpp"
+#include "support/eventually.hpp"
 #include "support/http_client.hpp"
 #include "support/ports.hpp"
+#include "support/private_redis.hpp"
 #include "support/proxy_fixture.hpp"
+#include "support/random_hex.hpp"
 #include "support/temp_dir.hpp"
 
 namespace idem::test::relay {
@@ -45,23 +48,17 @@ class RelayProcess : public ::testing::Test {
     dir_ = std::make_unique<TempDir>("idem-relay");
     prefix_ = "t" + random_hex(10);
     settings_.dsn = schema_->dsn();
-    settings_.redis_port = redis_port();
+    settings_.redis_port = suite_redis_port();
     settings_.stream_prefix = prefix_;
-    redis_ = std::make_unique<RedisClient>(redis_port());
+    redis_ = std::make_unique<RedisClient>(suite_redis_port());
   }
 
   void TearDown() override {
     if (!redis_) return;
     // Drop this test's streams and markers from the shared server.
-    std::string cursor = "0";
-    for (int round = 0; round < 1000; ++round) {
-      const redis::RedisReply page = redis_->command({"SCAN", cursor, "MATCH", prefix_ + "*", "COUNT", "1000"});
-      cursor = page.elements.at(0).text;
-      std::vector<std::string> del = {"DEL"};
-      for (const auto& key : page.elements.at(1).elements) del.push_back(key.text);
-      if (del.size() > 1) redis_->command(del);
-      if (cursor == "0") break;
-    }
+    std::vector<std::string> del = {"DEL"};
+    for (std::string& key : redis_->keys(prefix_ + "*")) del.push_back(std::move(key));
+    if (del.size() > 1) redis_->command(del);
   }
 
   std::string stream(const std::string& aggregate_type) const { return prefix_ + "." + aggregate_type; }
@@ -81,18 +78,21 @@ class RelayProcess : public ::testing::Test {
 TEST_F(RelayProcess, CrashAfterPublishBeforeMarkLeavesOneEntryPerEvent) {
   for (const char* aggregate : {"a1", "a2", "a3"}) schema_->insert("order", aggregate, 10);
   settings_.batch_size = 100;
+  // One lane, so one claim holds all 30 rows when the hook fires: with two, a second lane's
+  // claim can race the first, take one aggregate, and publish (and crash) first.
+  settings_.concurrency = 1;
   const RelayRunner runner(dir_->path(), settings_);
 
   Process crashing = runner.start("crashing", {{"IDEMRELAY_TEST_CRASH_AFTER_PUBLISH", "1"}});
   ASSERT_EQ(crashing.wait_exit(15s), 137) << crashing.describe();
-  EXPECT_EQ(redis_->stream(stream("order")).size(), 30u) << "the batch reached the stream";
+  EXPECT_EQ(read_stream(*redis_, stream("order")).size(), 30u) << "the batch reached the stream";
   EXPECT_EQ(unpublished(), 30) << "...but was never marked";
 
   Process restarted = runner.start("restarted");
   ASSERT_TRUE(drained(20s)) << restarted.describe();
   ASSERT_EQ(restarted.terminate(10s), 0) << restarted.describe();
 
-  const auto entries = redis_->stream(stream("order"));
+  const auto entries = read_stream(*redis_, stream("order"));
   const StreamAudit result = audit(entries);
   EXPECT_EQ(entries.size(), 30u);
   EXPECT_EQ(result.copies.size(), 30u);
@@ -129,7 +129,7 @@ TEST_F(RelayProcess, TwoRelaysKeepEveryAggregateInOrder) {
   ASSERT_EQ(failures.load(), 0);
 
   ASSERT_TRUE(drained(30s)) << first.describe() << second.describe();
-  const auto entries = redis_->stream(stream("order"));
+  const auto entries = read_stream(*redis_, stream("order"));
   const StreamAudit result = audit(entries);
   EXPECT_EQ(entries.size(), static_cast<std::size_t>(kAggregates * kRowsEach));
   EXPECT_EQ(result.copies.size(), static_cast<std::size_t>(kAggregates * kRowsEach));
@@ -159,7 +159,7 @@ TEST_F(RelayProcess, RowCommittedLateWithLowerIdIsStillPublished) {
   ASSERT_LT(id_a, id_b);
   b.query("COMMIT");
   const auto published = [&](std::int64_t id) {
-    const auto entries = redis_->stream(stream("order"));
+    const auto entries = read_stream(*redis_, stream("order"));
     return std::any_of(entries.begin(), entries.end(), [&](const StreamEntry& e) { return e.event_id() == id; });
   };
   ASSERT_TRUE(eventually([&] { return published(id_b); }, 10s)) << relay.describe();
@@ -171,7 +171,7 @@ TEST_F(RelayProcess, RowCommittedLateWithLowerIdIsStillPublished) {
   a.query("COMMIT");
   ASSERT_TRUE(eventually([&] { return published(id_a); }, 10s)) << relay.describe();
 
-  const auto entries = redis_->stream(stream("order"));
+  const auto entries = read_stream(*redis_, stream("order"));
   ASSERT_EQ(entries.size(), 2u);
   EXPECT_EQ(entries[0].event_id(), id_b) << "published in commit order";
   EXPECT_EQ(entries[1].event_id(), id_a);
@@ -182,17 +182,8 @@ TEST_F(RelayProcess, RowCommittedLateWithLowerIdIsStillPublished) {
 
 // 4. Redis stopped for 10 s under load: nothing lost, backoff visible, drained in order after.
 TEST_F(RelayProcess, RedisOutageBacksOffAndDrainsInOrder) {
-  const std::uint16_t port = free_port();
-  const auto redis_dir = dir_->path() / "private-redis";
-  std::filesystem::create_directories(redis_dir);
-  const ProcessSpec redis_spec{"/usr/bin/redis-server",
-                               {"--port", std::to_string(port), "--bind", "127.0.0.1", "--dir", redis_dir.string(),
-                                "--dbfilename", "dump.rdb", "--save", "", "--appendonly", "no"},
-                               {},
-                               dir_->path(),
-                               "private-redis"};
-  std::optional<Process> redis_server = Process::start(redis_spec);
-  ASSERT_TRUE(wait_for_port(port, 10s)) << redis_server->describe();
+  PrivateRedis redis_server(dir_->path() / "private-redis");
+  const std::uint16_t port = redis_server.port();
   settings_.redis_port = port;
   const RelayRunner runner(dir_->path(), settings_);
   Process relay = runner.start("relay");
@@ -221,13 +212,11 @@ TEST_F(RelayProcess, RedisOutageBacksOffAndDrainsInOrder) {
     } catch (const std::exception&) {
     }
   }
-  ASSERT_TRUE(redis_server->wait_exit(10s).has_value()) << redis_server->describe();
+  ASSERT_TRUE(redis_server.wait_exit(10s).has_value()) << redis_server.describe();
   const int before_outage = inserted.load();
   std::this_thread::sleep_for(10s);
   EXPECT_GT(unpublished(), 0) << "rows waited during the outage";
-  redis_server.reset();
-  redis_server.emplace(Process::start(redis_spec));
-  ASSERT_TRUE(wait_for_port(port, 10s)) << redis_server->describe();
+  redis_server.restart();  // loads the dump.rdb SHUTDOWN SAVE wrote: the stream keeps its entries
   std::this_thread::sleep_for(500ms);
   writer.request_stop();
   writer.join();
@@ -236,7 +225,7 @@ TEST_F(RelayProcess, RedisOutageBacksOffAndDrainsInOrder) {
 
   ASSERT_TRUE(drained(20s)) << relay.describe();
   RedisClient private_client(port);
-  const auto entries = private_client.stream(stream("order"));
+  const auto entries = read_stream(private_client, stream("order"));
   const StreamAudit result = audit(entries);
   EXPECT_EQ(entries.size(), static_cast<std::size_t>(inserted.load()));
   EXPECT_EQ(result.copies.size(), static_cast<std::size_t>(inserted.load()));
@@ -247,7 +236,6 @@ TEST_F(RelayProcess, RedisOutageBacksOffAndDrainsInOrder) {
   EXPECT_NE(log.find("\"event\":\"backing off\""), std::string::npos) << log;
   EXPECT_NE(log.find("\"event\":\"relay recovered\""), std::string::npos) << log;
   EXPECT_GT(stopped_field(log, "published"), 0);
-  redis_server->terminate(5s);
 }
 
 // 5. A poison row is parked after N attempts; its aggregate waits, others flow; --redrive resumes in order.
@@ -269,7 +257,7 @@ TEST_F(RelayProcess, PoisonRowParksOnlyItsAggregateUntilRedriven) {
   EXPECT_EQ(client.scalar("SELECT attempts FROM outbox WHERE id = $1 AND parked_at IS NOT NULL", {head}), 3);
   EXPECT_NE(client.query("SELECT last_error FROM outbox WHERE id = $1", {head})[0][0].value_or("").find("WRONGTYPE"),
             std::string::npos);
-  ASSERT_TRUE(eventually([&] { return redis_->stream(stream("order")).size() == 10; }, 10s)) << "other aggregates flow";
+  ASSERT_TRUE(eventually([&] { return read_stream(*redis_, stream("order")).size() == 10; }, 10s)) << "other aggregates flow";
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(client.scalar("SELECT count(*) FROM outbox WHERE aggregate_id = 'b1' AND published_at IS NULL AND "
                           "parked_at IS NULL AND attempts = 0"),
@@ -284,7 +272,7 @@ TEST_F(RelayProcess, PoisonRowParksOnlyItsAggregateUntilRedriven) {
   EXPECT_NE(redriven.stdout_text.find("redriven 1 row(s) " + head), std::string::npos) << redriven.stdout_text;
 
   ASSERT_TRUE(drained(10s)) << relay.describe();
-  const auto entries = redis_->stream(stream("blocked"));
+  const auto entries = read_stream(*redis_, stream("blocked"));
   ASSERT_EQ(entries.size(), 3u);
   for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(entries[i].event_id(), blocked[i]);
   EXPECT_EQ(relay.terminate(10s), 0) << relay.describe();
@@ -329,20 +317,20 @@ TEST_F(RelayProcess, SigtermMidBatchLosesNothingAndDuplicatesNothing) {
   settings_.batch_size = 100;
   const RelayRunner runner(dir_->path(), settings_);
   Process first = runner.start("first");
-  ASSERT_TRUE(eventually([&] { return redis_->stream(stream("order")).size() >= 200; }, 15s)) << first.describe();
+  ASSERT_TRUE(eventually([&] { return read_stream(*redis_, stream("order")).size() >= 200; }, 15s)) << first.describe();
   ASSERT_EQ(first.terminate(10s), 0) << first.describe();
 
   auto client = schema_->client();
   EXPECT_EQ(client.scalar("SELECT count(*) FROM outbox WHERE claimed_by IS NOT NULL"), 0) << "batches finished or released";
   const std::int64_t marked = client.scalar("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL");
-  EXPECT_EQ(static_cast<std::int64_t>(redis_->stream(stream("order")).size()), marked)
+  EXPECT_EQ(static_cast<std::int64_t>(read_stream(*redis_, stream("order")).size()), marked)
       << "every row in the stream was marked, every marked row is in the stream";
   EXPECT_LT(marked, 2000) << "stopped mid-way";
 
   Process second = runner.start("second");
   ASSERT_TRUE(drained(30s)) << second.describe();
   ASSERT_EQ(second.terminate(10s), 0) << second.describe();
-  const auto entries = redis_->stream(stream("order"));
+  const auto entries = read_stream(*redis_, stream("order"));
   const StreamAudit result = audit(entries);
   EXPECT_EQ(entries.size(), 2000u);
   for (const auto& [id, copies] : result.copies) ASSERT_EQ(copies, 1) << "event " << id;
@@ -387,7 +375,7 @@ TEST_F(RelayProcess, PausedRelayResumingAfterItsLeaseChangesNothing) {
 
   Process paused = runner.start("paused", {{"IDEMRELAY_TEST_STOP_AFTER_PUBLISH", "1"}});
   ASSERT_TRUE(eventually([&] { return is_stopped(paused.pid()); }, 10s)) << paused.describe();
-  EXPECT_EQ(redis_->stream(stream("order")).size(), 30u);
+  EXPECT_EQ(read_stream(*redis_, stream("order")).size(), 30u);
 
   Process other = runner.start("other");
   ASSERT_TRUE(drained(15s)) << other.describe();  // after the paused relay's 3 s lease
@@ -402,7 +390,7 @@ TEST_F(RelayProcess, PausedRelayResumingAfterItsLeaseChangesNothing) {
   EXPECT_EQ(paused.terminate(10s), 0) << paused.describe();
   EXPECT_EQ(other.terminate(10s), 0) << other.describe();
 
-  const auto entries = redis_->stream(stream("order"));
+  const auto entries = read_stream(*redis_, stream("order"));
   const StreamAudit result = audit(entries);
   EXPECT_EQ(entries.size(), 60u);
   for (const auto& [id, copies] : result.copies) ASSERT_EQ(copies, 1) << "event " << id;
@@ -420,7 +408,7 @@ TEST_F(RelayProcess, PausedRelayResumingAfterClaimDoesNotPublishLate) {
 
   Process paused = runner.start("paused", {{"IDEMRELAY_TEST_STOP_AFTER_CLAIM", "1"}});
   ASSERT_TRUE(eventually([&] { return is_stopped(paused.pid()); }, 10s)) << paused.describe();
-  EXPECT_EQ(redis_->stream(stream("order")).size(), 0u);
+  EXPECT_EQ(read_stream(*redis_, stream("order")).size(), 0u);
   Process other = runner.start("other");
   ASSERT_TRUE(drained(15s)) << other.describe();
   ASSERT_TRUE(paused.signal(SIGCONT));
@@ -429,7 +417,7 @@ TEST_F(RelayProcess, PausedRelayResumingAfterClaimDoesNotPublishLate) {
       << paused.describe();
   EXPECT_EQ(paused.terminate(10s), 0) << paused.describe();
   EXPECT_EQ(other.terminate(10s), 0) << other.describe();
-  const auto entries = redis_->stream(stream("order"));
+  const auto entries = read_stream(*redis_, stream("order"));
   const StreamAudit result = audit(entries);
   EXPECT_EQ(entries.size(), 20u);
   EXPECT_TRUE(result.ordered_per_aggregate) << result.first_disorder;

@@ -9,6 +9,7 @@
 
 #include "e2e/e2e_support.hpp"
 #include "security/raw_records.hpp"
+#include "support/eventually.hpp"
 #include "support/upstream_protocol.hpp"
 
 namespace idem::test::security {
@@ -29,9 +30,10 @@ TEST_F(TenantIsolation, AGuessedKeyFromAnotherTenantRevealsNothingOfTheVictims) 
   std::thread victim_thread([&] {
     victim = send(e2e::order(key, victim_body, "tenant-victim").with(std::string(upstream::kDelayHeader), "1500"));
   });
-  // Bounded wait for the victim's request to be executing upstream (that is, in flight).
-  for (int i = 0; i < 300 && upstream_count(key) == 0; ++i) std::this_thread::sleep_for(10ms);
-  ASSERT_EQ(upstream_count(key), 1u) << "the victim's request never reached the upstream";
+  // The victim's request is executing upstream, that is, in flight.
+  const bool executing = eventually([&] { return upstream_count(key) == 1; }, 3s, 10ms);
+  if (!executing) victim_thread.join();
+  ASSERT_TRUE(executing) << "the victim's request never reached the upstream";
 
   const auto during = send(e2e::order(key, R"({"item":"probe"})", "tenant-attacker"));
   victim_thread.join();

@@ -24,6 +24,7 @@
 
 #include "e2e/e2e_support.hpp"
 #include "support/env.hpp"
+#include "support/eventually.hpp"
 #include "support/test_pki.hpp"
 #include "support/tls_client.hpp"
 
@@ -124,15 +125,6 @@ std::vector<boost::json::object> events(const std::string& log, std::string_view
 std::string field(const boost::json::object& object, std::string_view name) {
   const auto* value = object.if_contains(name);
   return value != nullptr && value->is_string() ? std::string(value->as_string()) : std::string();
-}
-
-bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds within = kEventuallyWithin) {
-  const auto deadline = std::chrono::steady_clock::now() + within;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return condition();
 }
 
 // Replaces `target` in one step (write aside, rename), as a certificate renewal tool would.
@@ -429,7 +421,7 @@ TEST_F(Tls, CertificateRotationIsLiveAndABrokenReplacementIsRejected) {
   replace_file(key, read_file(pki().renewed.key));
   replace_file(cert, read_file(pki().renewed.cert));
   ASSERT_TRUE(process.signal(SIGHUP));
-  EXPECT_TRUE(eventually([&] { return serial_served() == pki().renewed.serial; }))
+  EXPECT_TRUE(eventually([&] { return serial_served() == pki().renewed.serial; }, kEventuallyWithin))
       << "still serving " << serial_served() << "\n" << process.stderr_text();
   const TlsHandshake renewed = tls_handshake(proxy.proxy_port(), trusting(pki()));
   EXPECT_EQ(renewed.peer_subject, "CN=localhost-renewed,O=idemproxy tests");
@@ -440,7 +432,7 @@ TEST_F(Tls, CertificateRotationIsLiveAndABrokenReplacementIsRejected) {
   const std::size_t rejected_before = events(process.stderr_text(), "reload_rejected").size();
   replace_file(cert, "-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n");
   ASSERT_TRUE(process.signal(SIGHUP));
-  EXPECT_TRUE(eventually([&] { return events(process.stderr_text(), "reload_rejected").size() > rejected_before; }))
+  EXPECT_TRUE(eventually([&] { return events(process.stderr_text(), "reload_rejected").size() > rejected_before; }, kEventuallyWithin))
       << process.stderr_text();
   bool issue_names_the_file = false;
   for (const auto& issue : events(process.stderr_text(), "config_issue")) {
@@ -468,7 +460,7 @@ TEST_F(Tls, RenewedCertificateFilesArePickedUpWithoutASignal) {
   replace_file(cert, read_file(pki().renewed.cert));
   EXPECT_TRUE(eventually([&] {
     return tls_handshake(proxy.proxy_port(), trusting(pki())).peer_serial == pki().renewed.serial;
-  })) << proxy.proxy_process()->stderr_text();
+  }, kEventuallyWithin)) << proxy.proxy_process()->stderr_text();
   bool watched = false;
   for (const auto& reloaded : events(proxy.proxy_process()->stderr_text(), "reloaded")) {
     watched = watched || field(reloaded, "trigger") == "tls_files_changed";

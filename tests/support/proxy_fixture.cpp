@@ -2,13 +2,13 @@
 
 #include <fstream>
 #include <iostream>
-#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 
 #include "support/env.hpp"
 #include "support/ports.hpp"
+#include "support/random_hex.hpp"
 
 namespace idem::test {
 
@@ -47,14 +47,6 @@ routes:
     scope: { headers: [X-Tenant-Id] }
 limits: { max_request_body: 8MiB }
 )";
-
-std::string hex_random(std::size_t digits) {
-  thread_local std::mt19937_64 generator{std::random_device{}()};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < digits; ++i) out.push_back(kHex[generator() % 16]);
-  return out;
-}
 
 void write_text(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -104,7 +96,7 @@ std::string yaml_quoted(std::string_view text) {
   return out;
 }
 
-std::string unique_key(std::string_view label) { return std::string(label) + "-" + hex_random(16); }
+std::string unique_key(std::string_view label) { return std::string(label) + "-" + random_hex(16); }
 
 ProxyHarness::ProxyHarness(ProxyOptions options) : options_(std::move(options)), work_dir_("idem-e2e") {}
 

@@ -15,10 +15,12 @@
 #include <vector>
 
 #include "e2e/e2e_support.hpp"
-#include "integration/redis_test_env.hpp"
 #include "ops/ops_support.hpp"
+#include "support/eventually.hpp"
+#include "support/private_redis.hpp"
 #include "support/process.hpp"
 #include "support/proxy_fixture.hpp"
+#include "support/redis_client.hpp"
 #include "support/temp_dir.hpp"
 #include "support/upstream_protocol.hpp"
 
@@ -27,10 +29,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-using redis_env::PrivateRedis;
-using redis_env::RedisClient;
-using redis_env::suite_redis_port;
-using redis_env::unique_prefix;
 
 // Both proxies use this; ${...} filled per test (see Settings). The `short` route's ttl is under
 // a second, so its records are never worth copying to Redis.
@@ -138,7 +136,7 @@ class RedisReplayCache : public ::testing::Test {
   void start_pair() {
     a_.emplace(settings_, std::nullopt);
     b_.emplace(settings_, a_->harness().upstream_port());
-    ASSERT_TRUE(redis_env::eventually([&] { return a_->redis_up() && b_->redis_up(); }, 10s))
+    ASSERT_TRUE(eventually([&] { return a_->redis_up() && b_->redis_up(); }, 10s))
         << a_->metrics() << b_->metrics();
   }
   void TearDown() override {
@@ -160,7 +158,7 @@ class RedisReplayCache : public ::testing::Test {
     HttpResponse first = a_->send(order(key, body));
     EXPECT_EQ(first.status, 200) << describe(first);
     EXPECT_FALSE(is_replay(first));
-    EXPECT_TRUE(redis_env::eventually([&] { return a_->redis_writes() >= writes + 1; }, 5s)) << a_->metrics();
+    EXPECT_TRUE(eventually([&] { return a_->redis_writes() >= writes + 1; }, 5s)) << a_->metrics();
     return first;
   }
   std::vector<std::string> redis_keys(RedisClient& client) { return client.keys(settings_.prefix + "*"); }
@@ -206,7 +204,7 @@ TEST_F(RedisReplayCache, SecondProxyReplaysFromRedisWithoutAClaim) {
   EXPECT_EQ(a_->harness().upstream_count(key), 1u);
 
   // The access log labels the Redis-served replay.
-  ASSERT_TRUE(redis_env::eventually(
+  ASSERT_TRUE(eventually(
       [&] { return b_->harness().proxy_process()->stderr_text().find("\"decision\":\"replay_redis\"") != std::string::npos; },
       5s))
       << b_->harness().proxy_process()->stderr_text();
@@ -271,7 +269,7 @@ TEST_F(RedisReplayCache, RedisDownFallsBackToPostgresAndRecovers) {
   const HttpResponse first = execute_on_a(before_outage);
 
   private_redis_->kill();
-  ASSERT_TRUE(redis_env::eventually([&] { return !b_->redis_up() && !a_->redis_up(); }, 5s));
+  ASSERT_TRUE(eventually([&] { return !b_->redis_up() && !a_->redis_up(); }, 5s));
   const double b_claims = b_->claims();
   const HttpResponse replay = b_->send(order(before_outage));
   ASSERT_EQ(replay.status, 200) << describe(replay);
@@ -294,7 +292,7 @@ TEST_F(RedisReplayCache, RedisDownFallsBackToPostgresAndRecovers) {
   EXPECT_EQ(a_->metric("idemproxy_responses_total{class=\"5xx\"}"), 0.0);
 
   private_redis_->restart();
-  ASSERT_TRUE(redis_env::eventually([&] { return a_->redis_up() && b_->redis_up(); }, 15s))
+  ASSERT_TRUE(eventually([&] { return a_->redis_up() && b_->redis_up(); }, 15s))
       << "reconnected within the backoff cap";
   const std::string after_outage = unique_key("redis-down-3");
   const HttpResponse later = execute_on_a(after_outage);
@@ -339,7 +337,7 @@ TEST_F(RedisReplayCache, HangingRedisCostsAtMostTheDeadline) {
   EXPECT_EQ(b_->metric("idemproxy_responses_total{class=\"5xx\"}"), 0.0);
 
   private_redis_->resume();
-  ASSERT_TRUE(redis_env::eventually([&] { return a_->redis_up() && b_->redis_up(); }, 15s));
+  ASSERT_TRUE(eventually([&] { return a_->redis_up() && b_->redis_up(); }, 15s));
   // Hits resume. A few tries: a 20 ms deadline can still pass on a loaded machine.
   bool hit_again = false;
   for (int attempt = 0; attempt < 5 && !hit_again; ++attempt) {
@@ -371,7 +369,7 @@ TEST_F(RedisReplayCache, EncryptedValuesAreUnreadableAndCorruptOnesFallBack) {
   ASSERT_EQ(first.status, 200) << describe(first);
   ASSERT_EQ(first.body, body) << "the upstream echoes the request body";
   ASSERT_EQ(first.header("X-Receipt"), receipt);
-  ASSERT_TRUE(redis_env::eventually([&] { return a_->redis_writes() >= writes + 1; }, 5s));
+  ASSERT_TRUE(eventually([&] { return a_->redis_writes() >= writes + 1; }, 5s));
 
   RedisClient client(settings_.redis_port);
   const std::vector<std::string> stored = redis_keys(client);
@@ -407,7 +405,7 @@ TEST_F(RedisReplayCache, EncryptedValuesAreUnreadableAndCorruptOnesFallBack) {
   EXPECT_NE(b_->harness().proxy_process()->stderr_text().find("redis_cache_corrupt"), std::string::npos);
 
   // B copied Postgres's answer back: the next replay is a Redis hit again.
-  ASSERT_TRUE(redis_env::eventually([&] { return b_->redis_writes() >= b_writes + 1; }, 5s));
+  ASSERT_TRUE(eventually([&] { return b_->redis_writes() >= b_writes + 1; }, 5s));
   EXPECT_NE(client.command({"GET", stored[0]}).text, damaged);
   const HttpResponse repaired = b_->send(order(key, body));
   EXPECT_TRUE(is_replay(repaired));
