@@ -5,13 +5,14 @@
 #   plain  the whole ctest suite on the normal build
 #   asan   the suite again built with ASan+UBSan;  tsan  the suite again built with TSan
 #   fuzz   each libFuzzer target for a bounded time          (asan, tsan, fuzz: tests/sanitizers.sh)
+#   tidy   clang-tidy over proxy/ (tests/lint/clang-tidy.sh), on the plain build's compile commands
 # Extra arguments go to the plain stage's ctest (e.g. -L e2e, -R Replay) and make the run a
 # focused one: the plain stage only, unless IDEMPROXY_STAGES says otherwise.
 #
 #   IDEMPROXY_BUILD_DIR   build directory (default: build)
 #   IDEMPROXY_SKIP_BUILD=1  test what is already built (no apt, no build)
 #   IDEMPROXY_TEST_KEEP_TMP=1  keep the work directory (server logs, test temp dirs) for a post-mortem
-#   IDEMPROXY_STAGES      stages to run, in order (default: "plain asan tsan fuzz")
+#   IDEMPROXY_STAGES      stages to run, in order (default: "plain asan tsan fuzz tidy")
 #   IDEMPROXY_SKIP_SANITIZERS=1  leave out asan and tsan;  IDEMPROXY_SKIP_FUZZ=1  leave out fuzz
 set -euo pipefail
 
@@ -32,7 +33,7 @@ if [ -n "${IDEMPROXY_STAGES:-}" ]; then
 elif [ "$#" -gt 0 ]; then
   stages=(plain)
 else
-  stages=(plain asan tsan fuzz)
+  stages=(plain asan tsan fuzz tidy)
 fi
 selected=()
 for stage in "${stages[@]}"; do
@@ -40,7 +41,8 @@ for stage in "${stages[@]}"; do
     plain) selected+=("$stage") ;;
     asan | tsan) if [ "${IDEMPROXY_SKIP_SANITIZERS:-0}" != 1 ]; then selected+=("$stage"); fi ;;
     fuzz) if [ "${IDEMPROXY_SKIP_FUZZ:-0}" != 1 ]; then selected+=("$stage"); fi ;;
-    *) idem_die "unknown stage '$stage' in IDEMPROXY_STAGES (plain, asan, tsan, fuzz)" ;;
+    tidy) selected+=("$stage") ;;
+    *) idem_die "unknown stage '$stage' in IDEMPROXY_STAGES (plain, asan, tsan, fuzz, tidy)" ;;
   esac
 done
 [ "${#selected[@]}" -gt 0 ] || idem_die "no stage left to run"
@@ -85,6 +87,16 @@ export TMPDIR=$WORK  # test temp dirs land here and go away with it
 
 idem_stage_plain() {
   ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error -j 2 --timeout 300 "$@"
+}
+
+idem_stage_tidy() {
+  if [ "${IDEMPROXY_SKIP_BUILD:-0}" != 1 ]; then
+    local IDEM_PACKAGES=(clang-tidy jq)
+    idem_install_dependencies
+    # Configured (for compile_commands.json) even when the plain stage did not run.
+    [ -f "$BUILD_DIR/compile_commands.json" ] || idem_build "$BUILD_DIR"
+  fi
+  bash "$REPO/tests/lint/clang-tidy.sh" "$BUILD_DIR"
 }
 
 # Every selected stage runs even after one fails; the summary says which failed.

@@ -117,7 +117,7 @@ std::optional<KeyTarget> parse_key_target(const admin::Request& request, const R
   return out;
 }
 
-void handle_key(ProxyAdminContext& context, const admin::Request& request, admin::Respond respond) {
+void handle_key(ProxyAdminContext& context, const admin::Request& request, const admin::Respond& respond) {
   std::string error;
   const auto runtime = context.config();
   const std::optional<KeyTarget> target = parse_key_target(request, *runtime, error);
@@ -133,7 +133,7 @@ void handle_key(ProxyAdminContext& context, const admin::Request& request, admin
   const store::RecordKey key{target->scope, target->key};
   if (!target->release) {
     log::info("admin_inspect", {{"route", target->route}, {"scope", target->scope}, {"key_hash", key_hash}});
-    context.store.inspect(key, [target = *target, respond](store::StoreError e, store::RecordInfo info) {
+    context.store.inspect(key, [target = *target, respond](store::StoreError e, const store::RecordInfo& info) {
       if (e == store::StoreError::ok) {
         return respond(admin::text_response(200, record_json(target.route, target.scope, target.key, info) + "\n",
                                             "application/json"));
@@ -157,7 +157,7 @@ void handle_key(ProxyAdminContext& context, const admin::Request& request, admin
 }  // namespace
 
 admin::Handler make_proxy_admin_handler(ProxyAdminContext context) {
-  return [context](const admin::Request& request, admin::Respond respond) mutable {
+  return [context](const admin::Request& request, const admin::Respond& respond) mutable {
     const std::string_view target = request.target();
     const std::string_view path = target.substr(0, target.find('?'));
     if (path == "/healthz") return respond(admin::text_response(200, "ok\n"));
@@ -169,7 +169,7 @@ admin::Handler make_proxy_admin_handler(ProxyAdminContext context) {
     if (path == "/metrics") {
       return respond(admin::text_response(200, context.metrics.render(), "text/plain; version=0.0.4; charset=utf-8"));
     }
-    if (target.starts_with("/admin/keys/")) return handle_key(context, request, std::move(respond));
+    if (target.starts_with("/admin/keys/")) return handle_key(context, request, respond);
     respond(not_found("no such admin endpoint"));
   };
 }

@@ -100,7 +100,7 @@ void Relay::claim(std::size_t lane) {
   std::string token = instance_ + "-" + std::to_string(++batches_);
   const Clock::time_point lease_end = Clock::now() + options_.lease;
   source_->claim(options_.batch_size, token, options_.lease,
-                 [self = shared_from_this(), lane, token, lease_end](store::pg::PgError error, std::vector<OutboxRow> rows) mutable {
+                 [self = shared_from_this(), lane, token, lease_end](const store::pg::PgError& error, std::vector<OutboxRow> rows) mutable {
                    self->on_claimed(lane, std::move(token), lease_end, error, std::move(rows));
                  });
 }
