@@ -6,8 +6,8 @@
 #include <iostream>
 #include <memory>
 
-#include "failure/private_postgres.hpp"
 #include "failure/proxy_rig.hpp"
+#include "support/private_postgres.hpp"
 
 namespace idem::test::failure {
 

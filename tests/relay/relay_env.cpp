@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
+#include <regex>
 #include <stdexcept>
+#include <utility>
 
 #include "relay/migrations.hpp"
 #include "store/pg/migrate.hpp"
@@ -81,7 +84,9 @@ std::int64_t PgClient::scalar(const std::string& sql, const std::vector<std::str
   return std::stoll(*rows[0][0]);
 }
 
-OutboxSchema::OutboxSchema(const std::string& prefix) : server_dsn_(pg_dsn()) {
+OutboxSchema::OutboxSchema(const std::string& prefix) : OutboxSchema(prefix, pg_dsn()) {}
+
+OutboxSchema::OutboxSchema(const std::string& prefix, std::string server_dsn) : server_dsn_(std::move(server_dsn)) {
   name_ = prefix + "_" + random_hex(12);
   schema_dsn_ = with_search_path(server_dsn_, name_);
   PgClient(server_dsn_).query("CREATE SCHEMA \"" + name_ + "\"");
@@ -141,6 +146,24 @@ StreamAudit audit(const std::vector<StreamEntry>& entries) {
     }
   }
   return result;
+}
+
+std::int64_t stopped_field(const std::string& log, const std::string& field) {
+  const std::size_t line = log.rfind("\"event\":\"stopped\"");
+  if (line == std::string::npos) return -1;
+  const std::regex pattern("\"" + field + "\":(-?[0-9]+)");
+  std::smatch match;
+  const std::string tail = log.substr(line);
+  if (!std::regex_search(tail, match, pattern)) return -1;
+  return std::stoll(match[1].str());
+}
+
+bool is_stopped(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  const std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // The state follows the command name, which is in parentheses and may itself hold any byte.
+  const std::size_t close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'T';
 }
 
 std::string render_config(const RelaySettings& s) {

@@ -1,8 +1,10 @@
 #pragma once
-// What the relay tests share: a private Postgres schema holding a migrated outbox, a blocking
+// What the relay tests share: a schema of its own holding a migrated outbox, a blocking
 // Postgres client for playing the legacy writer, stream reading over the support Redis client for
 // playing the consumer, and a runner for real idemrelay processes with a rendered config.
 // Blocking I/O: test threads only.
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -34,7 +36,10 @@ class PgClient {
 // A schema of its own with the relay's migrations applied; dropped on destruction.
 class OutboxSchema {
  public:
+  // On the suite's Postgres (IDEMPROXY_TEST_PG_DSN).
   explicit OutboxSchema(const std::string& prefix);
+  // On the server at `server_dsn` (a private cluster a test stops and restarts).
+  OutboxSchema(const std::string& prefix, std::string server_dsn);
   ~OutboxSchema();
   OutboxSchema(const OutboxSchema&) = delete;
   OutboxSchema& operator=(const OutboxSchema&) = delete;
@@ -68,6 +73,12 @@ struct StreamAudit {
   std::string first_disorder;          // description of the first out-of-order pair
 };
 StreamAudit audit(const std::vector<StreamEntry>& entries);
+
+// A field of the JSON "stopped" line idemrelay logs on exit (its counters); -1 when absent.
+std::int64_t stopped_field(const std::string& log, const std::string& field);
+
+// True while `pid` is stopped by a signal (state T in /proc/PID/stat): a fault hook's SIGSTOP took hold.
+bool is_stopped(pid_t pid);
 
 struct RelaySettings {
   std::string dsn;

@@ -5,74 +5,25 @@
 
 #include <csignal>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <thread>
 
 #include "relay/relay_env.hpp"
+#include "relay/relay_fixture.hpp"
 #include "support/eventually.hpp"
 #include "support/http_client.hpp"
 #include "support/ports.hpp"
 #include "support/private_redis.hpp"
 #include "support/proxy_fixture.hpp"
 #include "support/random_hex.hpp"
-#include "support/temp_dir.hpp"
 
 namespace idem::test::relay {
 namespace {
 
 using namespace std::chrono_literals;
 
-// A field of the JSON "stopped" line idemrelay logs on exit; -1 when absent.
-std::int64_t stopped_field(const std::string& log, const std::string& field) {
-  const std::size_t line = log.rfind("\"event\":\"stopped\"");
-  if (line == std::string::npos) return -1;
-  const std::regex pattern("\"" + field + "\":(-?[0-9]+)");
-  std::smatch match;
-  const std::string tail = log.substr(line);
-  if (!std::regex_search(tail, match, pattern)) return -1;
-  return std::stoll(match[1].str());
-}
-
-bool is_stopped(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const std::size_t close = text.rfind(')');
-  return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'T';
-}
-
-class RelayProcess : public ::testing::Test {
- protected:
-  void SetUp() override {
-    schema_ = std::make_unique<OutboxSchema>("relay");
-    dir_ = std::make_unique<TempDir>("idem-relay");
-    prefix_ = "t" + random_hex(10);
-    settings_.dsn = schema_->dsn();
-    settings_.redis_port = suite_redis_port();
-    settings_.stream_prefix = prefix_;
-    redis_ = std::make_unique<RedisClient>(suite_redis_port());
-  }
-
-  void TearDown() override {
-    if (!redis_) return;
-    // Drop this test's streams and markers from the shared server.
-    std::vector<std::string> del = {"DEL"};
-    for (std::string& key : redis_->keys(prefix_ + "*")) del.push_back(std::move(key));
-    if (del.size() > 1) redis_->command(del);
-  }
-
-  std::string stream(const std::string& aggregate_type) const { return prefix_ + "." + aggregate_type; }
-  std::int64_t unpublished() { return schema_->client().scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL"); }
-  bool drained(std::chrono::milliseconds timeout) {
-    return eventually([&] { return unpublished() == 0; }, timeout);
-  }
-
-  std::unique_ptr<OutboxSchema> schema_;
-  std::unique_ptr<TempDir> dir_;
-  std::string prefix_;
-  RelaySettings settings_;
-  std::unique_ptr<RedisClient> redis_;
-};
+// Every test on the suite's Postgres and Redis (a private Redis where the test stops it).
+class RelayProcess : public RelayFixture {};
 
 // 1. kill -9 between XADD and the mark: after a restart the stream holds one entry per event.
 TEST_F(RelayProcess, CrashAfterPublishBeforeMarkLeavesOneEntryPerEvent) {

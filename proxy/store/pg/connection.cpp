@@ -96,6 +96,7 @@ void Connection::connect(const std::string& dsn, std::chrono::milliseconds timeo
     fail(PgErrorKind::unavailable, PQerrorMessage(conn_.get()), Delivery::posted);
     return;
   }
+  PQsetNoticeProcessor(conn_.get(), log_notice, nullptr);
   // libpq's protocol: before the first PQconnectPoll, act as if it had asked for writability.
   // Posted, so that no failure reaches the handler from inside this call.
   boost::asio::post(io_, [self = shared_from_this(), operation = operation_] {

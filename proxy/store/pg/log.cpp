@@ -1,31 +1,38 @@
 #include "store/pg/log.hpp"
 
-#include <cstdio>
 #include <string>
 
-namespace idem::store::pg {
+#include "log/log.hpp"
 
-void log_event(std::string_view what, std::string_view detail) {
-  while (!detail.empty() && (detail.back() == '\n' || detail.back() == '\r' || detail.back() == ' ')) {
-    detail.remove_suffix(1);
-  }
-  std::string line = "idemproxy pg: ";
-  line.append(what);
-  if (!detail.empty()) {
-    line.append(": ");
-    line.append(detail);
-  }
-  // libpq messages span lines ("...\n\tIs the server running...", DETAIL, HINT): one event, one
-  // line, so each line break and its indentation become a single space.
+namespace idem::store::pg {
+namespace {
+
+// Trailing line breaks trimmed, and each run of line breaks, tabs and spaces made one space.
+std::string one_line(std::string_view text) {
   std::string flat;
-  flat.reserve(line.size() + 1);
-  for (const char c : line) {
+  flat.reserve(text.size());
+  for (const char c : text) {
     const bool space = c == '\n' || c == '\r' || c == '\t' || c == ' ';
-    if (space && !flat.empty() && flat.back() == ' ') continue;
+    if (space && (flat.empty() || flat.back() == ' ')) continue;
     flat.push_back(space ? ' ' : c);
   }
-  flat.push_back('\n');
-  std::fwrite(flat.data(), 1, flat.size(), stderr);  // one write: lines from threads don't interleave
+  if (!flat.empty() && flat.back() == ' ') flat.pop_back();
+  return flat;
+}
+
+}  // namespace
+
+void log_event(std::string_view what, std::string_view detail) {
+  const std::string flat = one_line(detail);
+  if (flat.empty()) {
+    log::warn("postgres", {{"message", what}});
+  } else {
+    log::warn("postgres", {{"message", what}, {"detail", flat}});
+  }
+}
+
+void log_notice(void* /*unused*/, const char* message) {
+  log::warn("postgres", {{"message", "server notice"}, {"detail", one_line(message != nullptr ? message : "")}});
 }
 
 }  // namespace idem::store::pg

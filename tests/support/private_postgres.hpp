@@ -1,6 +1,7 @@
 #pragma once
-// A throw-away Postgres 15 cluster owned by one test, for tests that stop and restart the server:
-// doing that to the suite's shared cluster would break every test running beside them. Started
+// A throw-away Postgres 15 cluster owned by one test, for tests that stop and restart the server
+// (the failure tests under idemproxy, the relay tests under idemrelay): doing that to the suite's
+// shared cluster would break every test running beside them. Started
 // with deploy/local-env.sh's idem_start_postgres, so it is set up exactly as the shared one.
 #include <chrono>
 #include <cstdint>
@@ -9,7 +10,7 @@
 
 #include "support/temp_dir.hpp"
 
-namespace idem::test::failure {
+namespace idem::test {
 
 enum class CommitMode {
   // synchronous_commit = on: a crash loses nothing that was committed. How a database holding
@@ -47,4 +48,4 @@ class PrivatePostgres {
   std::string dsn_;
 };
 
-}  // namespace idem::test::failure
+}  // namespace idem::test

@@ -1,4 +1,4 @@
-#include "failure/private_postgres.hpp"
+#include "support/private_postgres.hpp"
 
 #include <filesystem>
 #include <stdexcept>
@@ -7,7 +7,7 @@
 
 #include "support/process.hpp"
 
-namespace idem::test::failure {
+namespace idem::test {
 
 namespace {
 
@@ -75,4 +75,4 @@ std::string PrivatePostgres::log_tail(std::size_t bytes) const {
   return "\n--- postgres.log (tail) ---\n" + tail;
 }
 
-}  // namespace idem::test::failure
+}  // namespace idem::test
