@@ -14,6 +14,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "store/pg/handles.hpp"
 #include "support/env.hpp"
 #include "support/eventually.hpp"
 
@@ -24,18 +25,9 @@ namespace {
 constexpr std::string_view kFixtureAdminLine = R"(admin: { listen: "127.0.0.1:0" })";
 constexpr std::string_view kAdminListeningEvent = R"("event":"admin_listening")";
 
-struct PgConnDeleter {
-  void operator()(PGconn* connection) const { PQfinish(connection); }
-};
-struct PgResultDeleter {
-  void operator()(PGresult* result) const { PQclear(result); }
-};
-struct PgConninfoDeleter {
-  void operator()(PQconninfoOption* options) const { PQconninfoFree(options); }
-};
-using PgConn = std::unique_ptr<PGconn, PgConnDeleter>;
-using PgResult = std::unique_ptr<PGresult, PgResultDeleter>;
-using PgConninfo = std::unique_ptr<PQconninfoOption, PgConninfoDeleter>;
+using PgConn = store::pg::ConnHandle;
+using PgResult = store::pg::ResultHandle;
+using PgConninfo = store::pg::ConninfoHandle;
 
 // dsn with its dbname replaced: parsed by libpq, so keyword strings and URIs both work.
 std::string dsn_with_dbname(const std::string& dsn, const std::string& dbname) {

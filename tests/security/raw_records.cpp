@@ -2,9 +2,9 @@
 
 #include <libpq-fe.h>
 
-#include <memory>
 #include <stdexcept>
 
+#include "store/pg/handles.hpp"
 #include "support/env.hpp"
 
 namespace idem::test::security {
@@ -19,14 +19,8 @@ constexpr const char* kFlipBodyByte =
     "UPDATE idempotency_records SET response_body = set_byte(response_body, 20, get_byte(response_body, 20) # 255) "
     "WHERE key = $1";
 
-struct PgConnDeleter {
-  void operator()(PGconn* connection) const { PQfinish(connection); }
-};
-struct PgResultDeleter {
-  void operator()(PGresult* result) const { PQclear(result); }
-};
-using PgConn = std::unique_ptr<PGconn, PgConnDeleter>;
-using PgResult = std::unique_ptr<PGresult, PgResultDeleter>;
+using PgConn = store::pg::ConnHandle;
+using PgResult = store::pg::ResultHandle;
 
 PgConn connect_test_database() {
   PgConn connection(PQconnectdb(pg_dsn().c_str()));
