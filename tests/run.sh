@@ -93,8 +93,9 @@ idem_stage_tidy() {
   if [ "${IDEMPROXY_SKIP_BUILD:-0}" != 1 ]; then
     local IDEM_PACKAGES=(clang-tidy jq)
     idem_install_dependencies
-    # Configured (for compile_commands.json) even when the plain stage did not run.
-    [ -f "$BUILD_DIR/compile_commands.json" ] || idem_build "$BUILD_DIR"
+    # Configured (a current compile_commands.json) and built (generated headers) even when the
+    # plain stage did not run; after it, a no-op.
+    idem_build "$BUILD_DIR"
   fi
   bash "$REPO/tests/lint/clang-tidy.sh" "$BUILD_DIR"
 }

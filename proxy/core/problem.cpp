@@ -140,7 +140,7 @@ Problem headers_too_large_problem(std::string_view why) {
 
 Problem request_line_too_long_problem(std::size_t limit) {
   return make_problem(414, "uri-too-long", "Request line too long",
-                      "the request line (method, target and version) exceeds limits.max_request_line (" +
+                      "the request line exceeds limits.max_request_line (" +
                           std::to_string(limit) + " bytes)");
 }
 

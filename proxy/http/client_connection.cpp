@@ -46,16 +46,17 @@ constexpr std::chrono::seconds kTlsShutdownTime{2};
 // Bytes of "SP HTTP/1.1 CRLF" around the method and target in a request line.
 constexpr std::size_t kRequestLineFraming = 2 + 8 + 2;
 
-// Whether the request line is longer than `limit`, after a complete head or after Beast stopped
-// at max_header_bytes. Beast parses (and consumes) the request line as soon as its line end has
-// arrived; until then the buffer still starts with it, so a target too long to ever end within
-// the limit is told apart from oversized headers, and gets 414 rather than 431.
+// Whether the request line (CRLF included) is longer than `limit`, after a complete head or after
+// Beast stopped at max_header_bytes. Once Beast has parsed the line, its parts are known; until
+// then the unparsed bytes start with it, and it is too long only if `limit` bytes have arrived
+// with no line end among them. A line that merely did not fit max_header_bytes (set below
+// max_request_line) is left to the 431.
 bool request_line_exceeds(const beast_http::request_parser<beast_http::string_body>& parser,
                           const beast::flat_buffer& buffer, std::size_t limit) {
   const auto& head = parser.get();
   if (!head.target().empty()) return head.method_string().size() + head.target().size() + kRequestLineFraming > limit;
   const std::string_view unparsed(static_cast<const char*>(buffer.data().data()), buffer.size());
-  return unparsed.substr(0, limit).find('\n') == std::string_view::npos;
+  return unparsed.size() >= limit && unparsed.substr(0, limit).find('\n') == std::string_view::npos;
 }
 
 // A client connection is served over one of two streams by one loop (the functions below are

@@ -7,6 +7,7 @@
 #include "relay/sql.hpp"
 #include "store/pg/binary_row.hpp"
 #include "store/pg/handles.hpp"
+#include "store/pg/log.hpp"
 #include "store/pg/statement.hpp"
 
 namespace idem::relay {
@@ -42,6 +43,7 @@ RedriveResult redrive(const std::string& dsn, std::optional<std::int64_t> id) {
     outcome.error = "connect: " + (connection ? failure(connection.get(), nullptr) : std::string("out of memory"));
     return outcome;
   }
+  PQsetNoticeProcessor(connection.get(), store::pg::log_notice, nullptr);
   const store::pg::ResultHandle result =
       id ? run(connection.get(), sql::kRedriveOne, {store::pg::Param::int8(*id)}) : run(connection.get(), sql::kRedriveAll, {});
   if (!result || PQresultStatus(result.get()) != PGRES_TUPLES_OK) {

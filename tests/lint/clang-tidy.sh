@@ -26,6 +26,8 @@ trap 'rm -rf "$OUT"' EXIT
 # One line per product translation unit: "index<TAB>file".
 jq -r --arg root "$REPO/proxy/" 'to_entries[] | select(.value.file | startswith($root)) | "\(.key)\t\(.value.file)"' "$DB" >"$OUT/units"
 [ -s "$OUT/units" ] || { echo "clang-tidy.sh: no proxy/ sources in $DB" >&2; exit 2; }
+# The checkout's path as a literal in extended regexes (it may hold . + and the like).
+REPO_RE=$(printf '%s' "$REPO" | sed 's/[][\.*^$+?(){}|]/\\&/g')
 SETTINGS_HASH=$( { clang-tidy --version; cat "$REPO/.clang-tidy"; } | sha256sum | cut -c1-64)
 
 check_unit() {
@@ -36,25 +38,31 @@ check_unit() {
   local preprocess
   preprocess=$(sed -E 's#^[^ ]*ccache ##; s# -(o|MT|MF) [^ ]+##g; s# -MD##; s# -c # #' <<<"$command")
   key=
-  if preprocessed=$(cd "$BUILD_DIR" && eval "$preprocess -E -P -o -" 2>/dev/null | sed "s#$REPO#@REPO@#g" | sha256sum | cut -c1-64); then
-    key=$(printf '%s %s %s %s' "$SETTINGS_HASH" "$preprocessed" "${command//$REPO/@REPO@}" "${file//$REPO/@REPO@}" |
+  if preprocessed=$(cd "$BUILD_DIR" && eval "$preprocess -E -P -o -" 2>/dev/null | sed -E "s#${REPO_RE//#/\\#}#@REPO@#g" | sha256sum | cut -c1-64); then
+    key=$(printf '%s %s %s %s' "$SETTINGS_HASH" "$preprocessed" "${command//"$REPO"/@REPO@}" "${file//"$REPO"/@REPO@}" |
           sha256sum | cut -c1-64)
     if [ -e "$CACHE/$key" ]; then return 0; fi
   fi
   log=$OUT/$(echo "$file" | tr / _).log
-  clang-tidy -p "$BUILD_DIR" --quiet "$file" >"$log" 2>&1 || true
+  local tidy_status=0
+  clang-tidy -p "$BUILD_DIR" --quiet "$file" >"$log" 2>&1 || tidy_status=$?
   # Only diagnostics located in our sources count. The static analyzer also reports paths that end
   # inside Boost.Asio's coroutine machinery (awaitable.hpp), which clang 14's analyzer does not
   # model; those are not in proxy/ and are left out.
-  if grep -qE "^$REPO/proxy/[^:]+:[0-9]+:[0-9]+: (warning|error):" "$log"; then
-    grep -E "^$REPO/proxy/[^:]+:[0-9]+:[0-9]+: (warning|error):" -A3 "$log" >"$log.findings"
+  if grep -qE "^$REPO_RE/proxy/[^:]+:[0-9]+:[0-9]+: (warning|error):" "$log"; then
+    grep -E "^$REPO_RE/proxy/[^:]+:[0-9]+:[0-9]+: (warning|error):" -A3 "$log" >"$log.findings"
+    return 1
+  fi
+  # Warnings alone exit 0; anything else (a compile error in a header, a bad flag) is a failure.
+  if [ "$tidy_status" -ne 0 ]; then
+    { echo "$file: clang-tidy exited with status $tidy_status"; tail -n 20 "$log"; } >"$log.findings"
     return 1
   fi
   # A unit whose preprocessing failed is analysed every time: nothing sound to remember it by.
   if [ -n "$key" ]; then touch "$CACHE/$key"; fi
 }
 export -f check_unit
-export BUILD_DIR DB CACHE OUT REPO SETTINGS_HASH
+export BUILD_DIR DB CACHE OUT REPO REPO_RE SETTINGS_HASH
 
 total=$(wc -l <"$OUT/units")
 status=0

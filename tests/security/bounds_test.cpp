@@ -131,6 +131,31 @@ TEST_F(SecurityMaxHeaderBytes, TwoKibibyteHeaderGets431ThenANormalRequestIsServe
   expect_served(proxy().proxy_port());
 }
 
+// The same bound when the head arrives a few whole lines at a time, each piece well under the
+// limit: the total counts, not the size of any one read (Beast parses whole fields as they come).
+TEST_F(SecurityMaxHeaderBytes, HeadSentInWholeLinesStillGets431AtTheTotal) {
+  RawSocket client(proxy().proxy_port());
+  ASSERT_TRUE(client.send_all("GET /plain/ping HTTP/1.1\r\nHost: a\r\n"));
+  for (int piece = 0; piece < 12; ++piece) {  // 12 x 212 bytes: 2.5 KiB against 1 KiB
+    if (!client.send_all("X-Piece-" + std::to_string(piece % 10) + ": " + std::string(200, 'p') + "\r\n")) break;
+    std::this_thread::sleep_for(30ms);  // each piece its own read
+  }
+  client.send_all("\r\n");
+  ASSERT_TRUE(client.wait_for_close(5000ms)) << "connection still open; received: " << client.received();
+  EXPECT_EQ(client.received().rfind("HTTP/1.1 431", 0), 0u) << client.received();
+  EXPECT_NE(client.received().find("headers-too-large"), std::string::npos) << client.received();
+  EXPECT_EQ(upstream_total(), 0u);
+  expect_served(proxy().proxy_port());
+}
+
+// max_request_line (8 KiB by default) above max_header_bytes: a 2 KiB target overflows the head,
+// not the request-line bound, so the answer is 431 and says so.
+TEST_F(SecurityMaxHeaderBytes, TargetOverTheHeaderBytesButWithinMaxRequestLineGets431) {
+  e2e::expect_problem(send(HttpRequest::get("/plain/" + std::string(2048, 'a'))), 431, "headers-too-large");
+  EXPECT_EQ(upstream_total(), 0u);
+  expect_served(proxy().proxy_port());
+}
+
 class SecurityMaxRequestLine : public ProxyTest {
  protected:
   ProxyOptions proxy_options() const override {
