@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "config/addresses.hpp"
+#include "config/client_tls_reader.hpp"
 #include "config/config_file.hpp"
 #include "config/encryption_keys.hpp"
 #include "config/http_syntax.hpp"
@@ -37,7 +38,6 @@ const Keys kLimitsKeys = {"max_request_body", "max_response_body", "max_header_b
                           "max_headers",      "max_connections"};
 const Keys kListenerTlsKeys = {"cert_file", "key_file", "min_version"};
 const Keys kUpstreamKeys = {"url", "connect_timeout", "timeout", "max_connections", "idle_timeout", "tls"};
-const Keys kUpstreamTlsKeys = {"verify", "ca_file", "server_name", "cert_file", "key_file"};
 const Keys kStoreKeys = {"postgres", "encryption", "redis"};
 const Keys kPostgresKeys = {"dsn", "pool_size", "connect_timeout", "query_timeout", "acquire_timeout", "prepared_statements"};
 const Keys kRedisCacheKeys = {"address", "password", "database", "connect_timeout", "timeout", "key_prefix", "max_value_bytes"};
@@ -104,9 +104,10 @@ class ConfigReader {
   void read_admin(const Field& field, AdminConfig& admin);
   void read_listener_tls(const Field& field, ListenerTlsConfig& tls);
   void read_upstream(const Field& field, UpstreamConfig& upstream);
-  void read_upstream_tls(const Field& field, UpstreamTlsConfig& tls);
   void read_redis_cache(const Field& field, RedisCacheConfig& redis);
-  std::optional<std::string> readable_file(const Field& field, std::string_view path);
+  std::optional<std::string> readable_file(const Field& field, std::string_view path) {
+    return detail::readable_file(yaml_, field, path);
+  }
   void read_store(const Field* field, const YAML::Mark& top_level, StoreConfig& store);
   void read_policy(const Fields& fields, std::string_view path, core::RoutePolicy& policy, PolicyOrigin& origin);
   std::optional<std::vector<std::string>> read_header_names(const Field& field, std::string_view path);
@@ -307,26 +308,9 @@ void ConfigReader::read_upstream(const Field& field, UpstreamConfig& upstream) {
   }
   if (const Field* f = fields->find("idle_timeout")) assign(yaml_.duration(*f, "upstream.idle_timeout", false), upstream.idle_timeout);
   if (const Field* f = fields->find("tls")) {
-    read_upstream_tls(*f, upstream.tls);
+    read_client_tls(yaml_, *f, "upstream.tls", upstream.tls);
     if (!upstream.tls.enabled) issues_.warning(f->key.Mark(), "upstream.tls is ignored: upstream.url is not https://");
   }
-}
-
-// A path the process can open for reading, checked at load so `--check` catches a typo'd path.
-std::optional<std::string> ConfigReader::readable_file(const Field& field, std::string_view path) {
-  std::optional<std::string> file = yaml_.string(field, path);
-  if (!file) return std::nullopt;
-  if (file->empty() || ::access(file->c_str(), R_OK) != 0) {
-    issues_.error(field.value.Mark(), std::string(path) + ": cannot read " + quoted(*file) + ": " +
-                                          (file->empty() ? std::string("empty path") : std::string(std::strerror(errno))));
-    return std::nullopt;
-  }
-  // OpenSSL reads these later; a FIFO or a device would block it or never end.
-  if (!is_regular_file(*file)) {
-    issues_.error(field.value.Mark(), std::string(path) + ": cannot read " + quoted(*file) + ": not a regular file");
-    return std::nullopt;
-  }
-  return file;
 }
 
 void ConfigReader::read_listener_tls(const Field& field, ListenerTlsConfig& tls) {
@@ -343,24 +327,6 @@ void ConfigReader::read_listener_tls(const Field& field, ListenerTlsConfig& tls)
   if (const Field* f = fields->find("min_version")) {
     assign(yaml_.one_of<TlsVersion>(*f, "tls.min_version", {{"1.2", TlsVersion::v1_2}, {"1.3", TlsVersion::v1_3}}),
            tls.min_version);
-  }
-}
-
-void ConfigReader::read_upstream_tls(const Field& field, UpstreamTlsConfig& tls) {
-  const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "upstream.tls", kUpstreamTlsKeys);
-  if (!fields) return;
-  if (const Field* f = fields->find("verify")) assign(yaml_.boolean(*f, "upstream.tls.verify"), tls.verify);
-  if (const Field* f = fields->find("ca_file")) assign(readable_file(*f, "upstream.tls.ca_file"), tls.ca_file);
-  if (const Field* f = fields->find("server_name")) assign(yaml_.string(*f, "upstream.tls.server_name"), tls.server_name);
-  const Field* cert = fields->find("cert_file");
-  const Field* key = fields->find("key_file");
-  if ((cert == nullptr) != (key == nullptr)) {
-    issues_.error((cert ? cert : key)->key.Mark(), "upstream.tls: a client certificate needs both cert_file and key_file");
-    return;
-  }
-  if (cert) {
-    assign(readable_file(*cert, "upstream.tls.cert_file"), tls.cert_file);
-    assign(readable_file(*key, "upstream.tls.key_file"), tls.key_file);
   }
 }
 

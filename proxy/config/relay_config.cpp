@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config/addresses.hpp"
+#include "config/client_tls_reader.hpp"
 #include "config/config_file.hpp"
 #include "config/issue_sink.hpp"
 #include "config/units.hpp"
@@ -36,7 +37,7 @@ const Keys kSinkKeys = {"type", "redis_streams", "http"};
 const Keys kRedisKeys = {"address", "password", "database", "connect_timeout", "command_timeout", "stream",
                          "maxlen", "dedup_window", "dedup_prefix", "wait"};
 const Keys kWaitKeys = {"replicas", "timeout"};
-const Keys kHttpKeys = {"url", "connect_timeout", "timeout", "max_connections", "secret", "secret_file"};
+const Keys kHttpKeys = {"url", "connect_timeout", "timeout", "max_connections", "secret", "secret_file", "tls"};
 const Keys kAdminKeys = {"listen", "token"};
 
 constexpr std::uint64_t kMaxBatchSize = 10'000;
@@ -263,25 +264,23 @@ void RelayConfigReader::read_http(const Field* field, const YAML::Mark& parent, 
   if (const Field* f = fields->find("url")) {
     if (const auto url = yaml_.string(*f, "sink.http.url")) {
       const std::string_view text(*url);
-      constexpr std::string_view kHttp = "http://";
+      const bool https = text.starts_with("https://");
+      const std::string_view scheme = https ? "https://" : "http://";
       std::optional<detail::HostPort> address;
       std::string_view target = "/";
-      if (text.substr(0, kHttp.size()) == kHttp) {
-        const std::string_view rest = text.substr(kHttp.size());
+      if (text.starts_with(scheme)) {
+        const std::string_view rest = text.substr(scheme.size());
         const std::size_t slash = rest.find('/');
         const std::string_view authority = rest.substr(0, slash);
         if (slash != std::string_view::npos) target = rest.substr(slash);
         const bool has_port = authority.starts_with('[') ? authority.find("]:") != std::string_view::npos
                                                          : authority.find(':') != std::string_view::npos;
         if (!authority.empty() && authority.find_first_of("@{}?#") == std::string_view::npos) {
-          address = detail::parse_host_port(has_port ? std::string(authority) : std::string(authority) + ":80");
+          address = detail::parse_host_port(has_port ? std::string(authority) : std::string(authority) + (https ? ":443" : ":80"));
         }
       }
-      if (text.substr(0, 8) == "https://") {
-        issues_.error(f->value.Mark(), "sink.http.url must be http://: https is not supported yet (put a TLS sidecar in front) (got " +
-                                           quoted(text) + ")");
-      } else if (!address) {
-        issues_.error(f->value.Mark(), "sink.http.url must be http://host[:port]/path, got " + quoted(text));
+      if (!address) {
+        issues_.error(f->value.Mark(), "sink.http.url must be http[s]://host[:port]/path, got " + quoted(text));
       } else {
         std::string error;
         if (auto parsed = parse_message_template(target, error)) {
@@ -289,6 +288,7 @@ void RelayConfigReader::read_http(const Field* field, const YAML::Mark& parent, 
           http.host = address->host;
           http.port = address->port;
           http.target = std::move(*parsed);
+          http.tls.enabled = https;
         } else {
           issues_.error(f->value.Mark(), "bad sink.http.url " + quoted(text) + ": " + error);
         }
@@ -296,6 +296,10 @@ void RelayConfigReader::read_http(const Field* field, const YAML::Mark& parent, 
     }
   } else {
     issues_.error(fields->mark(), "sink.http.url is required (e.g. url: http://127.0.0.1:8080/events/{event_type})");
+  }
+  if (const Field* f = fields->find("tls")) {
+    detail::read_client_tls(yaml_, *f, "sink.http.tls", http.tls);
+    if (!http.tls.enabled) issues_.warning(f->key.Mark(), "sink.http.tls is ignored: sink.http.url is not https://");
   }
   if (const Field* f = fields->find("connect_timeout")) assign(yaml_.duration(*f, "sink.http.connect_timeout", false), http.connect_timeout);
   if (const Field* f = fields->find("timeout")) assign(yaml_.duration(*f, "sink.http.timeout", false), http.timeout);

@@ -70,8 +70,9 @@ struct RedisSinkConfig {
 struct HttpSinkConfig {
   std::string url;                  // as written
   std::string host;                 // from url
-  std::uint16_t port = 80;          // from url
+  std::uint16_t port = 80;          // from url (443 for https:// without one)
   MessageTemplate target;           // path and query, with placeholders
+  UpstreamTlsConfig tls;            // enabled by an https:// url; the rest from sink.http.tls
   std::chrono::milliseconds connect_timeout{2'000};
   std::chrono::milliseconds timeout{10'000};  // request written -> response read
   std::size_t max_connections = 8;            // requests in flight at once

@@ -6,7 +6,9 @@
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
@@ -15,9 +17,13 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
+#include <tuple>
 #include <stdexcept>
 #include <utility>
 
+#include "http/tls_context.hpp"
+#include "http/tls_session.hpp"
 #include "log/log.hpp"
 #include "relay/message_template.hpp"
 
@@ -45,11 +51,39 @@ asio::ip::tcp::endpoint resolve_or_throw(asio::io_context& io, const std::string
   return results.begin()->endpoint();
 }
 
+std::shared_ptr<asio::ssl::context> tls_or_throw(const config::UpstreamTlsConfig& tls) {
+  if (!tls.enabled) return nullptr;
+  idem::http::UpstreamTlsResult loaded = idem::http::load_upstream_tls(tls);
+  if (!loaded.context) throw std::runtime_error("sink.http.tls: " + loaded.error);
+  return std::move(loaded.context);
+}
+
 std::int64_t unix_seconds_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
+
+// Deadlines are set on the TCP stream for both layers: a TLS operation is reads and writes on it.
+struct HttpSink::Stream {
+  Stream(asio::io_context& io, asio::ssl::context* tls_context) : tcp(io) {
+    if (tls_context != nullptr) tls.emplace(tcp, *tls_context);
+  }
+  boost::beast::tcp_stream tcp;
+  std::optional<asio::ssl::stream<boost::beast::tcp_stream&>> tls;
+
+  template <class Message>
+  asio::awaitable<std::tuple<boost::system::error_code, std::size_t>> write(Message& message) {
+    if (tls) co_return co_await http::async_write(*tls, message, use_tuple);
+    co_return co_await http::async_write(tcp, message, use_tuple);
+  }
+  template <class Parser>
+  asio::awaitable<std::tuple<boost::system::error_code, std::size_t>> read(boost::beast::flat_buffer& buffer, Parser& parser) {
+    if (tls) co_return co_await http::async_read(*tls, buffer, parser, use_tuple);
+    co_return co_await http::async_read(tcp, buffer, parser, use_tuple);
+  }
+  void close() { tcp.close(); }
+};
 
 struct HttpSink::Batch {
   std::shared_ptr<const std::vector<OutboxRow>> rows;
@@ -63,7 +97,8 @@ struct HttpSink::Batch {
 
 HttpSink::HttpSink(asio::io_context& io, config::HttpSinkConfig config)
     : io_(io), config_(std::move(config)), signer_(signer_or_throw(config_.secret)),
-      endpoint_(resolve_or_throw(io, config_.host, config_.port)) {}
+      endpoint_(resolve_or_throw(io, config_.host, config_.port)),
+      tls_(tls_or_throw(config_.tls)) {}
 
 HttpSink::~HttpSink() = default;
 
@@ -150,11 +185,26 @@ asio::awaitable<std::unique_ptr<HttpSink::Stream>> HttpSink::open_stream(bool& f
     co_return stream;
   }
   fresh = true;
-  auto stream = std::make_unique<Stream>(io_);
-  stream->expires_after(config_.connect_timeout);
-  auto [ec] = co_await stream->async_connect(endpoint_, use_tuple);
+  auto stream = std::make_unique<Stream>(io_, tls_.get());
+  stream->tcp.expires_after(config_.connect_timeout);
+  auto [ec] = co_await stream->tcp.async_connect(endpoint_, use_tuple);
   if (ec) {
     error = "connect to " + config_.host + ":" + std::to_string(config_.port) + ": " + ec.message();
+    co_return nullptr;
+  }
+  stream->tcp.socket().set_option(asio::ip::tcp::no_delay(true));
+  if (!stream->tls) co_return stream;
+  const std::string& name = tls_name();
+  if (!idem::http::set_upstream_peer_name(stream->tls->native_handle(), name, config_.tls.verify)) {
+    error = "TLS to " + name + ": OpenSSL refused the server name";
+    co_return nullptr;
+  }
+  // The handshake gets a connect timeout of its own.
+  stream->tcp.expires_after(config_.connect_timeout);
+  auto [handshake_ec] = co_await stream->tls->async_handshake(asio::ssl::stream_base::client, use_tuple);
+  if (handshake_ec) {
+    error = "TLS to " + name + ": " +
+            idem::http::upstream_handshake_failure(stream->tls->native_handle(), handshake_ec, config_.tls.verify);
     co_return nullptr;
   }
   co_return stream;
@@ -189,15 +239,24 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
     request.body() = body;
     request.prepare_payload();
 
-    stream->expires_after(config_.timeout);
-    auto [write_error, written] = co_await http::async_write(*stream, request, use_tuple);
+    stream->tcp.expires_after(config_.timeout);
+    auto [write_error, written] = co_await stream->write(request);
     boost::beast::flat_buffer buffer;
     http::response_parser<http::string_body> parser;
     parser.body_limit(kMaxResponseBody);
     boost::system::error_code read_error;
     if (!write_error) {
-      auto [error, read] = co_await http::async_read(*stream, buffer, parser, use_tuple);
+      auto [error, read] = co_await stream->read(buffer, parser);
       read_error = error;
+      // TLS 1.3: a server checks our certificate after we consider the handshake done, so its
+      // refusal arrives in place of the response. The consumer's application never saw the
+      // event: the endpoint is unusable as configured, not the row's fault.
+      if (error && fresh && stream->tls && read == 0 && idem::http::is_handshake_rejection(error)) {
+        stream->close();
+        ready_ = false;
+        co_return Delivery{DeliveryOutcome::unavailable,
+                           "TLS to " + tls_name() + ": the consumer rejected the TLS handshake: " + idem::http::tls_error_text(error)};
+      }
     }
     const boost::system::error_code failure = write_error ? write_error : read_error;
     if (failure) {

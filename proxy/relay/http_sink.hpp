@@ -9,12 +9,15 @@
 // 2xx: delivered. 4xx other than 408 and 429: poison (parked at once). Anything else (408, 429,
 // 3xx, 5xx, a timeout, a broken connection): retry. A connection that cannot be opened means the
 // endpoint is down: `unavailable` (no attempt counted, the relay backs off as a whole).
+// An https:// url: TLS 1.2 or later, the consumer's certificate verified (chain and name) against
+// the system's or sink.http.tls's CA, an optional client certificate; a handshake or verification
+// failure is `unavailable` too, with the reason in the log.
 // Order: the rows of one aggregate go one after the other (a failure holds back the rest of the
 // aggregate's rows in the batch); different aggregates go in parallel, up to max_connections.
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/asio/ssl/context.hpp>
 
 #include <memory>
 #include <string>
@@ -45,16 +48,20 @@ class HttpSink final : public Sink, public std::enable_shared_from_this<HttpSink
 
  private:
   struct Batch;
-  using Stream = boost::beast::tcp_stream;
+  struct Stream;  // a keep-alive connection: TCP, or TLS over it
 
   boost::asio::awaitable<void> run_lanes(std::shared_ptr<Batch> batch);
   boost::asio::awaitable<Delivery> deliver(const OutboxRow& row);
   boost::asio::awaitable<std::unique_ptr<Stream>> open_stream(bool& fresh, std::string& error);
 
+  // The name sent as SNI and required in the consumer's certificate.
+  const std::string& tls_name() const { return config_.tls.server_name.empty() ? config_.host : config_.tls.server_name; }
+
   boost::asio::io_context& io_;
   config::HttpSinkConfig config_;
   WebhookSigner signer_;
   boost::asio::ip::tcp::endpoint endpoint_;
+  std::shared_ptr<boost::asio::ssl::context> tls_;  // https:// only
   std::vector<std::unique_ptr<Stream>> idle_;  // keep-alive connections between requests
   bool ready_ = true;
   bool stopped_ = false;

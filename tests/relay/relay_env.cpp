@@ -184,7 +184,8 @@ std::string render_config(const RelaySettings& s) {
   if (s.http) {
     text += "  type: http\n";
     text += "  http: { url: " + yaml_string(s.http_url) + ", timeout: " + s.command_timeout +
-            ", connect_timeout: 500ms, secret: " + yaml_string(s.http_secret) + " }\n";
+            ", connect_timeout: 500ms, secret: " + yaml_string(s.http_secret) +
+            (s.http_tls.empty() ? std::string() : ", tls: " + s.http_tls) + " }\n";
   } else {
     text += "  type: redis_streams\n";
     text += "  redis_streams:\n";

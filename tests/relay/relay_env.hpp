@@ -97,6 +97,7 @@ struct RelaySettings {
   std::string command_timeout = "500ms";
   bool http = false;                 // HTTP sink instead of Redis
   std::string http_url;
+  std::string http_tls;              // YAML for sink.http.tls (a flow mapping); empty: none
   std::string http_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
   std::uint16_t admin_port = 0;      // 0: no admin listener
 };

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -16,6 +17,8 @@
 #include "support/private_redis.hpp"
 #include "support/proxy_fixture.hpp"
 #include "support/random_hex.hpp"
+#include "support/test_pki.hpp"
+#include "support/upstream_process.hpp"
 
 namespace idem::test::relay {
 namespace {
@@ -315,6 +318,81 @@ TEST_F(RelayProcess, HttpSinkThroughIdemproxyExecutesEachEventOnce) {
   EXPECT_EQ(proxy.upstream_total(), 20u) << "the inbox answered the re-sends from its records";
   for (const std::int64_t id : first) EXPECT_EQ(proxy.upstream_webhook_count(std::to_string(id)), 1u) << id;
   for (const std::int64_t id : second) EXPECT_EQ(proxy.upstream_webhook_count(std::to_string(id)), 1u) << id;
+}
+
+// 8b. An https:// consumer: its certificate is verified before anything is sent. Untrusted (the
+//     throwaway CA is not in the system's store), nothing is delivered and the log says why; with
+//     the CA configured, every event arrives once, over TLS.
+TEST_F(RelayProcess, HttpsSinkDeliversOnlyToAVerifiedConsumer) {
+  const std::filesystem::path pki_dir = dir_->path() / "pki";
+  std::filesystem::create_directories(pki_dir);
+  TestPki pki(pki_dir);
+  const CertificateFiles ca = pki.make_ca("hooks-ca");
+  const CertificateFiles server = pki.issue(ca, "hooks", "localhost", "DNS:localhost,IP:127.0.0.1", CertificateUse::server);
+  TestUpstream consumer = start_test_upstream_tls(dir_->path(), TestUpstreamTls{server.cert, server.key, {}}, "hooks");
+  const auto ids = schema_->insert("order", "tls1", 5, "created");
+  settings_.http = true;
+  settings_.http_url = "https://localhost:" + std::to_string(consumer.tls_port) + "/hooks/{event_type}";
+
+  {
+    const RelayRunner untrusted_runner(dir_->path(), settings_);
+    Process untrusted = untrusted_runner.start("untrusted");
+    ASSERT_TRUE(eventually([&] { return untrusted.stderr_text().find("certificate verify failed") != std::string::npos; }, 10s))
+        << untrusted.describe();
+    EXPECT_NE(untrusted.stderr_text().find("TLS to localhost: certificate verify failed: unable to get local issuer certificate"),
+              std::string::npos)
+        << untrusted.stderr_text();
+    EXPECT_EQ(untrusted.terminate(10s), 0) << untrusted.describe();
+  }
+  EXPECT_EQ(unpublished(), 5);
+  EXPECT_EQ(upstream_total(consumer.port), 0u) << "nothing reaches an unverified consumer";
+
+  settings_.http_tls = "{ ca_file: \"" + ca.cert.string() + "\" }";
+  const RelayRunner runner(dir_->path(), settings_);
+  Process relay = runner.start("trusted");
+  ASSERT_TRUE(drained(20s)) << relay.describe();
+  EXPECT_EQ(relay.terminate(10s), 0) << relay.describe();
+  EXPECT_EQ(upstream_total(consumer.port), 5u);
+  for (const std::int64_t id : ids) EXPECT_EQ(upstream_count_for_webhook_id(consumer.port, std::to_string(id)), 1u) << id;
+  EXPECT_GE(upstream_tls_connections(consumer.port), 1u);
+}
+
+// 8c. A consumer that requires a client certificate: without one the refusal (TLS 1.3 sends it in
+//     place of the first response) is an unusable endpoint, not a failed attempt: no row is
+//     charged an attempt or parked. With the certificate configured, every event arrives once.
+TEST_F(RelayProcess, HttpsSinkPresentsItsClientCertificate) {
+  const std::filesystem::path pki_dir = dir_->path() / "pki";
+  std::filesystem::create_directories(pki_dir);
+  TestPki pki(pki_dir);
+  const CertificateFiles ca = pki.make_ca("hooks-ca");
+  const CertificateFiles server = pki.issue(ca, "hooks", "localhost", "DNS:localhost,IP:127.0.0.1", CertificateUse::server);
+  const CertificateFiles client = pki.issue(ca, "relay-client", "idemrelay", "", CertificateUse::client);
+  TestUpstream consumer = start_test_upstream_tls(dir_->path(), TestUpstreamTls{server.cert, server.key, ca.cert}, "hooks");
+  const auto ids = schema_->insert("order", "mtls1", 3, "created");
+  settings_.http = true;
+  settings_.http_url = "https://127.0.0.1:" + std::to_string(consumer.tls_port) + "/hooks/{event_type}";
+  settings_.max_attempts = 2;  // a refusal counted as an attempt would park the row within a second
+
+  settings_.http_tls = "{ ca_file: \"" + ca.cert.string() + "\" }";
+  {
+    const RelayRunner runner(dir_->path(), settings_);
+    Process anonymous = runner.start("anonymous");
+    ASSERT_TRUE(eventually([&] { return anonymous.stderr_text().find("rejected the TLS handshake") != std::string::npos; }, 10s))
+        << anonymous.describe();
+    std::this_thread::sleep_for(1500ms);  // several more rounds of backing off and trying again
+    EXPECT_EQ(anonymous.terminate(10s), 0) << anonymous.describe();
+  }
+  EXPECT_EQ(unpublished(), 3);
+  EXPECT_EQ(schema_->client().scalar("SELECT count(*) FROM outbox WHERE attempts > 0 OR parked_at IS NOT NULL"), 0);
+  EXPECT_EQ(upstream_total(consumer.port), 0u);
+
+  settings_.http_tls = "{ ca_file: \"" + ca.cert.string() + "\", cert_file: \"" + client.cert.string() + "\", key_file: \"" +
+                       client.key.string() + "\" }";
+  const RelayRunner runner(dir_->path(), settings_);
+  Process relay = runner.start("with-certificate");
+  ASSERT_TRUE(drained(20s)) << relay.describe();
+  EXPECT_EQ(relay.terminate(10s), 0) << relay.describe();
+  for (const std::int64_t id : ids) EXPECT_EQ(upstream_count_for_webhook_id(consumer.port, std::to_string(id)), 1u) << id;
 }
 
 // 9. A relay paused (SIGSTOP) past its lease while holding a published batch: another relay takes

@@ -83,6 +83,48 @@ TEST(RelayConfig, HttpSinkNeedsAWellFormedSecret) {
   EXPECT_EQ(good.config->sink.http.target.text, "/in/{event_type}");
 }
 
+// https:// turns TLS on (port 443 by default); sink.http.tls tunes it like idemproxy's upstream.tls,
+// and a file it names must be readable at load, reported at its line and column.
+TEST(RelayConfig, HttpsSinkUrlTurnsTlsOnAndItsFilesAreCheckedAtLoad) {
+  const auto secret = env({{"S", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}});
+  const std::string head = "postgres: { dsn: x }\nsink:\n  type: http\n  http:\n    secret: \"${S}\"\n";
+  const auto plain_default = config::load_relay_config_text(head + "    url: https://hooks.example/in\n", "a.yaml", secret);
+  ASSERT_TRUE(plain_default.config) << messages(plain_default);
+  EXPECT_TRUE(plain_default.config->sink.http.tls.enabled);
+  EXPECT_TRUE(plain_default.config->sink.http.tls.verify);
+  EXPECT_EQ(plain_default.config->sink.http.port, 443);
+  EXPECT_EQ(plain_default.config->sink.http.host, "hooks.example");
+
+  const std::string ca = std::string(IDEM_SOURCE_DIR) + "/CMakeLists.txt";  // readable: only its presence is checked here
+  const auto tuned = config::load_relay_config_text(
+      head + "    url: https://127.0.0.1:8443/in\n    tls: { ca_file: \"" + ca + "\", server_name: hooks.internal }\n", "b.yaml", secret);
+  ASSERT_TRUE(tuned.config) << messages(tuned);
+  EXPECT_EQ(tuned.config->sink.http.port, 8443);
+  EXPECT_EQ(tuned.config->sink.http.tls.ca_file, ca);
+  EXPECT_EQ(tuned.config->sink.http.tls.server_name, "hooks.internal");
+
+  const auto missing = config::load_relay_config_text(
+      head + "    url: https://127.0.0.1:8443/in\n    tls: { ca_file: /nonexistent/ca.pem }\n", "c.yaml", secret);
+  EXPECT_FALSE(missing.config);
+  EXPECT_NE(messages(missing).find("c.yaml:7:21: sink.http.tls.ca_file: cannot read \"/nonexistent/ca.pem\""), std::string::npos)
+      << messages(missing);
+
+  const auto half = config::load_relay_config_text(
+      head + "    url: https://127.0.0.1:8443/in\n    tls: { cert_file: \"" + ca + "\" }\n", "d.yaml", secret);
+  EXPECT_NE(messages(half).find("sink.http.tls: a client certificate needs both cert_file and key_file"), std::string::npos)
+      << messages(half);
+
+  const auto ignored = config::load_relay_config_text(
+      head + "    url: http://127.0.0.1:8080/in\n    tls: { verify: false }\n", "e.yaml", secret);
+  ASSERT_TRUE(ignored.config) << messages(ignored);
+  EXPECT_FALSE(ignored.config->sink.http.tls.enabled);
+  EXPECT_NE(messages(ignored).find("e.yaml:7:5: warning: sink.http.tls is ignored: sink.http.url is not https://"), std::string::npos)
+      << messages(ignored);
+
+  const auto other = config::load_relay_config_text(head + "    url: ftp://127.0.0.1/in\n", "f.yaml", secret);
+  EXPECT_NE(messages(other).find("sink.http.url must be http[s]://host[:port]/path"), std::string::npos) << messages(other);
+}
+
 TEST(MessageTemplate, PlaceholdersAreFilledAndEscapedForUrls) {
   std::string error;
   const auto parsed = config::parse_message_template("/e/{aggregate_type}/{aggregate_id}/{event_id}?t={event_type}&x={{y}}", error);
