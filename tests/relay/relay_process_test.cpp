@@ -28,6 +28,23 @@ using namespace std::chrono_literals;
 // Every test on the suite's Postgres and Redis (a private Redis where the test stops it).
 class RelayProcess : public RelayFixture {};
 
+// A throwaway CA and, issued by it, an HTTPS consumer's certificate (localhost, 127.0.0.1) and a
+// client certificate for the relay, under `dir`/pki.
+struct ConsumerCertificates {
+  CertificateFiles ca;
+  CertificateFiles server;
+  CertificateFiles client;
+};
+ConsumerCertificates make_consumer_certificates(const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir / "pki");
+  TestPki pki(dir / "pki");
+  ConsumerCertificates made;
+  made.ca = pki.make_ca("hooks-ca");
+  made.server = pki.issue(made.ca, "hooks", "localhost", "DNS:localhost,IP:127.0.0.1", CertificateUse::server);
+  made.client = pki.issue(made.ca, "relay-client", "idemrelay", "", CertificateUse::client);
+  return made;
+}
+
 // 1. kill -9 between XADD and the mark: after a restart the stream holds one entry per event.
 TEST_F(RelayProcess, CrashAfterPublishBeforeMarkLeavesOneEntryPerEvent) {
   for (const char* aggregate : {"a1", "a2", "a3"}) schema_->insert("order", aggregate, 10);
@@ -324,11 +341,7 @@ TEST_F(RelayProcess, HttpSinkThroughIdemproxyExecutesEachEventOnce) {
 //     throwaway CA is not in the system's store), nothing is delivered and the log says why; with
 //     the CA configured, every event arrives once, over TLS.
 TEST_F(RelayProcess, HttpsSinkDeliversOnlyToAVerifiedConsumer) {
-  const std::filesystem::path pki_dir = dir_->path() / "pki";
-  std::filesystem::create_directories(pki_dir);
-  TestPki pki(pki_dir);
-  const CertificateFiles ca = pki.make_ca("hooks-ca");
-  const CertificateFiles server = pki.issue(ca, "hooks", "localhost", "DNS:localhost,IP:127.0.0.1", CertificateUse::server);
+  const auto [ca, server, client] = make_consumer_certificates(dir_->path());
   TestUpstream consumer = start_test_upstream_tls(dir_->path(), TestUpstreamTls{server.cert, server.key, {}}, "hooks");
   const auto ids = schema_->insert("order", "tls1", 5, "created");
   settings_.http = true;
@@ -361,12 +374,7 @@ TEST_F(RelayProcess, HttpsSinkDeliversOnlyToAVerifiedConsumer) {
 //     place of the first response) is an unusable endpoint, not a failed attempt: no row is
 //     charged an attempt or parked. With the certificate configured, every event arrives once.
 TEST_F(RelayProcess, HttpsSinkPresentsItsClientCertificate) {
-  const std::filesystem::path pki_dir = dir_->path() / "pki";
-  std::filesystem::create_directories(pki_dir);
-  TestPki pki(pki_dir);
-  const CertificateFiles ca = pki.make_ca("hooks-ca");
-  const CertificateFiles server = pki.issue(ca, "hooks", "localhost", "DNS:localhost,IP:127.0.0.1", CertificateUse::server);
-  const CertificateFiles client = pki.issue(ca, "relay-client", "idemrelay", "", CertificateUse::client);
+  const auto [ca, server, client] = make_consumer_certificates(dir_->path());
   TestUpstream consumer = start_test_upstream_tls(dir_->path(), TestUpstreamTls{server.cert, server.key, ca.cert}, "hooks");
   const auto ids = schema_->insert("order", "mtls1", 3, "created");
   settings_.http = true;
