@@ -30,9 +30,10 @@ jq -r --arg root "$REPO/proxy/" 'to_entries[] | select(.value.file | startswith(
 REPO_RE=$(printf '%s' "$REPO" | sed 's/[][\.*^$+?(){}|]/\\&/g')
 SETTINGS_HASH=$( { clang-tidy --version; cat "$REPO/.clang-tidy"; } | sha256sum | cut -c1-64)
 
+# $1: one line of $OUT/units.
 check_unit() {
   set -o pipefail
-  local index=$1 file=$2 command preprocessed key log
+  local index=${1%%$'\t'*} file=${1#*$'\t'} command preprocessed key log
   command=$(jq -r --argjson i "$index" '.[$i].command' "$DB")
   # The same compile command, preprocessing only: its output covers every header the unit sees.
   local preprocess
@@ -66,11 +67,12 @@ export BUILD_DIR DB CACHE OUT REPO REPO_RE SETTINGS_HASH
 
 total=$(wc -l <"$OUT/units")
 status=0
-tr '\t' ' ' <"$OUT/units" | xargs -P "$JOBS" -L1 bash -c 'check_unit "$0" "$1"' || status=$?
-findings=$(find "$OUT" -name '*.findings' | sort)
-if [ -n "$findings" ]; then
-  cat $findings
-  echo "clang-tidy: findings in $(echo "$findings" | wc -l) of $total translation units" >&2
+# One whole line per process (paths may hold spaces); check_unit splits it at the tab.
+xargs -P "$JOBS" -d '\n' -n1 bash -c 'check_unit "$0"' <"$OUT/units" || status=$?
+findings=$(find "$OUT" -name '*.findings' | wc -l)
+if [ "$findings" -gt 0 ]; then
+  find "$OUT" -name '*.findings' -print0 | sort -z | xargs -0 cat
+  echo "clang-tidy: findings in $findings of $total translation units" >&2
   exit 1
 fi
 [ "$status" -eq 0 ] || { echo "clang-tidy: a check failed to run (status $status)" >&2; exit 1; }
