@@ -13,7 +13,6 @@ namespace {
 
 const std::vector<std::string_view> kClientTlsKeys = {"verify", "ca_file", "server_name", "cert_file", "key_file"};
 
-std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
 std::string under(std::string_view path, std::string_view key) { return std::string(path) + "." + std::string(key); }
 

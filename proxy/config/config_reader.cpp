@@ -65,7 +65,6 @@ constexpr std::size_t kMaxTokenFileBytes = 4096;
 constexpr int kMinStatus = 100;
 constexpr int kMaxStatus = 599;
 
-std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
 template <class T>
 void assign(std::optional<T> value, T& target) {

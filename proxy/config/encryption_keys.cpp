@@ -22,7 +22,6 @@ constexpr std::string_view kSection = "store.encryption";
 // A key file holds one key (64 hex digits or 44 base64 characters, maybe a newline).
 constexpr std::size_t kMaxKeyFileBytes = 4096;
 
-std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
 struct KeyText {
   std::optional<std::string> text;

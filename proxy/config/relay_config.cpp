@@ -22,6 +22,7 @@ namespace idem::config {
 namespace {
 
 using detail::Field;
+using detail::quoted;
 using detail::Fields;
 using detail::IssueSink;
 using detail::YamlReader;
@@ -46,7 +47,6 @@ constexpr std::uint64_t kMaxAttempts = 1'000;
 constexpr std::size_t kMaxSecretFileBytes = 4'096;
 constexpr std::string_view kSecretPrefix = "whsec_";
 
-std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
 template <class T>
 void assign(std::optional<T> value, T& target) {

@@ -8,7 +8,6 @@
 namespace idem::config::detail {
 namespace {
 
-std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
 std::string kind_name(const YAML::Node& node) {
   switch (node.Type()) {
@@ -22,6 +21,8 @@ std::string kind_name(const YAML::Node& node) {
 }
 
 }  // namespace
+
+std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
 const Field* Fields::find(std::string_view name) const {
   const auto it = std::find_if(fields_.begin(), fields_.end(), [&](const Field& field) { return field.name == name; });

@@ -19,6 +19,9 @@
 
 namespace idem::config::detail {
 
+// A value as messages show it: in double quotes.
+std::string quoted(std::string_view text);
+
 // One `key: value` entry of a mapping.
 struct Field {
   std::string name;
