@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "http/client_stream.hpp"
 #include "http/tls_context.hpp"
 #include "http/tls_session.hpp"
 #include "log/log.hpp"
@@ -68,23 +69,8 @@ std::shared_ptr<asio::ssl::context> upstream_tls_context(const config::UpstreamT
 }
 }  // namespace
 
-struct UpstreamPool::Transport {
-  Transport(asio::io_context& io, asio::ssl::context* tls_context) : tcp(io) {
-    if (tls_context != nullptr) tls.emplace(tcp, *tls_context);
-  }
-  // Deadlines are set here for both layers: a TLS operation is reads and writes on this stream.
-  beast::tcp_stream tcp;
-  std::optional<asio::ssl::stream<beast::tcp_stream&>> tls;
-
-  asio::awaitable<std::tuple<beast::error_code, std::size_t>> write(const Request& request) {
-    if (tls) co_return co_await beast_http::async_write(*tls, request, use_tuple);
-    co_return co_await beast_http::async_write(tcp, request, use_tuple);
-  }
-  asio::awaitable<std::tuple<beast::error_code, std::size_t>> read(
-      beast::flat_buffer& buffer, beast_http::response_parser<beast_http::string_body>& parser) {
-    if (tls) co_return co_await beast_http::async_read(*tls, buffer, parser, use_tuple);
-    co_return co_await beast_http::async_read(tcp, buffer, parser, use_tuple);
-  }
+struct UpstreamPool::Transport : ClientStream {
+  using ClientStream::ClientStream;
 };
 
 std::string_view upstream_failure_name(UpstreamFailure failure) {
@@ -155,19 +141,9 @@ asio::awaitable<UpstreamFailure> UpstreamPool::open_connection(Connection& conne
     co_return UpstreamFailure::connect_failed;
   }
   stream.socket().set_option(tcp::no_delay(true));
-  auto& tls = connection.transport->tls;
-  if (!tls) co_return UpstreamFailure::none;
-  if (!set_upstream_peer_name(tls->native_handle(), tls_name_, tls_verify_)) {
-    log::warn("upstream_tls_failed", {{"server_name", tls_name_}, {"reason", "OpenSSL refused the server name"}});
-    co_return UpstreamFailure::tls_failed;
-  }
   // The handshake gets a connect timeout of its own.
-  stream.expires_after(connect_timeout_);
-  auto [handshake_ec] = co_await tls->async_handshake(asio::ssl::stream_base::client, use_tuple);
-  if (handshake_ec) {
-    log::warn("upstream_tls_failed",
-              {{"server_name", tls_name_},
-               {"reason", upstream_handshake_failure(tls->native_handle(), handshake_ec, tls_verify_)}});
+  if (const auto failure = co_await connection.transport->handshake(tls_name_, tls_verify_, connect_timeout_)) {
+    log::warn("upstream_tls_failed", {{"server_name", tls_name_}, {"reason", *failure}});
     co_return UpstreamFailure::tls_failed;
   }
   co_return UpstreamFailure::none;
@@ -213,7 +189,7 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
     if (read_ec) {
       // TLS 1.3: a server checks our certificate after we consider the handshake done, so its
       // refusal arrives in place of the response; its application never saw the request.
-      if (transport.tls && !reused && read == 0 && is_handshake_rejection(read_ec)) {
+      if (!reused && transport.handshake_refused(read_ec, read)) {
         log::warn("upstream_tls_failed", {{"server_name", tls_name_},
                                           {"reason", "the upstream rejected the TLS handshake: " + tls_error_text(read_ec)}});
         co_return finish({UpstreamFailure::tls_failed, {}, {}});

@@ -6,7 +6,6 @@
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/ssl/stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/empty_body.hpp>
@@ -17,11 +16,10 @@
 
 #include <chrono>
 #include <map>
-#include <optional>
-#include <tuple>
 #include <stdexcept>
 #include <utility>
 
+#include "http/client_stream.hpp"
 #include "http/tls_context.hpp"
 #include "http/tls_session.hpp"
 #include "log/log.hpp"
@@ -64,24 +62,8 @@ std::int64_t unix_seconds_now() {
 
 }  // namespace
 
-// Deadlines are set on the TCP stream for both layers: a TLS operation is reads and writes on it.
-struct HttpSink::Stream {
-  Stream(asio::io_context& io, asio::ssl::context* tls_context) : tcp(io) {
-    if (tls_context != nullptr) tls.emplace(tcp, *tls_context);
-  }
-  boost::beast::tcp_stream tcp;
-  std::optional<asio::ssl::stream<boost::beast::tcp_stream&>> tls;
-
-  template <class Message>
-  asio::awaitable<std::tuple<boost::system::error_code, std::size_t>> write(Message& message) {
-    if (tls) co_return co_await http::async_write(*tls, message, use_tuple);
-    co_return co_await http::async_write(tcp, message, use_tuple);
-  }
-  template <class Parser>
-  asio::awaitable<std::tuple<boost::system::error_code, std::size_t>> read(boost::beast::flat_buffer& buffer, Parser& parser) {
-    if (tls) co_return co_await http::async_read(*tls, buffer, parser, use_tuple);
-    co_return co_await http::async_read(tcp, buffer, parser, use_tuple);
-  }
+struct HttpSink::Stream : idem::http::ClientStream {
+  using ClientStream::ClientStream;
   void close() { tcp.close(); }
 };
 
@@ -193,18 +175,9 @@ asio::awaitable<std::unique_ptr<HttpSink::Stream>> HttpSink::open_stream(bool& f
     co_return nullptr;
   }
   stream->tcp.socket().set_option(asio::ip::tcp::no_delay(true));
-  if (!stream->tls) co_return stream;
-  const std::string& name = tls_name();
-  if (!idem::http::set_upstream_peer_name(stream->tls->native_handle(), name, config_.tls.verify)) {
-    error = "TLS to " + name + ": OpenSSL refused the server name";
-    co_return nullptr;
-  }
   // The handshake gets a connect timeout of its own.
-  stream->tcp.expires_after(config_.connect_timeout);
-  auto [handshake_ec] = co_await stream->tls->async_handshake(asio::ssl::stream_base::client, use_tuple);
-  if (handshake_ec) {
-    error = "TLS to " + name + ": " +
-            idem::http::upstream_handshake_failure(stream->tls->native_handle(), handshake_ec, config_.tls.verify);
+  if (const auto failure = co_await stream->handshake(tls_name(), config_.tls.verify, config_.connect_timeout)) {
+    error = "TLS to " + tls_name() + ": " + *failure;
     co_return nullptr;
   }
   co_return stream;
@@ -251,7 +224,7 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
       // TLS 1.3: a server checks our certificate after we consider the handshake done, so its
       // refusal arrives in place of the response. The consumer's application never saw the
       // event: the endpoint is unusable as configured, not the row's fault.
-      if (error && fresh && stream->tls && read == 0 && idem::http::is_handshake_rejection(error)) {
+      if (error && fresh && stream->handshake_refused(error, read)) {
         stream->close();
         ready_ = false;
         co_return Delivery{DeliveryOutcome::unavailable,

@@ -1,0 +1,26 @@
+#include "http/client_stream.hpp"
+
+#include "http/tls_session.hpp"
+
+namespace idem::http {
+
+ClientStream::ClientStream(boost::asio::io_context& io, boost::asio::ssl::context* tls_context) : tcp(io) {
+  if (tls_context != nullptr) tls.emplace(tcp, *tls_context);
+}
+
+boost::asio::awaitable<std::optional<std::string>> ClientStream::handshake(const std::string& peer_name, bool verify,
+                                                                            std::chrono::milliseconds timeout) {
+  if (!tls) co_return std::nullopt;
+  if (!set_upstream_peer_name(tls->native_handle(), peer_name, verify)) co_return "OpenSSL refused the server name";
+  tcp.expires_after(timeout);
+  auto [ec] = co_await tls->async_handshake(boost::asio::ssl::stream_base::client,
+                                            boost::asio::as_tuple(boost::asio::use_awaitable));
+  if (!ec) co_return std::nullopt;
+  co_return upstream_handshake_failure(tls->native_handle(), ec, verify);
+}
+
+bool ClientStream::handshake_refused(const boost::system::error_code& ec, std::size_t bytes_read) const {
+  return tls && bytes_read == 0 && is_handshake_rejection(ec);
+}
+
+}  // namespace idem::http

@@ -1,0 +1,60 @@
+#pragma once
+// The byte stream of a connection this process opens as an HTTP client (the upstream pool's, and
+// idemrelay's HTTP sink's): TCP, or TLS over it for an https:// peer. Deadlines are set on `tcp`
+// for both layers: a TLS operation is reads and writes on it. Included only where it is used: it
+// instantiates Beast's HTTP read and write.
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <tuple>
+
+namespace idem::http {
+
+struct ClientStream {
+  using Result = std::tuple<boost::system::error_code, std::size_t>;
+
+  // `tls_context` null: plain TCP.
+  ClientStream(boost::asio::io_context& io, boost::asio::ssl::context* tls_context);
+  ClientStream(const ClientStream&) = delete;  // the TLS layer refers to `tcp`
+  ClientStream& operator=(const ClientStream&) = delete;
+
+  // After the TCP connect: names the peer (SNI, and the name its certificate must carry when
+  // verifying) and runs the client handshake within `timeout`. Nullopt when done, else why not
+  // ("certificate verify failed: hostname mismatch", an alert, "timed out"). A no-op without TLS.
+  boost::asio::awaitable<std::optional<std::string>> handshake(const std::string& peer_name, bool verify,
+                                                                std::chrono::milliseconds timeout);
+
+  // True when a read that got no byte failed because the peer refused the handshake: with TLS 1.3
+  // a server checks the client's certificate after the client considers the handshake done, so
+  // its refusal arrives in place of the first response, and its application never saw the request.
+  bool handshake_refused(const boost::system::error_code& ec, std::size_t bytes_read) const;
+
+  template <class Message>
+  boost::asio::awaitable<Result> write(const Message& message) {
+    constexpr auto use_tuple = boost::asio::as_tuple(boost::asio::use_awaitable);
+    if (tls) co_return co_await boost::beast::http::async_write(*tls, message, use_tuple);
+    co_return co_await boost::beast::http::async_write(tcp, message, use_tuple);
+  }
+  template <class Parser>
+  boost::asio::awaitable<Result> read(boost::beast::flat_buffer& buffer, Parser& parser) {
+    constexpr auto use_tuple = boost::asio::as_tuple(boost::asio::use_awaitable);
+    if (tls) co_return co_await boost::beast::http::async_read(*tls, buffer, parser, use_tuple);
+    co_return co_await boost::beast::http::async_read(tcp, buffer, parser, use_tuple);
+  }
+
+  boost::beast::tcp_stream tcp;
+  std::optional<boost::asio::ssl::stream<boost::beast::tcp_stream&>> tls;
+};
+
+}  // namespace idem::http
