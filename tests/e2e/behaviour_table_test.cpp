@@ -175,6 +175,10 @@ TEST_P(InvalidKey, IsRejectedWith400AndNeverReachesTheUpstream) {
   const auto response = send(request);
   expect_problem(response, 400, param.slug);
   EXPECT_EQ(upstream_total(), 0u);
+  // The bound refuses that request only: the next valid one is served.
+  const std::string key = unique_key("after-invalid");
+  EXPECT_EQ(send(order(key)).status, 200);
+  EXPECT_EQ(upstream_count(key), 1u);
 }
 
 INSTANTIATE_TEST_SUITE_P(
