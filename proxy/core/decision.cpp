@@ -41,6 +41,7 @@ std::string_view action_name(Action action) {
     case Action::replay: return "replay";
     case Action::fingerprint_mismatch: return "fingerprint_mismatch";
     case Action::in_flight: return "in_flight";
+    case Action::wait: return "wait";
     case Action::too_large_to_replay: return "too_large_to_replay";
     case Action::outcome_unknown: return "outcome_unknown";
   }
@@ -56,9 +57,25 @@ std::string_view outcome_name(Outcome outcome) {
   return "invalid";
 }
 
+namespace {
+
+// A duplicate of a request still running: rejected with 409, or held, as the route says.
+Decision duplicate_in_flight(std::chrono::seconds retry_after, const RoutePolicy& policy) {
+  switch (policy.in_flight) {
+    case InFlightPolicy::reject: return {Action::in_flight, retry_after};
+    case InFlightPolicy::wait: return {Action::wait, retry_after};
+  }
+  return {Action::in_flight, retry_after};
+}
+
+}  // namespace
+
 Decision decide(const ClaimResult& claim, std::string_view fingerprint, const RoutePolicy& policy) {
   if (claim.claimed) return {Action::execute};
-  const Record& record = claim.existing;
+  return decide(claim.existing, fingerprint, policy);
+}
+
+Decision decide(const Record& record, std::string_view fingerprint, const RoutePolicy& policy) {
   // A different request under the same key is the client's mistake whatever the first one's state.
   if (record.fingerprint != fingerprint) return {Action::fingerprint_mismatch};
 
@@ -69,13 +86,13 @@ Decision decide(const ClaimResult& claim, std::string_view fingerprint, const Ro
     case RecordState::in_flight: {
       if (record.lease_remaining > std::chrono::milliseconds::zero()) {
         const auto left = std::chrono::ceil<std::chrono::seconds>(record.lease_remaining);
-        return {Action::in_flight, std::max(left, std::chrono::seconds(1))};
+        return duplicate_in_flight(std::max(left, std::chrono::seconds(1)), policy);
       }
       // The lease lapsed: the first execution may or may not have reached the upstream.
       switch (policy.unknown_outcome) {
         case UnknownOutcome::lock: return {Action::outcome_unknown};
         // The store hands a lapsed lease to the next claim, so a prompt retry executes.
-        case UnknownOutcome::retry: return {Action::in_flight, std::chrono::seconds(1)};
+        case UnknownOutcome::retry: return duplicate_in_flight(std::chrono::seconds(1), policy);
       }
       break;
     }

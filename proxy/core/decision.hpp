@@ -20,6 +20,7 @@ enum class Action {
   replay,               // same fingerprint, completed: send the stored response
   fingerprint_mismatch, // 422: same key, different request
   in_flight,            // 409 + Retry-After: the first request is still running
+  wait,                 // in_flight, on a route that holds duplicates (in_flight: wait): ask again later
   too_large_to_replay,  // 409: the original completed with a body too large to store
   outcome_unknown,      // 502: the original reached the upstream, its outcome is unknown
 };
@@ -30,7 +31,10 @@ struct Decision {
   std::chrono::seconds retry_after{0};  // for in_flight: whole seconds left on the lease, at least 1
 };
 
+// The same decision for a record the claim returned and for a copy from a replay cache (a
+// cached record is always finished, so a cache hit decides replay, mismatch or too_large).
 Decision decide(const ClaimResult& claim, std::string_view fingerprint, const RoutePolicy& policy);
+Decision decide(const Record& existing, std::string_view fingerprint, const RoutePolicy& policy);
 
 // After the upstream answered: keep the response as the key's result, or release the key.
 enum class Outcome {

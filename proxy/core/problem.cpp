@@ -159,4 +159,17 @@ Problem record_corrupt_problem() {
                       "replayed; the original request was already executed and will not be executed again");
 }
 
+Problem decision_problem(const Decision& decision, const Record& record, const RoutePolicy& policy) {
+  switch (decision.action) {
+    case Action::fingerprint_mismatch: return fingerprint_mismatch_problem(policy.key_header);
+    case Action::in_flight:
+    case Action::wait: return in_flight_problem(decision.retry_after);
+    case Action::too_large_to_replay: return too_large_to_replay_problem(record.response.status, policy.max_stored_body);
+    case Action::outcome_unknown: return outcome_unknown_problem();
+    case Action::execute:
+    case Action::replay: break;
+  }
+  return internal_problem("no problem for this decision");
+}
+
 }  // namespace idem::core

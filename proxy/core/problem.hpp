@@ -44,4 +44,8 @@ Problem internal_problem(std::string_view why);                                 
 // store/encrypting_store.hpp): it is never replayed, and the request is not executed again.
 Problem record_corrupt_problem();                                                             // 500
 
+// The answer to every decision that neither executes nor replays (fingerprint_mismatch,
+// in_flight and wait, too_large_to_replay, outcome_unknown) for the record it was made on.
+Problem decision_problem(const Decision& decision, const Record& record, const RoutePolicy& policy);
+
 }  // namespace idem::core

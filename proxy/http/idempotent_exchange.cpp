@@ -1,6 +1,7 @@
 #include "http/idempotent_exchange.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "core/decision.hpp"
+#include "core/failure_policy.hpp"
 #include "core/problem.hpp"
 #include "core/stored_headers.hpp"
 #include "crypto/sha256.hpp"
@@ -64,31 +66,62 @@ core::StoredResponse status_only(const Response& response) {
 // Logs never carry the raw key: it may be guessable or sensitive.
 std::string key_hash(const std::string& key) { return crypto::to_hex(crypto::sha256(key)).substr(0, 16); }
 
-bool worth_retrying(store::StoreError error) {
-  return error == store::StoreError::unavailable || error == store::StoreError::timeout;
+// One write that settles a claimed record (complete, release, mark_unknown), as the store takes it.
+struct OwnerWriteRequest {
+  core::OwnerWrite write = core::OwnerWrite::release;
+  store::CompleteRequest complete;  // scope, key and owner for every write; state and response for complete
+};
+
+void send_owner_write(store::Store& store, const OwnerWriteRequest& request, store::DoneHandler done) {
+  const store::ReleaseRequest owned{request.complete.scope, request.complete.key, request.complete.owner};
+  switch (request.write) {
+    case core::OwnerWrite::complete: store.complete(request.complete, std::move(done)); return;
+    case core::OwnerWrite::release: store.release(owned, std::move(done)); return;
+    case core::OwnerWrite::mark_unknown: store.mark_unknown(owned, std::move(done)); return;
+  }
 }
 
-// Keeps writing a completion the store refused for lack of a connection, with capped backoff,
-// until the lease it protects ends: after that another request may own the key.
-asio::awaitable<void> retry_complete_in_background(WorkerServices& services, store::CompleteRequest request,
-                                                   Clock::time_point lease_end, std::string route) {
+template <typename CompletionToken>
+auto async_owner_write(store::Store& store, const OwnerWriteRequest& request, CompletionToken&& token) {
+  return asio::async_initiate<CompletionToken, void(store::StoreError)>(
+      [&store, &request](auto handler) {
+        send_owner_write(store, request,
+                         [handler = std::make_shared<decltype(handler)>(std::move(handler))](store::StoreError error) mutable {
+                           (*handler)(error);
+                         });
+      },
+      token);
+}
+
+// Runs an owner write the store did not confirm, again and again with capped backoff, until the
+// store settles it or the record's life (owner_write_horizon, from the claim) ends. Every owner
+// write is fenced by the owner token and idempotent for that owner, so repeating one that did take
+// effect is harmless; after a take-over or an expiry it is a no-op.
+asio::awaitable<void> settle_in_background(WorkerServices& services, OwnerWriteRequest request,
+                                           Clock::time_point horizon, std::string route) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   milliseconds delay{100};
   store::StoreError error = store::StoreError::unavailable;
-  while (Clock::now() + delay < lease_end) {
+  core::OwnerWriteNext next = core::OwnerWriteNext::retry;
+  int attempts = 0;
+  while (next == core::OwnerWriteNext::retry && Clock::now() + delay < horizon) {
     timer.expires_after(delay);
     co_await timer.async_wait(asio::as_tuple(use_awaitable));
-    error = co_await async_complete(services.store, request, use_awaitable);
-    if (!worth_retrying(error)) break;
+    error = co_await async_owner_write(services.store, request, use_awaitable);
+    ++attempts;
+    next = core::after_owner_write(request.write, error);
     delay = std::min(delay * 2, milliseconds{2'000});
   }
-  if (error == store::StoreError::ok) {
-    log::info("complete_recovered", {{"route", route}, {"key_sha256", key_hash(request.key)}});
+  const std::string event = std::string(core::owner_write_name(request.write));
+  if (next == core::OwnerWriteNext::done) {
+    log::info(event + "_recovered", {{"route", route}, {"key_sha256", key_hash(request.complete.key)},
+                                     {"attempts", attempts}, {"store", store::store_error_name(error)}});
   } else {
-    // The response went to the client but is not stored: a retry after the lease will find the
-    // record in flight and lapsed, i.e. an unknown outcome.
-    log::error("complete_abandoned", {{"route", route}, {"key_sha256", key_hash(request.key)},
-                                      {"status", request.response.status}, {"error", store::store_error_name(error)}});
+    // complete: the client had its response, but it is not stored; a retry finds the record in
+    // flight, then lapsed (unknown). release/mark_unknown: the record stays in flight until its
+    // lease lapses, then reads as unknown (lock) or is taken over (retry).
+    log::error(event + "_abandoned", {{"route", route}, {"key_sha256", key_hash(request.complete.key)},
+                                      {"attempts", attempts}, {"error", store::store_error_name(error)}});
   }
   services.background.finished();
 }
@@ -100,6 +133,7 @@ class IdempotentExchange {
       : services_(services), policy_(policy), request_(request), client_address_(client_address), trace_(trace) {}
 
   asio::awaitable<Response> run(std::string key, std::string_view path, std::string_view query) {
+    executor_ = co_await asio::this_coro::executor;
     claim_.scope = fingerprint::record_scope(policy_.name, collect_headers(request_, policy_.scope_headers));
     claim_.key = std::move(key);
     claim_.fingerprint = fingerprint_of(path, query);
@@ -125,15 +159,12 @@ class IdempotentExchange {
     claim_sent_at_ = Clock::now();
     auto [error, claimed] = co_await async_claim(services_.store, claim_, use_awaitable);
     note_store("claim", claim_sent_at_);
-    if (error == store::StoreError::corrupt) co_return corrupt();
-    if (error != store::StoreError::ok) co_return co_await store_unavailable(error);
+    if (error != store::StoreError::ok) co_return co_await claim_failed(error);
     // A replay the store answered is offered to Redis, so the other proxies find it there. Only
     // here: the duplicates polling in wait_for_first leave that to the request that completes.
     remember_if_finished(claimed, true);
-    core::Decision decision = core::decide(claimed, claim_.fingerprint, policy_);
-    if (decision.action == core::Action::in_flight && policy_.in_flight == core::InFlightPolicy::wait) {
-      co_return co_await wait_for_first(decision);
-    }
+    const core::Decision decision = core::decide(claimed, claim_.fingerprint, policy_);
+    if (decision.action == core::Action::wait) co_return co_await wait_for_first(decision);
     co_return co_await act(decision, claimed);
   }
 
@@ -154,16 +185,30 @@ class IdempotentExchange {
   // A finished record is immutable until it expires: the same decision the store's copy would
   // give, without a round trip. `replayed` labels a replay by where the copy came from.
   Response answer_from_cache(const CachedRecord& cached, std::string_view replayed) const {
-    if (cached.fingerprint != claim_.fingerprint) {
-      trace_.decision = decision::mismatch;
-      return problem(core::fingerprint_mismatch_problem(policy_.key_header));
+    core::Record record;
+    record.fingerprint = cached.fingerprint;
+    record.state = cached.state;
+    record.response = cached.response;
+    const core::Decision decision = core::decide(record, claim_.fingerprint, policy_);
+    if (decision.action == core::Action::replay) {
+      trace_.decision = replayed;
+      return replay_response(cached.response, request_.version());
     }
-    if (cached.state == core::RecordState::too_large) {
-      trace_.decision = decision::too_large;
-      return problem(core::too_large_to_replay_problem(cached.response.status, policy_.max_stored_body));
+    return refuse(decision, record);
+  }
+
+  // Every decision that neither executes nor replays: its problem, labelled for the trace.
+  Response refuse(const core::Decision& decision, const core::Record& record) const {
+    switch (decision.action) {
+      case core::Action::fingerprint_mismatch: trace_.decision = decision::mismatch; break;
+      case core::Action::in_flight:
+      case core::Action::wait: trace_.decision = decision::in_flight; break;
+      case core::Action::too_large_to_replay: trace_.decision = decision::too_large; break;
+      case core::Action::outcome_unknown: trace_.decision = decision::unknown; break;
+      case core::Action::execute:
+      case core::Action::replay: assert(false && "refuse: not a refusal"); break;
     }
-    trace_.decision = replayed;
-    return replay_response(cached.response, request_.version());
+    return problem(core::decision_problem(decision, record, policy_));
   }
 
   // A stored record that fails authentication is never replayed and never re-executed: the key
@@ -217,17 +262,10 @@ class IdempotentExchange {
         trace_.decision = decision::replay;
         co_return replay_response(claimed.existing.response, request_.version());
       case core::Action::fingerprint_mismatch:
-        trace_.decision = decision::mismatch;
-        co_return problem(core::fingerprint_mismatch_problem(policy_.key_header));
       case core::Action::in_flight:
-        trace_.decision = decision::in_flight;
-        co_return problem(core::in_flight_problem(decision.retry_after));
+      case core::Action::wait:
       case core::Action::too_large_to_replay:
-        trace_.decision = decision::too_large;
-        co_return problem(core::too_large_to_replay_problem(claimed.existing.response.status, policy_.max_stored_body));
-      case core::Action::outcome_unknown:
-        trace_.decision = decision::unknown;
-        co_return problem(core::outcome_unknown_problem());
+      case core::Action::outcome_unknown: co_return refuse(decision, claimed.existing);
     }
     co_return problem(core::internal_problem("unexpected decision"));
   }
@@ -259,23 +297,32 @@ class IdempotentExchange {
       claim_sent_at_ = Clock::now();
       auto [error, claimed] = co_await async_claim(services_.store, claim_, use_awaitable);
       note_store("claim", claim_sent_at_);
-      if (error == store::StoreError::corrupt) co_return corrupt();
-      if (error != store::StoreError::ok) co_return co_await store_unavailable(error);
+      if (error != store::StoreError::ok) co_return co_await claim_failed(error);
       remember_if_finished(claimed);
       decision = core::decide(claimed, claim_.fingerprint, policy_);
-      if (decision.action != core::Action::in_flight) co_return co_await act(decision, claimed);
+      if (decision.action != core::Action::wait) co_return co_await act(decision, claimed);
     }
     trace_.decision = decision::in_flight;
     co_return problem(core::in_flight_problem(decision.retry_after));
   }
 
-  asio::awaitable<Response> store_unavailable(store::StoreError error) {
-    log::warn("store_unavailable", {{"route", policy_.name}, {"error", store::store_error_name(error)}});
-    if (policy_.store_unavailable == core::StoreUnavailable::fail_open) {
-      trace_.decision = decision::unchecked;
-      Response response = co_await forward_plain(services_, request_, client_address_, trace_);
-      response.set("Idempotency-Status", "unchecked");
-      co_return response;
+  // The claim (or a poll, which is a claim too) failed. A claim whose reply was lost may have
+  // recorded this request as in flight: the fenced release frees the key behind the 503.
+  asio::awaitable<Response> claim_failed(store::StoreError error) {
+    const core::ClaimFailure failure = core::after_claim_failure(error, policy_);
+    log::warn("store_unavailable", {{"route", policy_.name}, {"error", store::store_error_name(error)},
+                                    {"answer", core::claim_failure_answer_name(failure.answer)},
+                                    {"release_claim", failure.release_claim}});
+    if (failure.release_claim) settle_later(core::OwnerWrite::release);
+    switch (failure.answer) {
+      case core::ClaimFailureAnswer::corrupt: co_return corrupt();
+      case core::ClaimFailureAnswer::forward_unchecked: {
+        trace_.decision = decision::unchecked;
+        Response response = co_await forward_plain(services_, request_, client_address_, trace_);
+        response.set("Idempotency-Status", "unchecked");
+        co_return response;
+      }
+      case core::ClaimFailureAnswer::unavailable: break;
     }
     trace_.decision = decision::store_unavailable;
     co_return problem(core::store_unavailable_problem(std::chrono::seconds(1)));
@@ -294,21 +341,35 @@ class IdempotentExchange {
     trace_.upstream += result.elapsed;
 
     if (result.failure != UpstreamFailure::none) {
-      if (nothing_sent(result.failure)) {
-        trace_.decision = decision::released;
-        co_await release();
-      } else if (result.failure == UpstreamFailure::response_too_large) {
-        // The upstream executed and answered; only the body is beyond what the proxy handles.
-        core::StoredResponse stored = status_only(result.response);
-        co_await complete(core::RecordState::too_large, std::move(stored));
-      } else if (policy_.unknown_outcome == core::UnknownOutcome::lock) {
-        trace_.decision = decision::unknown;
-        // The request reached the upstream and no answer came back: at most once means the
-        // record turns terminal `unknown` now, and every retry is told so.
-        co_await mark_unknown(result.failure);
+      switch (core::after_upstream_failure(failure_kind(result.failure), policy_)) {
+        case core::RecordFate::release: {
+          trace_.decision = decision::released;
+          const OwnerWriteRequest release = owner_write(core::OwnerWrite::release);
+          co_await settle(release);
+          break;
+        }
+        case core::RecordFate::complete_too_large: {
+          // The upstream executed and answered; only the body is beyond what the proxy handles.
+          OwnerWriteRequest too_large = completion(core::RecordState::too_large, status_only(result.response));
+          co_await settle(too_large);
+          break;
+        }
+        case core::RecordFate::mark_unknown: {
+          // The request reached the upstream and no answer came back: at most once means the
+          // record turns terminal `unknown` now, and every retry is told so. Logged either way:
+          // an unknown outcome is what an operator must reconcile.
+          trace_.decision = decision::unknown;
+          log::error("outcome_unknown", {{"route", policy_.name}, {"key_sha256", key_hash(claim_.key)},
+                                         {"upstream_failure", upstream_failure_name(result.failure)}});
+          const OwnerWriteRequest mark = owner_write(core::OwnerWrite::mark_unknown);
+          co_await settle(mark);
+          break;
+        }
+        case core::RecordFate::leave_in_flight:
+          // unknown_outcome: retry: the first retry after the lease takes the key over and executes
+          // again (for upstreams that deduplicate on the forwarded key).
+          break;
       }
-      // unknown_outcome: retry leaves the record in flight; the first retry after the lease takes
-      // it over and executes again (for upstreams that deduplicate on the forwarded key).
       co_return upstream_failure_response(result.failure, version);
     }
 
@@ -316,19 +377,22 @@ class IdempotentExchange {
     const core::Outcome outcome = core::classify_response(static_cast<int>(response.result_int()),
                                                           response["Idempotency-Transient"], response.body().size(), policy_);
     switch (outcome) {
-      case core::Outcome::release:
+      case core::Outcome::release: {
         trace_.decision = decision::released;
-        co_await release();
+        const OwnerWriteRequest release = owner_write(core::OwnerWrite::release);
+        co_await settle(release);
         break;
+      }
       case core::Outcome::store: {
         core::StoredResponse stored{static_cast<int>(response.result_int()),
                                     core::filter_for_storage(header_list(response), policy_), response.body()};
-        co_await complete(core::RecordState::completed, std::move(stored));
+        OwnerWriteRequest completed = completion(core::RecordState::completed, std::move(stored));
+        co_await settle(completed);
         break;
       }
       case core::Outcome::store_too_large: {
-        core::StoredResponse stored = status_only(response);
-        co_await complete(core::RecordState::too_large, std::move(stored));
+        OwnerWriteRequest too_large = completion(core::RecordState::too_large, status_only(response));
+        co_await settle(too_large);
         break;
       }
     }
@@ -336,62 +400,63 @@ class IdempotentExchange {
     co_return std::move(response);
   }
 
-  asio::awaitable<void> complete(core::RecordState state, core::StoredResponse stored) {
-    store::CompleteRequest request;
-    request.scope = claim_.scope;
-    request.key = claim_.key;
-    request.owner = claim_.owner;
-    request.state = state;
-    request.response = std::move(stored);
-    const auto started = Clock::now();
-    const store::StoreError error = co_await async_complete(services_.store, request, use_awaitable);
-    note_store("complete", started);
-    if (error == store::StoreError::ok) {
-      remember_completion(request);
-      co_return;
-    }
-    log::error("complete_failed", {{"route", policy_.name}, {"key_sha256", key_hash(claim_.key)},
-                                   {"error", store::store_error_name(error)}});
-    if (worth_retrying(error)) {
-      services_.background.started();
-      asio::co_spawn(co_await asio::this_coro::executor,
-                     retry_complete_in_background(services_, std::move(request), claim_sent_at_ + policy_.lease, policy_.name),
-                     asio::detached);
-    }
+  static core::UpstreamFailureKind failure_kind(UpstreamFailure failure) {
+    if (nothing_sent(failure)) return core::UpstreamFailureKind::nothing_sent;
+    if (failure == UpstreamFailure::response_too_large) return core::UpstreamFailureKind::response_too_large;
+    return core::UpstreamFailureKind::outcome_unknown;
   }
 
-  // The record this request claimed, as complete/release/mark_unknown name it.
-  store::ReleaseRequest owned_record() const {
-    store::ReleaseRequest owned;
-    owned.scope = claim_.scope;
-    owned.key = claim_.key;
-    owned.owner = claim_.owner;
+  // The record this request claimed, named for an owner write.
+  OwnerWriteRequest owner_write(core::OwnerWrite write) const {
+    OwnerWriteRequest owned;
+    owned.write = write;
+    owned.complete.scope = claim_.scope;
+    owned.complete.key = claim_.key;
+    owned.complete.owner = claim_.owner;
     return owned;
   }
 
-  asio::awaitable<void> mark_unknown(UpstreamFailure failure) {
-    const store::ReleaseRequest request = owned_record();
-    const auto started = Clock::now();
-    const store::StoreError error = co_await async_mark_unknown(services_.store, request, use_awaitable);
-    note_store("mark_unknown", started);
-    // Logged either way: an unknown outcome is what an operator must reconcile. If the write
-    // failed, the record stays in flight and reads as unknown once its lease lapses.
-    log::error("outcome_unknown", {{"route", policy_.name}, {"key_sha256", key_hash(claim_.key)},
-                                   {"upstream_failure", upstream_failure_name(failure)},
-                                   {"store", store::store_error_name(error)}});
+  OwnerWriteRequest completion(core::RecordState state, core::StoredResponse stored) const {
+    OwnerWriteRequest owned = owner_write(core::OwnerWrite::complete);
+    owned.complete.state = state;
+    owned.complete.response = std::move(stored);
+    return owned;
   }
 
-  asio::awaitable<void> release() {
-    const store::ReleaseRequest request = owned_record();
+  // One owner write now; if the store did not confirm it, again in the background (the client's
+  // answer does not wait for that). A completion is cached only once the store confirmed it.
+  // `owned` is a named value of the caller's (see the note on co_await at the top of this file).
+  asio::awaitable<void> settle(const OwnerWriteRequest& owned) {
+    const core::OwnerWrite write = owned.write;
     const auto started = Clock::now();
-    const store::StoreError error = co_await async_release(services_.store, request, use_awaitable);
-    note_store("release", started);
-    if (error != store::StoreError::ok) {
-      // The record stays in flight; its lease lapsing turns it into an unknown outcome, which is
-      // the safe reading of "we could not record that nothing happened".
-      log::warn("release_failed", {{"route", policy_.name}, {"key_sha256", key_hash(claim_.key)},
-                                   {"error", store::store_error_name(error)}});
+    const store::StoreError error = co_await async_owner_write(services_.store, owned, use_awaitable);
+    note_store(core::owner_write_name(write), started);
+    switch (core::after_owner_write(write, error)) {
+      case core::OwnerWriteNext::done:
+        if (write == core::OwnerWrite::complete) remember_completion(owned.complete);
+        co_return;
+      case core::OwnerWriteNext::retry:
+        log::warn(std::string(core::owner_write_name(write)) + "_failed",
+                  {{"route", policy_.name}, {"key_sha256", key_hash(claim_.key)}, {"error", store::store_error_name(error)},
+                   {"next", "retry_in_background"}});
+        spawn_settle(owned);
+        co_return;
+      case core::OwnerWriteNext::give_up:
+        log::error(std::string(core::owner_write_name(write)) + "_failed",
+                   {{"route", policy_.name}, {"key_sha256", key_hash(claim_.key)}, {"error", store::store_error_name(error)},
+                    {"next", "give_up"}});
+        co_return;
     }
+  }
+
+  // An owner write that goes straight to the background (the fenced release of a claim whose
+  // reply was lost: the client's 503 does not wait for it).
+  void settle_later(core::OwnerWrite write) { spawn_settle(owner_write(write)); }
+
+  void spawn_settle(OwnerWriteRequest owned) {
+    services_.background.started();
+    asio::co_spawn(executor_, settle_in_background(services_, std::move(owned), claim_sent_at_ + core::owner_write_horizon(policy_), policy_.name),
+                   asio::detached);
   }
 
   WorkerServices& services_;
@@ -401,6 +466,7 @@ class IdempotentExchange {
   RequestTrace& trace_;
   store::ClaimRequest claim_;
   Clock::time_point claim_sent_at_{};  // lease and expiry are measured from here (a lower bound)
+  asio::any_io_executor executor_;     // the worker's: background settles run there
 };
 
 }  // namespace

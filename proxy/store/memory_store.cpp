@@ -52,14 +52,12 @@ void MemoryStore::claim(const ClaimRequest& request, ClaimHandler handler) {
   handler(StoreError::ok, std::move(result));  // outside the lock: the handler may call us again
 }
 
-std::map<MemoryStore::ScopedKey, MemoryStore::Entry>::iterator MemoryStore::find_owned(const std::string& scope,
-                                                                                       const std::string& key,
-                                                                                       const std::string& owner) {
+std::map<MemoryStore::ScopedKey, MemoryStore::Entry>::iterator MemoryStore::find_owned(
+    const std::string& scope, const std::string& key, const std::string& owner, core::RecordState or_state) {
   const auto it = records_.find(ScopedKey{scope, key});
-  if (it == records_.end() || it->second.owner != owner || it->second.state != core::RecordState::in_flight) {
-    return records_.end();
-  }
-  return it;
+  if (it == records_.end() || it->second.owner != owner) return records_.end();
+  const core::RecordState state = it->second.state;
+  return state == core::RecordState::in_flight || state == or_state ? it : records_.end();
 }
 
 void MemoryStore::complete(const CompleteRequest& request, DoneHandler handler) {
@@ -70,11 +68,12 @@ void MemoryStore::complete(const CompleteRequest& request, DoneHandler handler) 
   StoreError error = StoreError::not_owner;
   {
     const std::lock_guard lock(mutex_);
-    const auto it = find_owned(request.scope, request.key, request.owner);
+    // Our own completion again (its first reply was lost) finds the record in its final state.
+    const auto it = find_owned(request.scope, request.key, request.owner, request.state);
     if (it != records_.end()) {
       Entry& entry = it->second;
+      if (entry.state == core::RecordState::in_flight) entry.completed_at = clock_.now();
       entry.state = request.state;
-      entry.completed_at = clock_.now();
       entry.response.status = request.response.status;
       if (request.state == core::RecordState::completed) {
         entry.response.headers = request.response.headers;
@@ -91,7 +90,7 @@ void MemoryStore::release(const ReleaseRequest& request, DoneHandler handler) {
   StoreError error = StoreError::not_owner;
   {
     const std::lock_guard lock(mutex_);
-    const auto it = find_owned(request.scope, request.key, request.owner);
+    const auto it = find_owned(request.scope, request.key, request.owner, core::RecordState::in_flight);
     if (it != records_.end()) {
       records_.erase(it);
       error = StoreError::ok;
@@ -104,7 +103,7 @@ void MemoryStore::mark_unknown(const ReleaseRequest& request, DoneHandler handle
   StoreError error = StoreError::not_owner;
   {
     const std::lock_guard lock(mutex_);
-    const auto it = find_owned(request.scope, request.key, request.owner);
+    const auto it = find_owned(request.scope, request.key, request.owner, core::RecordState::unknown);
     if (it != records_.end()) {
       it->second.state = core::RecordState::unknown;  // the lease no longer means anything
       error = StoreError::ok;

@@ -48,9 +48,10 @@ class MemoryStore final : public Store {
   };
   using ScopedKey = std::pair<std::string, std::string>;  // (scope, key), as the table's primary key
 
-  // The record (scope, key) when `owner` holds it in flight, else records_.end().
+  // The record (scope, key) when `owner` holds it in flight or in `or_state` (the state the
+  // operation leaves, so that running it again is a success), else records_.end().
   std::map<ScopedKey, Entry>::iterator find_owned(const std::string& scope, const std::string& key,
-                                                  const std::string& owner);
+                                                  const std::string& owner, core::RecordState or_state);
   std::int64_t epoch_ms(TimePoint time) const;
 
   const core::Clock& clock_;

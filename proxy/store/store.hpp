@@ -15,20 +15,13 @@
 
 #include "core/decision.hpp"
 #include "core/record.hpp"
+#include "core/store_error.hpp"
 
 namespace idem::store {
 
-enum class StoreError {
-  ok,
-  unavailable,  // no connection could be had (server down, pool exhausted past acquire_timeout)
-  timeout,      // the statement passed its deadline; its effect is unknown
-  not_owner,    // complete/release/mark_unknown: the record is no longer ours (lease taken over, released, expired)
-  not_found,    // force_release/inspect: no live record for (scope, key), or not in a releasable state
-  internal,     // anything else (bad data, unexpected SQLSTATE): logged by the store
-  corrupt,      // claim: the existing record's sealed response does not open (see encrypting_store.hpp);
-                // logged by the store; the record must never be replayed
-};
-std::string_view store_error_name(StoreError error);
+// The errors every operation reports (core/store_error.hpp says what each means).
+using core::StoreError;
+using core::store_error_name;
 
 struct ClaimRequest {
   std::string scope;
@@ -37,7 +30,7 @@ struct ClaimRequest {
   std::string owner;  // random token identifying this claim; required by complete/release
   std::chrono::milliseconds ttl{0};    // record lifetime from the claim
   std::chrono::milliseconds lease{0};  // in-flight lease from the claim
-  // [2/6] unknown_outcome=retry: an in-flight record whose lease lapsed is taken over (claimed anew).
+  // unknown_outcome=retry: an in-flight record whose lease lapsed is taken over (claimed anew).
   bool take_over_lapsed_lease = false;
 };
 
@@ -85,11 +78,14 @@ class Store {
   // Records past their expiry count as absent (and are replaced).
   virtual void claim(const ClaimRequest& request, ClaimHandler handler) = 0;
   // In-flight record owned by `owner` -> completed/too_large with the response. not_owner otherwise.
+  // Idempotent for its owner: run again after reply_lost, it finds its own completion and is ok.
   virtual void complete(const CompleteRequest& request, DoneHandler handler) = 0;
-  // Deletes the in-flight record owned by `owner`. not_owner when it is not ours any more.
+  // Deletes the in-flight record owned by `owner`. not_owner when it is not ours any more, which
+  // after reply_lost (or after a claim whose reply was lost) means there is nothing left to free.
   virtual void release(const ReleaseRequest& request, DoneHandler handler) = 0;
   // The request reached the upstream and no answer came back: the in-flight record owned by
   // `owner` becomes `unknown` (terminal: never re-executed, until an operator releases it).
+  // Idempotent for its owner, like complete.
   virtual void mark_unknown(const ReleaseRequest& request, DoneHandler handler) = 0;
   // Operator action: deletes the record if it is `unknown` or `in_flight`, whoever owns it, so the
   // next retry executes. Completed records are never released (not_found).

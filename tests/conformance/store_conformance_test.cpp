@@ -72,7 +72,7 @@ TYPED_TEST_SUITE(StoreConformance, Backends, BackendNames);
 
 TEST(StoreErrorName, EveryErrorHasItsOwnName) {
   const std::vector<std::pair<StoreError, std::string_view>> names = {
-      {StoreError::ok, "ok"},           {StoreError::unavailable, "unavailable"}, {StoreError::timeout, "timeout"},
+      {StoreError::ok, "ok"},           {StoreError::unavailable, "unavailable"}, {StoreError::reply_lost, "reply_lost"},
       {StoreError::not_owner, "not_owner"}, {StoreError::not_found, "not_found"}, {StoreError::internal, "internal"},
       {StoreError::corrupt, "corrupt"}};
   for (const auto& [error, name] : names) EXPECT_EQ(store::store_error_name(error), name);
@@ -202,11 +202,28 @@ TYPED_TEST(StoreConformance, WrongOwnerCanNeitherCompleteNorRelease) {
   EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "owner-1", binary_response())), StoreError::ok);
 }
 
-TYPED_TEST(StoreConformance, CompletedRecordIsNotOwnedAnyMore) {
+// A completion whose reply was lost is run again by its owner: it finds its own result and is a
+// success, which changes nothing (same bytes, same completion time). Nothing else is allowed.
+TYPED_TEST(StoreConformance, CompletingAgainByItsOwnerIsASuccessThatChangesNothing) {
   ASSERT_TRUE(this->harness_.claim(this->claim_request("k1", "owner-1")).result.claimed);
   ASSERT_EQ(this->harness_.complete(this->complete_request("k1", "owner-1", binary_response())), StoreError::ok);
-  EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "owner-1", binary_response())), StoreError::not_owner);
+  const auto first = this->harness_.inspect(this->record_key("k1"));
+  ASSERT_EQ(first.error, StoreError::ok);
+  EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "owner-1", binary_response())), StoreError::ok);
+  const auto again = this->harness_.inspect(this->record_key("k1"));
+  ASSERT_EQ(again.error, StoreError::ok);
+  EXPECT_EQ(again.info.state, RecordState::completed);
+  EXPECT_EQ(again.info.completed_at_ms, first.info.completed_at_ms);
+  // Another final state, another owner, or a release: the record is not theirs to change.
+  EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "owner-1", binary_response(), RecordState::too_large)),
+            StoreError::not_owner);
+  EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "intruder", binary_response())), StoreError::not_owner);
   EXPECT_EQ(this->harness_.release(this->release_request("k1", "owner-1")), StoreError::not_owner);
+  const ClaimOutcome replay = this->harness_.claim(this->claim_request("k1", "owner-2"));
+  ASSERT_EQ(replay.error, StoreError::ok);
+  ASSERT_FALSE(replay.result.claimed);
+  EXPECT_EQ(replay.result.existing.state, RecordState::completed);
+  EXPECT_EQ(replay.result.existing.response.body, binary_response().body);
 }
 
 TYPED_TEST(StoreConformance, UnknownKeyIsNotOwned) {
@@ -334,10 +351,16 @@ TYPED_TEST(StoreConformance, MarkUnknownByTheOwnerMakesTheRecordUnknown) {
   const core::RoutePolicy lock_policy;  // unknown_outcome=lock
   EXPECT_EQ(core::decide(later.result, "v1:fingerprint-a", lock_policy).action, core::Action::outcome_unknown);
 
-  // Terminal for its owner too: nothing more to complete, release or mark.
+  // Terminal for its owner too: nothing more to complete or release. Marking it again (the first
+  // mark's reply was lost) is a success that changes nothing.
   EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "owner-1", binary_response())), StoreError::not_owner);
   EXPECT_EQ(this->harness_.release(this->release_request("k1", "owner-1")), StoreError::not_owner);
-  EXPECT_EQ(this->harness_.mark_unknown(this->release_request("k1", "owner-1")), StoreError::not_owner);
+  EXPECT_EQ(this->harness_.mark_unknown(this->release_request("k1", "owner-1")), StoreError::ok);
+  EXPECT_EQ(this->harness_.mark_unknown(this->release_request("k1", "intruder")), StoreError::not_owner);
+  const ClaimOutcome still = this->harness_.claim(this->claim_request("k1", "owner-3"));
+  ASSERT_EQ(still.error, StoreError::ok);
+  ASSERT_FALSE(still.result.claimed);
+  EXPECT_EQ(still.result.existing.state, RecordState::unknown);
 }
 
 TYPED_TEST(StoreConformance, MarkUnknownByAnotherOwnerChangesNothing) {

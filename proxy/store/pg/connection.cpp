@@ -150,6 +150,7 @@ void Connection::execute(std::shared_ptr<const Statement> statement, std::chrono
   execute_handler_ = std::move(handler);
   statement_ = std::move(statement);
   resent_ = false;
+  statement_sent_ = false;
   arm_deadline(timeout);
   bind_params();
   prepared_entry_ = statement_mode_ == StatementMode::prepared ? &prepared_.find_or_add(statement_->sql, param_types_)
@@ -202,6 +203,8 @@ void Connection::send_statement(Delivery delivery) {
     fail(clean ? PgErrorKind::internal : PgErrorKind::unavailable, PQerrorMessage(conn_.get()), delivery);
     return;
   }
+  // From here on some of the statement may have reached the server: a failure is a lost reply.
+  statement_sent_ = true;
   pg_counters().statements_sent.fetch_add(1, std::memory_order_relaxed);
   flush_statement(delivery);
 }
@@ -481,11 +484,11 @@ void Connection::close() {
 void Connection::on_deadline() {
   switch (state_) {
     case State::connecting:
-      fail(PgErrorKind::timeout, "connect timed out", Delivery::now);
+      fail(PgErrorKind::unavailable, "connect timed out", Delivery::now);
       return;
     case State::busy:
       pg_counters().query_timeouts.fetch_add(1, std::memory_order_relaxed);
-      fail(PgErrorKind::timeout, std::string(statement_->name) + " timed out", Delivery::now);
+      fail(PgErrorKind::unavailable, std::string(statement_->name) + " timed out", Delivery::now);
       return;
     case State::fresh:
     case State::idle:
@@ -581,9 +584,20 @@ void Connection::finish_connect(PgError error, Delivery delivery) {
   }
 }
 
+// A failure after the statement went out is a lost reply unless the server itself answered with
+// an error and the session is still healthy: only then do we know it rolled back. (A server that
+// dies mid-statement may send its FATAL after the commit, so an error that ends the session
+// proves nothing.)
+PgErrorKind Connection::failure_kind(const PgError& error) const {
+  if (!statement_sent_ || error.kind != PgErrorKind::unavailable) return error.kind;
+  const bool server_refused = !error.sqlstate.empty() && conn_ && PQstatus(conn_.get()) == CONNECTION_OK;
+  return server_refused ? PgErrorKind::unavailable : PgErrorKind::reply_lost;
+}
+
 void Connection::finish_execute(PgError error, ResultHandle result, Delivery delivery) {
   ++operation_;
   deadline_.cancel();
+  error.kind = failure_kind(error);
   // Keep the connection only when it is known to be healthy and between statements.
   const bool healthy = conn_ && PQstatus(conn_.get()) == CONNECTION_OK &&
                        (error.ok() || error.kind == PgErrorKind::retryable || error.kind == PgErrorKind::internal) &&

@@ -2,8 +2,9 @@
 // One libpq connection driven by an io_context. Nothing here blocks the io thread: connecting is
 // PQconnectStart + PQconnectPoll, a statement is a PQsend* call + PQflush + PQconsumeInput, and
 // between steps we wait for socket readiness through Asio. Every operation has a deadline; when
-// it passes the connection is closed (a statement's effect is then unknown) and the handler gets
-// `timeout`.
+// it passes the connection is closed. A statement that failed after it went out (deadline,
+// connection lost) reports `reply_lost`: its effect is unknown, and only the caller, who knows
+// what the statement does, can settle that (every store statement is safe to run again).
 //
 // Lifecycle: fresh -> connecting -> idle <-> busy; any failure or close() -> closed, for good
 // (the pool makes a new Connection to reconnect). One operation at a time.
@@ -123,6 +124,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void fail(PgErrorKind kind, std::string message, Delivery delivery);
   void finish_connect(PgError error, Delivery delivery);
   void finish_execute(PgError error, ResultHandle result, Delivery delivery);
+  PgErrorKind failure_kind(const PgError& error) const;
 
   boost::asio::io_context& io_;
   LostHandler on_lost_while_idle_;
@@ -150,6 +152,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   PgError prepare_error_;      // the Parse's error in a prepare_and_execute pipeline
   bool execute_skipped_ = false;  // ... whose Execute the server skipped (PGRES_PIPELINE_ABORTED)
   bool resent_ = false;        // the running statement was sent a second time already
+  bool statement_sent_ = false;  // some of the running statement may have reached the server
   // The running statement's entry in prepared_ (prepared mode); no other entry is added meanwhile.
   PreparedStatements::Entry* prepared_entry_ = nullptr;
   PreparedStatements prepared_;

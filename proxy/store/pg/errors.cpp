@@ -6,7 +6,7 @@ std::string_view pg_error_kind_name(PgErrorKind kind) {
   switch (kind) {
     case PgErrorKind::ok: return "ok";
     case PgErrorKind::unavailable: return "unavailable";
-    case PgErrorKind::timeout: return "timeout";
+    case PgErrorKind::reply_lost: return "reply_lost";
     case PgErrorKind::retryable: return "retryable";
     case PgErrorKind::internal: return "internal";
   }
@@ -44,7 +44,7 @@ StoreError to_store_error(PgErrorKind kind) {
   switch (kind) {
     case PgErrorKind::ok: return StoreError::ok;
     case PgErrorKind::unavailable: return StoreError::unavailable;
-    case PgErrorKind::timeout: return StoreError::timeout;
+    case PgErrorKind::reply_lost: return StoreError::reply_lost;
     case PgErrorKind::retryable:  // retries exhausted: to the caller, a failure like any other
     case PgErrorKind::internal: return StoreError::internal;
   }

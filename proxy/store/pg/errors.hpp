@@ -12,8 +12,11 @@ namespace idem::store::pg {
 
 enum class PgErrorKind {
   ok,
-  unavailable,  // no usable connection: connect failed, connection lost, server shutting down or full
-  timeout,      // our deadline passed; the connection was closed; the statement's effect is unknown
+  unavailable,  // the statement certainly did not run: no usable connection (connect failed or timed
+                // out, lost before the statement went out, server full or starting), or the server
+                // refused it with an error on a connection that stayed healthy (e.g. 57014)
+  reply_lost,   // the statement went out and its answer never came (connection lost, our deadline
+                // passed, the server died mid-statement): it may have committed or not
   retryable,    // the statement changed nothing and may succeed when run again
   internal,     // anything else: unexpected SQLSTATE, unexpected result shape, bad data
 };

@@ -73,17 +73,21 @@ SELECT false, r.fingerprint, r.state, r.response_status, r.response_headers, r.r
 )sql";
 
 // Complete: the in-flight record owned by $3 takes its final state and response. 0 rows: not ours.
-// expires_at is left alone: a key lives ttl from its first claim.
+// Idempotent for its owner: run again after a lost reply, it finds the record already in state $4
+// (owner tokens are unique per claim, so that is this very completion) and rewrites the same
+// values, keeping the first completed_at. expires_at is left alone: a key lives ttl from its
+// first claim.
 // $1 scope text, $2 key text, $3 owner text, $4 state text, $5 status int4, $6 headers bytea,
 // $7 body bytea (NULL headers and body for too_large).
 inline constexpr const char* kComplete = R"sql(
 UPDATE idempotency_records
    SET state = $4, response_status = $5, response_headers = $6, response_body = $7,
-       completed_at = now(), lease_expires_at = NULL
- WHERE scope = $1 AND key = $2 AND owner = $3 AND state = 'in_flight'
+       completed_at = coalesce(completed_at, now()), lease_expires_at = NULL
+ WHERE scope = $1 AND key = $2 AND owner = $3 AND state IN ('in_flight', $4)
 )sql";
 
-// Release: deletes the in-flight record owned by $3. 0 rows: not ours.
+// Release: deletes the in-flight record owned by $3. 0 rows: not ours, which after a lost reply
+// means done (the row is gone, or the claim it fences never committed).
 // $1 scope text, $2 key text, $3 owner text.
 inline constexpr const char* kRelease = R"sql(
 DELETE FROM idempotency_records
@@ -92,11 +96,12 @@ DELETE FROM idempotency_records
 
 // Mark unknown: the in-flight record owned by $3 becomes `unknown`, which no claim takes over
 // (take-over applies to in_flight only); it stays until force_release or expiry. 0 rows: not ours.
+// Idempotent for its owner, like kComplete.
 // $1 scope text, $2 key text, $3 owner text.
 inline constexpr const char* kMarkUnknown = R"sql(
 UPDATE idempotency_records
    SET state = 'unknown', lease_expires_at = NULL
- WHERE scope = $1 AND key = $2 AND owner = $3 AND state = 'in_flight'
+ WHERE scope = $1 AND key = $2 AND owner = $3 AND state IN ('in_flight', 'unknown')
 )sql";
 
 // Force release (operator): deletes the live record whatever its owner, unless it holds a result.

@@ -83,6 +83,35 @@ TEST(Decide, InFlightRetryAfterRoundsTheLeaseUp) {
   }
 }
 
+TEST(Decide, InFlightOnAWaitingRouteWaitsWithTheSameRetryAfter) {
+  RoutePolicy waiting;
+  waiting.in_flight = InFlightPolicy::wait;
+  const Decision running = decide(existing(RecordState::in_flight, kFingerprint, milliseconds(1500)), kFingerprint, waiting);
+  EXPECT_EQ(running.action, Action::wait);
+  EXPECT_EQ(running.retry_after, seconds(2));
+  // A lapsed lease under retry is a prompt retry: a waiting duplicate polls, and takes it over.
+  waiting.unknown_outcome = UnknownOutcome::retry;
+  EXPECT_EQ(decide(existing(RecordState::in_flight, kFingerprint, milliseconds(0)), kFingerprint, waiting).action,
+            Action::wait);
+  // Under lock a lapsed lease is unknown: nothing to wait for.
+  waiting.unknown_outcome = UnknownOutcome::lock;
+  EXPECT_EQ(decide(existing(RecordState::in_flight, kFingerprint, milliseconds(0)), kFingerprint, waiting).action,
+            Action::outcome_unknown);
+  // Finished records and mismatches are answered at once, as on a rejecting route.
+  EXPECT_EQ(decide(existing(RecordState::completed), kFingerprint, waiting).action, Action::replay);
+  EXPECT_EQ(decide(existing(RecordState::in_flight), kOtherFingerprint, waiting).action, Action::fingerprint_mismatch);
+}
+
+TEST(Decide, ACachedRecordIsDecidedLikeTheSameRecordFromTheStore) {
+  for (const RecordState state : kAllStates) {
+    for (const std::string_view fingerprint : {kFingerprint, kOtherFingerprint}) {
+      const ClaimResult claim = existing(state);
+      EXPECT_EQ(decide(claim.existing, fingerprint, RoutePolicy{}).action, decide(claim, fingerprint, RoutePolicy{}).action)
+          << record_state_name(state) << " " << fingerprint;
+    }
+  }
+}
+
 TEST(Decide, LapsedLeaseUnderLockIsOutcomeUnknown) {
   for (const milliseconds lease : {milliseconds(0), milliseconds(-1), milliseconds(-60000)}) {
     const Decision decision =
@@ -105,6 +134,7 @@ TEST(Decide, ActionNames) {
   EXPECT_EQ(action_name(Action::replay), "replay");
   EXPECT_EQ(action_name(Action::fingerprint_mismatch), "fingerprint_mismatch");
   EXPECT_EQ(action_name(Action::in_flight), "in_flight");
+  EXPECT_EQ(action_name(Action::wait), "wait");
   EXPECT_EQ(action_name(Action::too_large_to_replay), "too_large_to_replay");
   EXPECT_EQ(action_name(Action::outcome_unknown), "outcome_unknown");
 }

@@ -1,12 +1,12 @@
-#include "store/store.hpp"
+#include "core/store_error.hpp"
 
-namespace idem::store {
+namespace idem::core {
 
 std::string_view store_error_name(StoreError error) {
   switch (error) {
     case StoreError::ok: return "ok";
     case StoreError::unavailable: return "unavailable";
-    case StoreError::timeout: return "timeout";
+    case StoreError::reply_lost: return "reply_lost";
     case StoreError::not_owner: return "not_owner";
     case StoreError::not_found: return "not_found";
     case StoreError::internal: return "internal";
@@ -15,4 +15,4 @@ std::string_view store_error_name(StoreError error) {
   return "invalid";
 }
 
-}  // namespace idem::store
+}  // namespace idem::core
