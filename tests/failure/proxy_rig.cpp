@@ -35,8 +35,9 @@ store:
     connect_timeout: ${PG_CONNECT_TIMEOUT}
     query_timeout: ${PG_QUERY_TIMEOUT}
     acquire_timeout: ${PG_ACQUIRE_TIMEOUT}
+${STORE_REDIS}
 replay_cache: { max_bytes: 0 }
-reaper: { interval: 0s }
+reaper: { interval: ${REAPER_INTERVAL}, batch: 100 }
 admin: { listen: "off" }
 defaults: { ttl: 1h, lease: ${LEASE} }
 routes:
@@ -63,7 +64,8 @@ const std::map<std::string, std::string>& default_variables() {
       {"WORKERS", "2"},               {"POOL_SIZE", "4"},
       {"PG_CONNECT_TIMEOUT", "1s"},   {"PG_QUERY_TIMEOUT", "1s"},
       {"PG_ACQUIRE_TIMEOUT", "1s"},   {"UPSTREAM_MAX_CONNECTIONS", "64"},
-      {"MAX_WAITING", "1024"},
+      {"MAX_WAITING", "1024"},       {"REAPER_INTERVAL", "0s"},
+      {"STORE_REDIS", ""},
   };
   return defaults;
 }

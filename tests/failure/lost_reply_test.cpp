@@ -1,0 +1,298 @@
+// Lost replies: a FaultProxy between idemproxy and Postgres (or Redis) swallows the answer to one
+// chosen statement or command, after the server executed it, then resets or hangs the connection.
+// The promise under test: whatever the store did, a logical request executes at most once, the
+// client's answer says what happened, and the key heals by itself (no operator): a claim that was
+// never forwarded frees its key, a completion that committed is not reported lost.
+//
+// Statements are told apart by their parameters, which travel as raw bytes in the Bind message
+// (prepared and unnamed alike): only the claim carries the fingerprint ("v1:..."); the owner
+// writes (complete, release, mark_unknown) carry scope, key and owner, and complete also its
+// state ("completed"). Every key is unique to its test.
+#include <cstdlib>
+#include <future>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "failure/failure_fixture.hpp"
+#include "failure/failure_requests.hpp"
+#include "support/env.hpp"
+#include "support/eventually.hpp"
+#include "support/fault_proxy.hpp"
+#include "support/proxy_fixture.hpp"
+
+namespace idem::test::failure {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using AfterLoss = FaultProxy::AfterLoss;
+
+bool has(std::string_view request, std::string_view needle) { return request.find(needle) != std::string_view::npos; }
+
+// The claim (or a waiting duplicate's poll) of `key`.
+FaultProxy::Matcher claim_of(std::string key) {
+  return [key = std::move(key)](std::string_view request) { return has(request, key) && has(request, "v1:"); };
+}
+// complete, release or mark_unknown of `key` (whichever the scenario sends first).
+FaultProxy::Matcher owner_write_of(std::string key) {
+  return [key = std::move(key)](std::string_view request) { return has(request, key) && !has(request, "v1:"); };
+}
+FaultProxy::Matcher completion_of(std::string key) {
+  return [key = std::move(key)](std::string_view request) {
+    return has(request, key) && !has(request, "v1:") && has(request, "completed");
+  };
+}
+
+// The suite's Postgres, through `proxy`. sslmode=disable: the bytes stay readable for matchers.
+std::string dsn_through(const FaultProxy& proxy) {
+  const std::string dsn = std::regex_replace(pg_dsn(), std::regex(R"(port=\d+)"), "port=" + std::to_string(proxy.port()));
+  return dsn + " sslmode=disable";
+}
+
+std::uint16_t suite_postgres_port() {
+  std::smatch match;
+  const std::string dsn = pg_dsn();
+  if (!std::regex_search(dsn, match, std::regex(R"(port=(\d+))"))) throw std::runtime_error("no port in " + dsn);
+  return static_cast<std::uint16_t>(std::stoi(match[1]));
+}
+
+// Every answer a client got while retrying one key until it got a 200, and that 200.
+struct Retries {
+  std::set<int> statuses;    // every status seen, the final one included
+  HttpResponse last;
+  long long settled_ms = -1;  // from `since` to the 200; -1 if none came
+};
+
+Retries retry_until_executed(std::uint16_t port, const HttpRequest& request, Clock::time_point since,
+                             std::chrono::milliseconds timeout) {
+  Retries retries;
+  while (Clock::now() - since < timeout) {
+    retries.last = send(port, request);
+    retries.statuses.insert(retries.last.status);
+    if (retries.last.status == 200) {
+      retries.settled_ms = elapsed_ms(since);
+      return retries;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  return retries;
+}
+
+// The background settle logs when it is done, shortly after the client's answer.
+bool logged(ProxyRig& rig, std::string_view event) {
+  const std::string quoted = "\"" + std::string(event) + "\"";
+  return eventually([&] { return rig.proxy_logs().find(quoted) != std::string::npos; }, 5s, 50ms);
+}
+
+std::string seen(const std::set<int>& statuses) {
+  std::string text;
+  for (const int status : statuses) text += std::to_string(status) + " ";
+  return text;
+}
+
+class LostReply : public FailureTest {
+ protected:
+  // The rig on the suite's Postgres through a fault proxy. The claim deadline is 1 s (the rig's
+  // query, connect and acquire timeouts).
+  ProxyRig& start_behind_fault_proxy(std::map<std::string, std::string> variables = {}) {
+    postgres_proxy_ = std::make_unique<FaultProxy>("127.0.0.1", suite_postgres_port());
+    variables.emplace("LEASE", "10s");
+    return start_rig(rig_options(std::move(variables), dsn_through(*postgres_proxy_)));
+  }
+  FaultProxy& postgres_proxy() { return *postgres_proxy_; }
+
+  // A claim whose reply was lost answers 503 (never forwarded, whatever the route's
+  // store_unavailable), then frees its key: the retry executes once, within about a second, and
+  // is never told 502 or the outcome is unknown.
+  void expect_lost_claim_heals(const std::string& route, AfterLoss after, long long max_answer_ms) {
+    ProxyRig& rig = start_behind_fault_proxy();
+    const std::string key = unique_key("claim-lost-" + route);
+    postgres_proxy().lose_next_reply(claim_of(key), after);
+
+    const auto sent_at = Clock::now();
+    const HttpResponse refused = send(rig.proxy_port(), keyed_post("/" + route, key));
+    const long long answered_ms = elapsed_ms(sent_at);
+    ASSERT_TRUE(postgres_proxy().wait_fired(1, 0ms)) << "the claim's reply was never lost: " << describe(refused);
+    EXPECT_EQ(refused.status, 503) << describe(refused);
+    EXPECT_EQ(problem_slug(refused), "store-unavailable") << describe(refused);
+    EXPECT_FALSE(is_unchecked(refused));
+    EXPECT_LT(answered_ms, max_answer_ms);
+    EXPECT_EQ(rig.upstream_count(key), 0u) << "a claim with no answer was forwarded";
+
+    const auto refused_at = Clock::now();
+    const Retries retries = retry_until_executed(rig.proxy_port(), keyed_post("/" + route, key), refused_at, 5s);
+    EXPECT_EQ(retries.last.status, 200) << "seen: " << seen(retries.statuses) << describe(retries.last);
+    EXPECT_FALSE(is_replay(retries.last));
+    EXPECT_FALSE(is_unchecked(retries.last));
+    EXPECT_LT(retries.settled_ms, 2000) << "the key stayed locked; seen: " << seen(retries.statuses);
+    EXPECT_FALSE(retries.statuses.contains(502)) << "a request that never ran was called an unknown outcome";
+    EXPECT_EQ(rig.upstream_count(key), 1u);
+
+    const HttpResponse replayed = send(rig.proxy_port(), keyed_post("/" + route, key));
+    EXPECT_TRUE(is_replay(replayed)) << describe(replayed);
+    EXPECT_EQ(replayed.body, retries.last.body);
+    EXPECT_EQ(rig.upstream_count(key), 1u);
+    EXPECT_TRUE(logged(rig, "release_recovered")) << "the claim was not released";
+    std::cout << "[ lost     ] claim reply " << (after == AfterLoss::reset ? "reset" : "hung") << " on /" << route
+              << ": 503 in " << answered_ms << " ms, executed " << retries.settled_ms << " ms later (seen "
+              << seen(retries.statuses) << ")\n";
+  }
+
+  std::unique_ptr<FaultProxy> postgres_proxy_;
+};
+
+TEST_F(LostReply, ClaimReplyLostThenResetIs503AndTheKeyIsFreeAgain) { expect_lost_claim_heals("lock", AfterLoss::reset, 1000); }
+
+TEST_F(LostReply, ClaimReplyLostThenHungIs503AtTheQueryTimeoutAndTheKeyIsFreeAgain) {
+  expect_lost_claim_heals("lock", AfterLoss::hang, 2500);
+}
+
+TEST_F(LostReply, ClaimReplyLostOnAFailOpenRouteIsNeverForwardedUnprotected) {
+  expect_lost_claim_heals("open", AfterLoss::reset, 1000);
+}
+
+TEST_F(LostReply, ClaimReplyLostOnARetryRouteFreesTheKeyBeforeItsLease) {
+  expect_lost_claim_heals("retry", AfterLoss::hang, 2500);
+}
+
+// The claim never reached Postgres (the connection was reset under it): the proxy cannot tell
+// that from a lost reply, so it answers the same way; the release finds nothing, and says so.
+TEST_F(LostReply, ClaimResetBeforeTheServerSawItIs503AndTheRetryExecutes) {
+  ProxyRig& rig = start_behind_fault_proxy();
+  const std::string key = unique_key("claim-dropped");
+  postgres_proxy().drop_next_request(claim_of(key), AfterLoss::reset);
+  const HttpResponse refused = send(rig.proxy_port(), keyed_post("/lock", key));
+  ASSERT_TRUE(postgres_proxy().wait_fired(1, 0ms));
+  EXPECT_EQ(refused.status, 503) << describe(refused);
+  EXPECT_EQ(rig.upstream_count(key), 0u);
+  const Retries retries = retry_until_executed(rig.proxy_port(), keyed_post("/lock", key), Clock::now(), 5s);
+  EXPECT_EQ(retries.last.status, 200) << "seen: " << seen(retries.statuses) << describe(retries.last);
+  EXPECT_FALSE(retries.statuses.contains(502));
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+}
+
+// Postgres answers slowly. Under the query timeout nothing changes; over it, every statement is a
+// lost reply until the delay ends, and then the key is free again.
+TEST_F(LostReply, SlowRepliesUnderTheDeadlineServeOverItRefuseThenHeal) {
+  ProxyRig& rig = start_behind_fault_proxy();
+  postgres_proxy().set_reply_delay(300ms);
+  const std::string served_key = unique_key("slow-served");
+  const HttpResponse served = send(rig.proxy_port(), keyed_post("/lock", served_key));
+  EXPECT_EQ(served.status, 200) << describe(served);
+  EXPECT_TRUE(is_replay(send(rig.proxy_port(), keyed_post("/lock", served_key))));
+  EXPECT_EQ(rig.upstream_count(served_key), 1u);
+
+  postgres_proxy().set_reply_delay(1500ms);  // over PG_QUERY_TIMEOUT (1 s)
+  const std::string key = unique_key("slow-refused");
+  const HttpResponse refused = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_EQ(refused.status, 503) << describe(refused);
+  EXPECT_EQ(rig.upstream_count(key), 0u);
+  postgres_proxy().set_reply_delay(0ms);
+  const Retries retries = retry_until_executed(rig.proxy_port(), keyed_post("/lock", key), Clock::now(), 8s);
+  EXPECT_EQ(retries.last.status, 200) << "seen: " << seen(retries.statuses) << describe(retries.last);
+  EXPECT_FALSE(retries.statuses.contains(502));
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+}
+
+// A silent partition: Postgres accepts bytes and never answers, on open connections and new ones.
+// Claims fail within their deadline (nothing forwarded); once it lifts, every key runs once.
+TEST_F(LostReply, BlackholedStoreRefusesWithinTheDeadlineThenEveryKeyRunsOnce) {
+  ProxyRig& rig = start_behind_fault_proxy();
+  std::vector<std::string> keys;
+  postgres_proxy().set_blackhole(true);
+  for (int i = 0; i < 3; ++i) {
+    keys.push_back(unique_key("blackholed"));
+    const auto sent_at = Clock::now();
+    const HttpResponse refused = send(rig.proxy_port(), keyed_post("/lock", keys.back()), 10s);
+    EXPECT_EQ(refused.status, 503) << describe(refused);
+    EXPECT_LT(elapsed_ms(sent_at), 3000) << "a claim into a blackhole outlived its deadline";
+    EXPECT_EQ(rig.upstream_count(keys.back()), 0u);
+  }
+  postgres_proxy().set_blackhole(false);
+  const auto lifted_at = Clock::now();
+  for (const std::string& key : keys) {
+    const Retries retries = retry_until_executed(rig.proxy_port(), keyed_post("/lock", key), lifted_at, 15s);
+    EXPECT_EQ(retries.last.status, 200) << "seen: " << seen(retries.statuses) << describe(retries.last);
+    EXPECT_FALSE(retries.statuses.contains(502));
+    EXPECT_EQ(rig.upstream_count(key), 1u);
+  }
+}
+
+// The completion committed and its reply was lost. The client has its response; the background
+// retry finds its own completion (idempotent for its owner) and says so: no false alarm.
+void expect_lost_completion_is_recovered(LostReply& test, ProxyRig& rig, FaultProxy& postgres, AfterLoss after) {
+  const std::string key = unique_key("completion-lost");
+  postgres.lose_next_reply(completion_of(key), after);
+  const HttpResponse answered = send(rig.proxy_port(), keyed_post("/lock", key));
+  ASSERT_TRUE(postgres.wait_fired(1, 0ms)) << describe(answered);
+  EXPECT_EQ(answered.status, 200) << describe(answered);
+  EXPECT_FALSE(is_replay(answered));
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+
+  const HttpResponse retried = send_until_settled(rig.proxy_port(), keyed_post("/lock", key), 5s);
+  EXPECT_TRUE(is_replay(retried)) << describe(retried);
+  EXPECT_EQ(retried.body, answered.body);
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+  EXPECT_EQ(rig.inspect("lock", key).state, "completed");
+  EXPECT_TRUE(logged(rig, "complete_recovered"));
+  const std::string logs = rig.proxy_logs();
+  EXPECT_EQ(logs.find("\"complete_abandoned\""), std::string::npos) << "a stored completion was reported lost";
+  EXPECT_EQ(logs.find("\"next\":\"give_up\""), std::string::npos);
+  static_cast<void>(test);
+}
+
+TEST_F(LostReply, CompletionReplyLostThenResetIsRecoveredWithoutAFalseAlarm) {
+  ProxyRig& rig = start_behind_fault_proxy();
+  expect_lost_completion_is_recovered(*this, rig, postgres_proxy(), AfterLoss::reset);
+}
+
+TEST_F(LostReply, CompletionReplyLostThenHungIsRecoveredWithoutAFalseAlarm) {
+  ProxyRig& rig = start_behind_fault_proxy();
+  expect_lost_completion_is_recovered(*this, rig, postgres_proxy(), AfterLoss::hang);
+}
+
+// The upstream said "not processed, try later" (503): the release's reply is lost. The key must
+// still come free without an operator, and the retry execute.
+TEST_F(LostReply, ReleaseReplyLostStillFreesTheKey) {
+  ProxyRig& rig = start_behind_fault_proxy();
+  const std::string key = unique_key("release-lost");
+  postgres_proxy().lose_next_reply(owner_write_of(key), AfterLoss::reset);
+  const HttpResponse declined = send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Status", "503"));
+  ASSERT_TRUE(postgres_proxy().wait_fired(1, 0ms)) << describe(declined);
+  EXPECT_EQ(declined.status, 503) << describe(declined);
+  EXPECT_EQ(problem_slug(declined), "") << "the upstream's own 503 is passed on";
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+
+  const Retries retries = retry_until_executed(rig.proxy_port(), keyed_post("/lock", key), Clock::now(), 5s);
+  EXPECT_EQ(retries.last.status, 200) << "seen: " << seen(retries.statuses) << describe(retries.last);
+  EXPECT_LT(retries.settled_ms, 2000) << "seen: " << seen(retries.statuses);
+  EXPECT_FALSE(retries.statuses.contains(502));
+  EXPECT_EQ(rig.upstream_count(key), 2u) << "released means the upstream may be asked again, once";
+  EXPECT_TRUE(logged(rig, "release_recovered"));
+}
+
+// The upstream hung past its timeout (outcome unknown) and mark_unknown's reply is lost: the
+// record still turns unknown (not a lapsed lease left for chance), and no retry runs it again.
+TEST_F(LostReply, MarkUnknownReplyLostStillLocksTheKey) {
+  ProxyRig& rig = start_behind_fault_proxy();
+  const std::string key = unique_key("mark-lost");
+  postgres_proxy().lose_next_reply(owner_write_of(key), AfterLoss::reset);
+  const HttpResponse timed_out = send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Hang", "1"));
+  ASSERT_TRUE(postgres_proxy().wait_fired(1, 3s)) << describe(timed_out);
+  EXPECT_EQ(timed_out.status, 504) << describe(timed_out);
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+
+  const auto deadline = Clock::now() + 5s;
+  RecordInspection record;
+  while (Clock::now() < deadline && (record = rig.inspect("lock", key)).state != "unknown") std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(record.state, "unknown") << record.output;
+  const HttpResponse retried = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_EQ(retried.status, 502) << describe(retried);
+  EXPECT_EQ(problem_slug(retried), "outcome-unknown");
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+  EXPECT_TRUE(logged(rig, "mark_unknown_recovered"));
+}
+
+}  // namespace
+}  // namespace idem::test::failure
