@@ -20,6 +20,7 @@
 #include "support/eventually.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/proxy_fixture.hpp"
+#include "support/redis_client.hpp"
 
 namespace idem::test::failure {
 namespace {
@@ -292,6 +293,104 @@ TEST_F(LostReply, MarkUnknownReplyLostStillLocksTheKey) {
   EXPECT_EQ(problem_slug(retried), "outcome-unknown");
   EXPECT_EQ(rig.upstream_count(key), 1u);
   EXPECT_TRUE(logged(rig, "mark_unknown_recovered"));
+}
+
+// ---- The Redis replay cache -------------------------------------------------------------------
+// Redis is a cache: a lost GET falls back to Postgres within the Redis deadline, a lost SET
+// leaves a copy or none, and either way the client gets the stored response, byte for byte.
+
+// The decision the access log gave the last request: replay (from Postgres) or replay_redis.
+std::string last_decision(ProxyRig& rig) {
+  const std::string logs = rig.proxy_logs();
+  const std::size_t at = logs.rfind("\"decision\":\"");
+  if (at == std::string::npos) return {};
+  const std::size_t start = at + 12;
+  return logs.substr(start, logs.find('"', start) - start);
+}
+
+class LostRedisReply : public LostReply {
+ protected:
+  ProxyRig& start_with_redis_behind_fault_proxy() {
+    redis_proxy_ = std::make_unique<FaultProxy>("127.0.0.1", suite_redis_port());
+    const std::string redis = "  redis: { address: \"127.0.0.1:" + std::to_string(redis_proxy_->port()) +
+                              "\", connect_timeout: 300ms, timeout: 100ms, key_prefix: \"" + unique_key("lost-reply:") + ":\" }";
+    return start_behind_fault_proxy({{"STORE_REDIS", redis}});
+  }
+  FaultProxy& redis_proxy() { return *redis_proxy_; }
+
+  std::unique_ptr<FaultProxy> redis_proxy_;
+};
+
+constexpr std::string_view kRespGet = "$3\r\nGET\r\n";
+constexpr std::string_view kRespSet = "$3\r\nSET\r\n";
+
+// The first execution's copy reached Redis; the retry's GET loses its reply.
+void expect_lost_get_falls_back(LostRedisReply& test, ProxyRig& rig, FaultProxy& redis, AfterLoss after) {
+  const std::string key = unique_key("redis-get-lost");
+  const HttpResponse first = send(rig.proxy_port(), keyed_post("/lock", key));
+  ASSERT_EQ(first.status, 200) << describe(first);
+  // The copy is written after the client's answer: wait until a retry is served from Redis.
+  ASSERT_TRUE(eventually([&] {
+    return is_replay(send(rig.proxy_port(), keyed_post("/lock", key))) && last_decision(rig) == "replay_redis";
+  }, 5s, 50ms)) << "the record never reached Redis";
+
+  redis.lose_next_reply(contains_all({std::string(kRespGet)}), after);
+  const auto sent_at = Clock::now();
+  const HttpResponse retried = send(rig.proxy_port(), keyed_post("/lock", key));
+  const long long took_ms = elapsed_ms(sent_at);
+  ASSERT_TRUE(redis.wait_fired(1, 0ms)) << describe(retried);
+  EXPECT_TRUE(is_replay(retried)) << describe(retried);
+  EXPECT_EQ(retried.body, first.body);
+  EXPECT_EQ(last_decision(rig), "replay") << "not answered from Postgres";
+  EXPECT_LT(took_ms, 1000) << "the fallback waited past the Redis deadline";
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+  static_cast<void>(test);
+}
+
+TEST_F(LostRedisReply, GetReplyLostThenResetFallsBackToPostgres) {
+  ProxyRig& rig = start_with_redis_behind_fault_proxy();
+  expect_lost_get_falls_back(*this, rig, redis_proxy(), AfterLoss::reset);
+}
+
+TEST_F(LostRedisReply, GetReplyLostThenHungFallsBackAtTheRedisDeadline) {
+  ProxyRig& rig = start_with_redis_behind_fault_proxy();
+  expect_lost_get_falls_back(*this, rig, redis_proxy(), AfterLoss::hang);
+}
+
+TEST_F(LostRedisReply, SetReplyLostLeavesTheClientsAnswerAndEveryReplayRight) {
+  for (const AfterLoss after : {AfterLoss::reset, AfterLoss::hang}) {
+    ProxyRig& rig = start_with_redis_behind_fault_proxy();
+    const std::string key = unique_key("redis-set-lost");
+    redis_proxy().lose_next_reply(contains_all({std::string(kRespSet)}), after);
+    const HttpResponse first = send(rig.proxy_port(), keyed_post("/lock", key));
+    EXPECT_EQ(first.status, 200) << describe(first);
+    EXPECT_FALSE(is_replay(first));
+    ASSERT_TRUE(redis_proxy().wait_fired(1, 3s));
+    for (int i = 0; i < 3; ++i) {
+      const HttpResponse again = send(rig.proxy_port(), keyed_post("/lock", key));
+      EXPECT_TRUE(is_replay(again)) << describe(again);
+      EXPECT_EQ(again.body, first.body);
+    }
+    EXPECT_EQ(rig.upstream_count(key), 1u);
+    rig_.reset();
+  }
+}
+
+TEST_F(LostRedisReply, BlackholedRedisFallsBackWithinItsDeadline) {
+  ProxyRig& rig = start_with_redis_behind_fault_proxy();
+  const std::string key = unique_key("redis-blackholed");
+  const HttpResponse first = send(rig.proxy_port(), keyed_post("/lock", key));
+  ASSERT_EQ(first.status, 200) << describe(first);
+  redis_proxy().set_blackhole(true);
+  redis_proxy().reset_all();  // open connections die; new ones go nowhere
+  for (int i = 0; i < 3; ++i) {
+    const auto sent_at = Clock::now();
+    const HttpResponse again = send(rig.proxy_port(), keyed_post("/lock", key));
+    EXPECT_TRUE(is_replay(again)) << describe(again);
+    EXPECT_EQ(again.body, first.body);
+    EXPECT_LT(elapsed_ms(sent_at), 1000);
+  }
+  EXPECT_EQ(rig.upstream_count(key), 1u);
 }
 
 }  // namespace

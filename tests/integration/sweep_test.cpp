@@ -3,6 +3,7 @@
 // claim meeting a row being swept waits for the sweep and then claims. Every test has a schema
 // of its own: a sweep deletes expired records of every scope, other tests' included.
 #include <barrier>
+#include <regex>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -14,6 +15,7 @@
 
 #include "integration/pg_private_schema.hpp"
 #include "integration/pg_test_env.hpp"
+#include "support/fault_proxy.hpp"
 
 namespace idem::test {
 namespace {
@@ -206,6 +208,40 @@ TEST_F(Sweep, ClaimOfARecordBeingSweptWaitsForTheSweepThenClaims) {
   EXPECT_EQ((*outcome)->first, StoreError::ok);
   EXPECT_TRUE((*outcome)->second.claimed);
   EXPECT_EQ(count("key = 'k0' AND state = 'in_flight' AND owner = 'owner-1'"), 1);
+}
+
+// The sweep's reply is lost after it committed: the reaper hears reply_lost (not a failure to
+// alarm anyone: the next tick runs the same statement), the rows it deleted stay deleted, and
+// the next sweep carries on with the rest. Nothing live is touched either way.
+TEST_F(Sweep, ASweepWhoseReplyIsLostDeletedWhatItDeletedAndTheNextSweepCarriesOn) {
+  ASSERT_NO_FATAL_FAILURE(insert_expired("mine", 250));
+  ASSERT_NO_FATAL_FAILURE(insert_live("mine", 10));
+  std::smatch port;
+  ASSERT_TRUE(std::regex_search(dsn(), port, std::regex(R"(port=(\d+))"))) << dsn();
+  FaultProxy postgres("127.0.0.1", static_cast<std::uint16_t>(std::stoi(port[1])));
+  postgres.lose_next_reply(contains_all({"expires_at <= now()"}), FaultProxy::AfterLoss::reset);
+
+  boost::asio::io_context io(1);
+  store::pg::PoolOptions options = pool(1);
+  options.dsn = dsn_with(dsn_with(options.dsn, "port", std::to_string(postgres.port())), "sslmode", "disable");
+  store::pg::PgStore store(io, options);
+  store.start();
+  const SweepResult lost = sweep_once(io, store, 100);
+  ASSERT_TRUE(postgres.wait_fired(1, 0ms));
+  ASSERT_TRUE(lost.error.has_value());
+  EXPECT_EQ(*lost.error, StoreError::reply_lost);
+  EXPECT_EQ(count("scope = 'mine' AND expires_at <= now()"), 150) << "the lost sweep did not commit its batch";
+
+  std::size_t deleted = 0;
+  for (int sweep = 0; sweep < 5 && deleted < 150; ++sweep) {
+    const SweepResult next = sweep_once(io, store, 100);
+    ASSERT_TRUE(next.error.has_value());
+    ASSERT_EQ(*next.error, StoreError::ok);
+    deleted += next.deleted;
+  }
+  EXPECT_EQ(deleted, 150u);
+  EXPECT_EQ(count("scope = 'mine' AND expires_at <= now()"), 0);
+  EXPECT_EQ(count("scope = 'mine'"), 10) << "a live record was swept";
 }
 
 }  // namespace
