@@ -19,6 +19,19 @@ using Clock = std::chrono::steady_clock;
 
 class StoreOutage : public FailureTest {};
 
+// Log lines holding both `first` and `second`.
+int count_occurrences(const std::string& logs, std::string_view first, std::string_view second) {
+  int count = 0;
+  std::size_t start = 0;
+  while (start < logs.size()) {
+    const std::size_t end = std::min(logs.find('\n', start), logs.size());
+    const std::string_view line(logs.data() + start, end - start);
+    if (line.find(first) != std::string_view::npos && line.find(second) != std::string_view::npos) ++count;
+    start = end + 1;
+  }
+  return count;
+}
+
 // The claim deadline: PG_CONNECT_TIMEOUT, PG_QUERY_TIMEOUT and PG_ACQUIRE_TIMEOUT are all 1 s in
 // the rig's config, plus 1 s for scheduling on a loaded test machine.
 constexpr auto kClaimDeadline = 2000ms;
@@ -162,7 +175,7 @@ TEST_F(StoreOutage, PostgresStoppedMidLoadFailClosed503FailOpenForwardsThenRecov
   // lost for good, is an unknown outcome); every refused key was never executed and runs now.
   int replays = 0;
   for (const Exchange* exchange : stored) {
-    const HttpResponse again = send(port, keyed_post("/lock", exchange->key));
+    const HttpResponse again = send_until_settled(port, keyed_post("/lock", exchange->key), 5s);
     const std::string slug = problem_slug(again);
     if (is_replay(again)) {
       ++replays;
@@ -173,6 +186,17 @@ TEST_F(StoreOutage, PostgresStoppedMidLoadFailClosed503FailOpenForwardsThenRecov
     }
     EXPECT_EQ(rig.upstream_count(exchange->key), 1u) << "executed twice";
   }
+  // No key is left unknown unless the upstream itself received its request (its own count, not
+  // the proxy's view): a claim whose reply died with Postgres was never forwarded, and is freed.
+  int unknown_keys = 0;
+  for (const Exchange& exchange : exchanges) {
+    const RecordInspection record = rig.inspect(exchange.route, exchange.key);
+    if (record.state != "unknown") continue;
+    ++unknown_keys;
+    EXPECT_GE(rig.upstream_count(exchange.key), 1u) << "locked as unknown, yet never executed: " << record.output;
+  }
+  const std::string logs = rig.proxy_logs();
+  const auto lost_claim_replies = count_occurrences(logs, "\"event\":\"store_unavailable\",\"route\"", "\"error\":\"reply_lost\"");
   for (const auto& [route, keys] : {std::pair{std::string("/lock"), refused_keys}, std::pair{std::string("/open"), refused_open_keys}}) {
     for (const std::string& key : keys) {
       const HttpResponse retried = send(port, keyed_post(route, key));
@@ -185,7 +209,8 @@ TEST_F(StoreOutage, PostgresStoppedMidLoadFailClosed503FailOpenForwardsThenRecov
   std::cout << "[ outage   ] " << exchanges.size() << " requests; fail_closed: " << stored.size() << " stored ("
             << replays << " replayed after), " << closed_refusals << " refused (slowest " << slowest_refusal_ms
             << " ms); fail_open unchecked: " << open_unchecked << ", 503 after a lost claim reply: " << open_reply_lost << "; recovered " << elapsed_ms(restarted_at)
-            << " ms after the restart\n";
+            << " ms after the restart; lost claim replies caught: " << lost_claim_replies
+            << "; keys left unknown: " << unknown_keys << "\n";
 }
 
 TEST_F(StoreOutage, PostgresLostBeforeTheCompletionWriteClientGetsTheResponseAndTheRetryReplaysIt) {
