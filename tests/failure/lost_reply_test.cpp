@@ -295,6 +295,76 @@ TEST_F(LostReply, MarkUnknownReplyLostStillLocksTheKey) {
   EXPECT_TRUE(logged(rig, "mark_unknown_recovered"));
 }
 
+// ---- The upstream --------------------------------------------------------------------------------
+// The upstream executed (its own counter says so) and its answer never reached the proxy. The proxy
+// cannot fence the upstream as it fences its store, so at most once means: the key turns unknown
+// (502 to every retry, nothing runs again) under `lock`, and is taken over after the lease under
+// `retry`. A request the upstream never saw is released.
+
+class LostUpstreamReply : public LostReply {
+ protected:
+  ProxyRig& start_with_upstream_behind_fault_proxy() {
+    RigOptions options = rig_options({{"LEASE", "3s"}});
+    options.route_upstream = [this](std::uint16_t upstream_port) {
+      upstream_proxy_ = std::make_unique<FaultProxy>("127.0.0.1", upstream_port);
+      return upstream_proxy_->port();
+    };
+    return start_rig(std::move(options));
+  }
+  FaultProxy& upstream_proxy() { return *upstream_proxy_; }
+  std::unique_ptr<FaultProxy> upstream_proxy_;
+};
+
+FaultProxy::Matcher request_with(std::string key) {
+  return [key = std::move(key)](std::string_view request) { return has(request, "POST /") && has(request, key); };
+}
+
+TEST_F(LostUpstreamReply, ResponseLostThenResetIs502AndTheKeyIsUnknownNeverRunAgain) {
+  ProxyRig& rig = start_with_upstream_behind_fault_proxy();
+  const std::string key = unique_key("upstream-reply-lost");
+  upstream_proxy().lose_next_reply(request_with(key), AfterLoss::reset);
+  const HttpResponse lost = send(rig.proxy_port(), keyed_post("/lock", key));
+  ASSERT_TRUE(upstream_proxy().wait_fired(1, 0ms)) << describe(lost);
+  EXPECT_EQ(lost.status, 502) << describe(lost);
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+  for (int i = 0; i < 2; ++i) {
+    const HttpResponse retried = send(rig.proxy_port(), keyed_post("/lock", key));
+    EXPECT_EQ(retried.status, 502) << describe(retried);
+    EXPECT_EQ(problem_slug(retried), "outcome-unknown") << describe(retried);
+  }
+  EXPECT_EQ(rig.inspect("lock", key).state, "unknown");
+  EXPECT_EQ(rig.upstream_count(key), 1u) << "an unknown outcome was executed again";
+}
+
+TEST_F(LostUpstreamReply, ResponseNeverComesIs504AndTheKeyIsUnknown) {
+  ProxyRig& rig = start_with_upstream_behind_fault_proxy();
+  const std::string key = unique_key("upstream-blackholed");
+  upstream_proxy().lose_next_reply(request_with(key), AfterLoss::hang);
+  const auto sent_at = Clock::now();
+  const HttpResponse lost = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_EQ(lost.status, 504) << describe(lost);
+  EXPECT_GE(elapsed_ms(sent_at), 900) << "answered before upstream.timeout";
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+  const HttpResponse retried = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_EQ(problem_slug(retried), "outcome-unknown") << describe(retried);
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+}
+
+TEST_F(LostUpstreamReply, ResponseLostOnARetryRouteIsTakenOverAfterTheLeaseAndRunsOnceMore) {
+  ProxyRig& rig = start_with_upstream_behind_fault_proxy();
+  const std::string key = unique_key("upstream-lost-retry");
+  upstream_proxy().lose_next_reply(request_with(key), AfterLoss::reset);
+  const auto sent_at = Clock::now();
+  const HttpResponse lost = send(rig.proxy_port(), keyed_post("/retry", key));
+  EXPECT_EQ(lost.status, 502) << describe(lost);
+  const HttpResponse early = send(rig.proxy_port(), keyed_post("/retry", key));
+  EXPECT_EQ(early.status, 409) << "taken over within the lease: " << describe(early);
+  const Retries retries = retry_until_executed(rig.proxy_port(), keyed_post("/retry", key), sent_at, 8s);
+  EXPECT_EQ(retries.last.status, 200) << "seen: " << seen(retries.statuses) << describe(retries.last);
+  EXPECT_GE(retries.settled_ms, 2900) << "taken over before the 3 s lease lapsed";
+  EXPECT_EQ(rig.upstream_count(key), 2u) << "retry mode runs it exactly once more";
+}
+
 // ---- The Redis replay cache -------------------------------------------------------------------
 // Redis is a cache: a lost GET falls back to Postgres within the Redis deadline, a lost SET
 // leaves a copy or none, and either way the client gets the stored response, byte for byte.

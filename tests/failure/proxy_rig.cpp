@@ -102,7 +102,7 @@ void ProxyRig::start() {
   std::map<std::string, std::string> variables = default_variables();
   for (const auto& [name, value] : options_.variables) variables[name] = value;
   variables["PROXY_PORT"] = std::to_string(proxy_port_);
-  variables["UPSTREAM_PORT"] = std::to_string(upstream_port_);
+  variables["UPSTREAM_PORT"] = std::to_string(options_.route_upstream ? options_.route_upstream(upstream_port_) : upstream_port_);
   variables["PG_DSN"] = yaml_quoted(options_.pg_dsn.empty() ? pg_dsn() : options_.pg_dsn);
   config_text_ = render_template(kConfigTemplate, variables);
   config_path_ = work_dir_.path() / "idemproxy.yaml";

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -39,6 +40,9 @@ struct RigOptions {
   std::string pg_dsn;
   // false: the config points at a port nothing listens on until start_upstream().
   bool start_upstream = true;
+  // Given the upstream's port, the port the proxy is told to use instead (e.g. a FaultProxy's in
+  // front of it); unset: the upstream's own.
+  std::function<std::uint16_t(std::uint16_t upstream_port)> route_upstream;
 };
 
 inline RigOptions rig_options(std::map<std::string, std::string> variables, std::string pg_dsn = {},

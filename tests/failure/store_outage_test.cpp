@@ -110,6 +110,7 @@ TEST_F(StoreOutage, PostgresStoppedMidLoadFailClosed503FailOpenForwardsThenRecov
     if (recovered.status != 503) break;
     std::this_thread::sleep_for(200ms);
   }
+  const long long recovered_ms = elapsed_ms(restarted_at);
   std::this_thread::sleep_for(500ms);
   const std::vector<Exchange> exchanges = load.stop();
   EXPECT_EQ(rig.proxy_starts(), 1);
@@ -208,7 +209,7 @@ TEST_F(StoreOutage, PostgresStoppedMidLoadFailClosed503FailOpenForwardsThenRecov
   }
   std::cout << "[ outage   ] " << exchanges.size() << " requests; fail_closed: " << stored.size() << " stored ("
             << replays << " replayed after), " << closed_refusals << " refused (slowest " << slowest_refusal_ms
-            << " ms); fail_open unchecked: " << open_unchecked << ", 503 after a lost claim reply: " << open_reply_lost << "; recovered " << elapsed_ms(restarted_at)
+            << " ms); fail_open unchecked: " << open_unchecked << ", 503 after a lost claim reply: " << open_reply_lost << "; recovered " << recovered_ms
             << " ms after the restart; lost claim replies caught: " << lost_claim_replies
             << "; keys left unknown: " << unknown_keys << "\n";
 }
