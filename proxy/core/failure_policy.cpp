@@ -16,10 +16,15 @@ std::string_view claim_failure_answer_name(ClaimFailureAnswer answer) {
 ClaimFailure after_claim_failure(StoreError error, const RoutePolicy& policy) {
   switch (error) {
     case StoreError::unavailable:
-      // The store was not reached (or refused the statement): nothing was recorded.
+      // No connection to the store could be made: nothing was recorded, and nothing can be.
+      // fail_open is for exactly this.
       return {policy.store_unavailable == StoreUnavailable::fail_open ? ClaimFailureAnswer::forward_unchecked
                                                                       : ClaimFailureAnswer::unavailable,
               false};
+    case StoreError::busy:
+      // Nothing was recorded, but the store is there, only saturated: forwarding unprotected now
+      // would let a retry storm's duplicates execute exactly when the store is busiest.
+      return {ClaimFailureAnswer::unavailable, false};
     case StoreError::reply_lost:
       // The claim may stand. Forwarding now would run the request unprotected while a record says
       // it is in flight, so fail_open does not apply: answer 503 and free the key behind us.
@@ -76,6 +81,7 @@ OwnerWriteNext after_owner_write(OwnerWrite write, StoreError error) {
   switch (error) {
     case StoreError::ok: return OwnerWriteNext::done;
     case StoreError::unavailable:
+    case StoreError::busy:
     case StoreError::reply_lost: return OwnerWriteNext::retry;
     case StoreError::not_owner:
       // A release wants our record gone: if it is not ours (any more), there is nothing to free.

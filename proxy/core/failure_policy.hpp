@@ -18,7 +18,7 @@ namespace idem::core {
 // ---- The claim failed -------------------------------------------------------------------------
 
 enum class ClaimFailureAnswer {
-  forward_unchecked,  // fail_open and the store was certainly not reached: forward, unprotected
+  forward_unchecked,  // fail_open and no store connection could be made: forward, unprotected
   unavailable,        // 503 + Retry-After: nothing was forwarded; a retry is safe
   corrupt,            // 500: the stored record failed its integrity check; never replayed or re-run
 };

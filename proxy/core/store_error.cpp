@@ -6,6 +6,7 @@ std::string_view store_error_name(StoreError error) {
   switch (error) {
     case StoreError::ok: return "ok";
     case StoreError::unavailable: return "unavailable";
+    case StoreError::busy: return "busy";
     case StoreError::reply_lost: return "reply_lost";
     case StoreError::not_owner: return "not_owner";
     case StoreError::not_found: return "not_found";

@@ -7,8 +7,11 @@ namespace idem::core {
 
 enum class StoreError {
   ok,
-  unavailable,  // the operation certainly did not take effect: no connection could be had (server
-                // down, pool exhausted past acquire_timeout), or the server refused the statement
+  unavailable,  // the operation certainly did not take effect: no connection to the store could be
+                // made (server down or unreachable, every connection lost)
+  busy,         // the operation certainly did not take effect, but the store is up: every connection
+                // stayed busy past acquire_timeout, or the server cancelled the statement
+                // (statement_timeout). A saturated store, not an absent one.
   reply_lost,   // the statement was sent and its answer never came (connection lost, deadline
                 // passed): it may or may not have taken effect. Every owner operation is safe to
                 // repeat with the same request, which is how callers settle it.

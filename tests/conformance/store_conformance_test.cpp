@@ -72,7 +72,7 @@ TYPED_TEST_SUITE(StoreConformance, Backends, BackendNames);
 
 TEST(StoreErrorName, EveryErrorHasItsOwnName) {
   const std::vector<std::pair<StoreError, std::string_view>> names = {
-      {StoreError::ok, "ok"},           {StoreError::unavailable, "unavailable"}, {StoreError::reply_lost, "reply_lost"},
+      {StoreError::ok, "ok"},           {StoreError::unavailable, "unavailable"}, {StoreError::busy, "busy"}, {StoreError::reply_lost, "reply_lost"},
       {StoreError::not_owner, "not_owner"}, {StoreError::not_found, "not_found"}, {StoreError::internal, "internal"},
       {StoreError::corrupt, "corrupt"}};
   for (const auto& [error, name] : names) EXPECT_EQ(store::store_error_name(error), name);

@@ -295,6 +295,60 @@ TEST_F(LostReply, MarkUnknownReplyLostStillLocksTheKey) {
   EXPECT_TRUE(logged(rig, "mark_unknown_recovered"));
 }
 
+// ---- A saturated store -------------------------------------------------------------------------
+// The store is up but its one connection is taken (a claim whose reply Postgres delays): the next
+// claim finds no connection within acquire_timeout. That is a busy store, not an absent one, so
+// even a fail_open route answers 503 and forwards nothing: a retry storm's duplicates must not run
+// unprotected exactly when the store is busiest.
+TEST_F(LostReply, SaturatedPoolOnAFailOpenRouteIs503AndForwardsNothing) {
+  ProxyRig& rig = start_behind_fault_proxy(
+      {{"WORKERS", "1"}, {"POOL_SIZE", "1"}, {"PG_QUERY_TIMEOUT", "5s"}, {"PG_ACQUIRE_TIMEOUT", "300ms"}});
+  // The pool's connection is up before the delay starts (the delay would also slow its handshake).
+  const std::string warm = unique_key("saturated-warm");
+  ASSERT_EQ(send(rig.proxy_port(), keyed_post("/open", warm)).status, 200);
+  postgres_proxy().set_reply_delay(1500ms);
+
+  const std::string first_key = unique_key("saturated-first");
+  auto first = std::async(std::launch::async, [&] { return send(rig.proxy_port(), keyed_post("/open", first_key), 15s); });
+  std::this_thread::sleep_for(200ms);  // its claim holds the connection now
+  const std::string key = unique_key("saturated");
+  const auto sent_at = Clock::now();
+  const HttpResponse refused = send(rig.proxy_port(), keyed_post("/open", key));
+  EXPECT_EQ(refused.status, 503) << describe(refused);
+  EXPECT_EQ(problem_slug(refused), "store-unavailable") << describe(refused);
+  EXPECT_FALSE(is_unchecked(refused)) << "a saturated store was taken for an absent one";
+  EXPECT_LT(elapsed_ms(sent_at), 1200);
+  EXPECT_EQ(rig.upstream_count(key), 0u);
+  EXPECT_EQ(first.get().status, 200);
+
+  postgres_proxy().set_reply_delay(0ms);
+  const Retries retries = retry_until_executed(rig.proxy_port(), keyed_post("/open", key), Clock::now(), 5s);
+  EXPECT_EQ(retries.last.status, 200) << "seen: " << seen(retries.statuses) << describe(retries.last);
+  EXPECT_FALSE(is_unchecked(retries.last));
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+}
+
+// No connection can be made at all (the store refuses every connection): that is what fail_open is
+// for. The request is forwarded, unprotected and marked so.
+TEST_F(LostReply, UnreachableStoreOnAFailOpenRouteForwardsUnchecked) {
+  ProxyRig& rig = start_behind_fault_proxy();
+  postgres_proxy().set_refusing(true);
+  postgres_proxy().reset_all();
+  // The pool notices its idle connections die at once (it watches them); from then on every
+  // connect is refused.
+  ASSERT_TRUE(eventually([&] { return postgres_proxy().open_connections() == 0; }, 2s));
+  std::this_thread::sleep_for(200ms);
+  const std::string key = unique_key("unreachable-open");
+  const HttpResponse forwarded = send(rig.proxy_port(), keyed_post("/open", key), 10s);
+  EXPECT_EQ(forwarded.status, 200) << describe(forwarded);
+  EXPECT_TRUE(is_unchecked(forwarded)) << describe(forwarded);
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+  const std::string closed_key = unique_key("unreachable-lock");
+  const HttpResponse refused = send(rig.proxy_port(), keyed_post("/lock", closed_key), 10s);
+  EXPECT_EQ(refused.status, 503) << describe(refused);
+  EXPECT_EQ(rig.upstream_count(closed_key), 0u);
+}
+
 // ---- The upstream --------------------------------------------------------------------------------
 // The upstream executed (its own counter says so) and its answer never reached the proxy. The proxy
 // cannot fence the upstream as it fences its store, so at most once means: the key turns unknown

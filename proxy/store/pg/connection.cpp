@@ -589,9 +589,9 @@ void Connection::finish_connect(PgError error, Delivery delivery) {
 // dies mid-statement may send its FATAL after the commit, so an error that ends the session
 // proves nothing.)
 PgErrorKind Connection::failure_kind(const PgError& error) const {
-  if (!statement_sent_ || error.kind != PgErrorKind::unavailable) return error.kind;
+  if (!statement_sent_ || (error.kind != PgErrorKind::unavailable && error.kind != PgErrorKind::busy)) return error.kind;
   const bool server_refused = !error.sqlstate.empty() && conn_ && PQstatus(conn_.get()) == CONNECTION_OK;
-  return server_refused ? PgErrorKind::unavailable : PgErrorKind::reply_lost;
+  return server_refused ? error.kind : PgErrorKind::reply_lost;
 }
 
 void Connection::finish_execute(PgError error, ResultHandle result, Delivery delivery) {

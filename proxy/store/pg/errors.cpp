@@ -6,6 +6,7 @@ std::string_view pg_error_kind_name(PgErrorKind kind) {
   switch (kind) {
     case PgErrorKind::ok: return "ok";
     case PgErrorKind::unavailable: return "unavailable";
+    case PgErrorKind::busy: return "busy";
     case PgErrorKind::reply_lost: return "reply_lost";
     case PgErrorKind::retryable: return "retryable";
     case PgErrorKind::internal: return "internal";
@@ -14,8 +15,9 @@ std::string_view pg_error_kind_name(PgErrorKind kind) {
 }
 
 PgErrorKind classify_sqlstate(std::string_view code) {
+  if (code == sqlstate::query_canceled) return PgErrorKind::busy;
   if (code.starts_with(sqlstate::connection_exception_class) || code == sqlstate::too_many_connections ||
-      code == sqlstate::query_canceled || code == sqlstate::admin_shutdown ||
+      code == sqlstate::admin_shutdown ||
       code == sqlstate::crash_shutdown || code == sqlstate::cannot_connect_now) {
     return PgErrorKind::unavailable;
   }
@@ -44,6 +46,7 @@ StoreError to_store_error(PgErrorKind kind) {
   switch (kind) {
     case PgErrorKind::ok: return StoreError::ok;
     case PgErrorKind::unavailable: return StoreError::unavailable;
+    case PgErrorKind::busy: return StoreError::busy;
     case PgErrorKind::reply_lost: return StoreError::reply_lost;
     case PgErrorKind::retryable:  // retries exhausted: to the caller, a failure like any other
     case PgErrorKind::internal: return StoreError::internal;

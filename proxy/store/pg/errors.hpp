@@ -15,6 +15,9 @@ enum class PgErrorKind {
   unavailable,  // the statement certainly did not run: no usable connection (connect failed or timed
                 // out, lost before the statement went out, server full or starting), or the server
                 // refused it with an error on a connection that stayed healthy (e.g. 57014)
+  busy,         // the statement certainly did not run, but the server is up: no connection free
+                // within acquire_timeout while others are connected, or the server cancelled it
+                // (57014, statement_timeout) on a connection that stayed healthy
   reply_lost,   // the statement went out and its answer never came (connection lost, our deadline
                 // passed, the server died mid-statement): it may have committed or not
   retryable,    // the statement changed nothing and may succeed when run again

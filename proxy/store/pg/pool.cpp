@@ -55,7 +55,7 @@ void Pool::stop() {
     slot.state = SlotState::down;
   }
   while (!waiters_.empty()) {
-    fail_later(std::move(waiters_.front().handler), "the store is stopped");
+    fail_later(std::move(waiters_.front().handler), PgErrorKind::unavailable, "the store is stopped");
     waiters_.pop_front();
   }
 }
@@ -68,7 +68,7 @@ bool Pool::connected() const {
 
 void Pool::execute(std::shared_ptr<const Statement> statement, Connection::ExecuteHandler handler) {
   if (stopped_) {
-    fail_later(std::move(handler), "the store is stopped");
+    fail_later(std::move(handler), PgErrorKind::unavailable, "the store is stopped");
     return;
   }
   if (waiters_.empty()) {  // the usual case: straight to an idle connection, no queueing, no clock read
@@ -209,15 +209,22 @@ void Pool::on_acquire_timer() {
   const Clock::time_point now = Clock::now();
   while (!waiters_.empty() && waiters_.front().deadline <= now) {
     pg_counters().acquire_timeouts.fetch_add(1, std::memory_order_relaxed);
-    fail_later(std::move(waiters_.front().handler), "no connection free within acquire_timeout");
+    // Connections up but all busy is a saturated store; none up is an absent one (fail_open
+    // forwards only then).
+    if (connected()) {
+      fail_later(std::move(waiters_.front().handler), PgErrorKind::busy, "no connection free within acquire_timeout");
+    } else {
+      fail_later(std::move(waiters_.front().handler), PgErrorKind::unavailable,
+                 "no connection to the server within acquire_timeout");
+    }
     waiters_.pop_front();
   }
   arm_acquire_timer();
 }
 
-void Pool::fail_later(Connection::ExecuteHandler handler, std::string message) {
-  boost::asio::post(io_, [handler = std::move(handler), message = std::move(message)]() mutable {
-    handler(PgError{PgErrorKind::unavailable, {}, std::move(message)}, nullptr);
+void Pool::fail_later(Connection::ExecuteHandler handler, PgErrorKind kind, std::string message) {
+  boost::asio::post(io_, [handler = std::move(handler), kind, message = std::move(message)]() mutable {
+    handler(PgError{kind, {}, std::move(message)}, nullptr);
   });
 }
 

@@ -4,7 +4,8 @@
 // start() connects every slot; a slot whose connection fails or is lost (or is closed after a
 // statement timeout) reconnects on its own, forever, after a capped exponential backoff with
 // jitter: 100 ms doubling to 5 s, reset by a successful connect. A statement runs on an idle
-// connection at once, else waits in FIFO order up to acquire_timeout, then fails `unavailable`.
+// connection at once, else waits in FIFO order up to acquire_timeout, then fails `busy` (some
+// connection is up) or `unavailable` (none is).
 //
 // Used only on the io thread. Handlers run exactly once, never inside execute()/stop().
 // Async steps hold weak references: the pool may be destroyed while statements run; their
@@ -63,7 +64,7 @@ class Pool : public std::enable_shared_from_this<Pool> {
   void serve_waiters();
   void arm_acquire_timer();
   void on_acquire_timer();
-  void fail_later(Connection::ExecuteHandler handler, std::string message);
+  void fail_later(Connection::ExecuteHandler handler, PgErrorKind kind, std::string message);
 
   boost::asio::io_context& io_;
   PoolOptions options_;

@@ -26,6 +26,14 @@ TEST(AfterClaimFailure, AStoreThatWasNotReachedFollowsTheRoute) {
   EXPECT_FALSE(open.release_claim);
 }
 
+TEST(AfterClaimFailure, ABusyStoreIsNeverForwardedUnprotectedAndHoldsNothing) {
+  for (const StoreUnavailable mode : kBothModes) {
+    const ClaimFailure failure = after_claim_failure(StoreError::busy, with(mode));
+    EXPECT_EQ(failure.answer, ClaimFailureAnswer::unavailable) << static_cast<int>(mode);
+    EXPECT_FALSE(failure.release_claim) << static_cast<int>(mode);
+  }
+}
+
 TEST(AfterClaimFailure, ALostReplyIsNeverForwardedAndFreesTheKeyBehindIt) {
   for (const StoreUnavailable mode : kBothModes) {
     const ClaimFailure failure = after_claim_failure(StoreError::reply_lost, with(mode));
@@ -78,6 +86,7 @@ TEST(AfterOwnerWrite, EveryAnswerToEveryWrite) {
     EXPECT_EQ(after_owner_write(write, StoreError::ok), OwnerWriteNext::done);
     // Not known to have happened: run it again (each write is idempotent for its owner).
     EXPECT_EQ(after_owner_write(write, StoreError::unavailable), OwnerWriteNext::retry);
+    EXPECT_EQ(after_owner_write(write, StoreError::busy), OwnerWriteNext::retry);
     EXPECT_EQ(after_owner_write(write, StoreError::reply_lost), OwnerWriteNext::retry);
     EXPECT_EQ(after_owner_write(write, StoreError::internal), OwnerWriteNext::give_up);
     EXPECT_EQ(after_owner_write(write, StoreError::not_found), OwnerWriteNext::give_up);
@@ -120,6 +129,7 @@ TEST(FailurePolicyNames, EveryValueHasItsOwnName) {
   EXPECT_EQ(owner_write_name(OwnerWrite::release), "release");
   EXPECT_EQ(owner_write_name(OwnerWrite::mark_unknown), "mark_unknown");
   EXPECT_EQ(store_error_name(StoreError::reply_lost), "reply_lost");
+  EXPECT_EQ(store_error_name(StoreError::busy), "busy");
 }
 
 }  // namespace
