@@ -2,6 +2,7 @@
 
 #include "app/record_view.hpp"
 
+#include <algorithm>
 #include <boost/beast/core/string.hpp>
 #include <optional>
 #include <string>
@@ -45,7 +46,10 @@ std::optional<std::string> percent_decode(std::string_view text) {
 }
 
 admin::Response problem(const core::Problem& p) {
-  return admin::text_response(static_cast<unsigned>(p.status), core::problem_json(p), "application/problem+json");
+  admin::Response response =
+      admin::text_response(static_cast<unsigned>(p.status), core::problem_json(p), "application/problem+json");
+  if (p.retry_after) response.set(http::field::retry_after, std::to_string(p.retry_after->count()));
+  return response;
 }
 
 admin::Response not_found(std::string_view what) {
@@ -143,10 +147,15 @@ void handle_key(ProxyAdminContext& context, const admin::Request& request, const
     });
     return;
   }
-  context.store.force_release(key, [target = *target, respond, key_hash](store::StoreError e) {
+  context.store.force_release(key, [target = *target, respond, key_hash](store::StoreError e,
+                                                                         std::chrono::milliseconds lease_left) {
     log::info("admin_release", {{"route", target.route}, {"scope", target.scope}, {"key_hash", key_hash},
                                 {"result", store::store_error_name(e)}});
     if (e == store::StoreError::ok) return respond(admin::text_response(200, "{\"released\":true}\n", "application/json"));
+    if (e == store::StoreError::lease_running) {
+      const auto left = std::max(std::chrono::ceil<std::chrono::seconds>(lease_left), std::chrono::seconds(1));
+      return respond(problem(core::release_refused_in_flight_problem(left)));
+    }
     if (e == store::StoreError::not_found) {
       return respond(not_found("no unknown or in-flight record for this route, scope and key (completed records are never released)"));
     }

@@ -2,6 +2,7 @@
 
 #include "app/record_view.hpp"
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <iostream>
@@ -62,11 +63,17 @@ int run_record_command(const config::Config& config, const RecordCommand& comman
       store.stop();
     });
   } else {
-    store.force_release(key, [&](store::StoreError error) {
+    store.force_release(key, [&](store::StoreError error, std::chrono::milliseconds lease_left) {
       if (error == store::StoreError::ok) {
         log::info("admin_release", {{"route", command.route}, {"scope", *scope}, {"source", "cli"}});
         std::cout << "released: the next request with this key executes\n";
         exit_code = 0;
+      } else if (error == store::StoreError::lease_running) {
+        const auto left = std::max(std::chrono::ceil<std::chrono::seconds>(lease_left), std::chrono::seconds(1));
+        std::cerr << "idemproxy: not released: the record is in flight and its lease runs for " << left.count()
+                  << " s more; its request may be executing, and a release would let a retry run it twice. "
+                     "Try again once the lease has lapsed.\n";
+        exit_code = 4;
       } else {
         report_error(error);
       }

@@ -37,6 +37,7 @@ ClaimFailure after_claim_failure(StoreError error, const RoutePolicy& policy) {
     case StoreError::ok:
     case StoreError::not_owner:
     case StoreError::not_found:
+    case StoreError::lease_running:
       break;  // not a claim failure
   }
   assert(false && "after_claim_failure: not a claim failure");
@@ -89,6 +90,7 @@ OwnerWriteNext after_owner_write(OwnerWrite write, StoreError error) {
       // request owns the key now, or an operator released it, or it expired.
       return write == OwnerWrite::release ? OwnerWriteNext::done : OwnerWriteNext::give_up;
     case StoreError::not_found:
+    case StoreError::lease_running:
     case StoreError::internal:
     case StoreError::corrupt: return OwnerWriteNext::give_up;
   }

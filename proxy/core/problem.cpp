@@ -92,6 +92,14 @@ Problem too_large_to_replay_problem(int original_status, std::size_t limit) {
                           "-byte limit and cannot be replayed; it will not be executed again");
 }
 
+Problem release_refused_in_flight_problem(std::chrono::seconds lease_left) {
+  return make_problem(409, "release-refused-in-flight", "Request may still be executing",
+                      "the record is in flight and its lease runs for " + seconds_phrase(lease_left) +
+                          " more: its request may be executing now, and releasing it would let a retry run it a "
+                          "second time; once the lease lapses it can be released",
+                      lease_left);
+}
+
 Problem outcome_unknown_problem() {
   return make_problem(502, "outcome-unknown", "Outcome unknown",
                       "the original request reached the upstream but no response came back; the outcome is "

@@ -43,6 +43,9 @@ Problem internal_problem(std::string_view why);                                 
 // The stored response exists but failed its integrity check (encrypted at rest, see
 // store/encrypting_store.hpp): it is never replayed, and the request is not executed again.
 Problem record_corrupt_problem();                                                             // 500
+// An operator asked to release a record whose request may still be executing (in flight, lease
+// running): refused, with the time the lease has left as Retry-After.
+Problem release_refused_in_flight_problem(std::chrono::seconds lease_left);                  // 409
 
 // The answer to every decision that neither executes nor replays (fingerprint_mismatch,
 // in_flight and wait, too_large_to_replay, outcome_unknown) for the record it was made on.

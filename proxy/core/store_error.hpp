@@ -17,6 +17,8 @@ enum class StoreError {
                 // repeat with the same request, which is how callers settle it.
   not_owner,    // complete/release/mark_unknown: the record is no longer ours (lease taken over, released, expired)
   not_found,    // force_release/inspect: no live record for (scope, key), or not in a releasable state
+  lease_running,  // force_release: the record is in flight and its lease still runs, so its request
+                  // may be executing right now; releasing it would let a retry run it a second time
   internal,     // anything else (bad data, unexpected SQLSTATE): logged by the store
   corrupt,      // claim: the existing record's sealed response does not open (see encrypting_store.hpp);
                 // logged by the store; the record must never be replayed

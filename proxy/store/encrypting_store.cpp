@@ -66,7 +66,7 @@ void EncryptingStore::mark_unknown(const ReleaseRequest& request, DoneHandler ha
   inner_.mark_unknown(request, std::move(handler));
 }
 
-void EncryptingStore::force_release(const RecordKey& key, DoneHandler handler) {
+void EncryptingStore::force_release(const RecordKey& key, ForceReleaseHandler handler) {
   inner_.force_release(key, std::move(handler));
 }
 

@@ -112,18 +112,25 @@ void MemoryStore::mark_unknown(const ReleaseRequest& request, DoneHandler handle
   handler(error);
 }
 
-void MemoryStore::force_release(const RecordKey& key, DoneHandler handler) {
+void MemoryStore::force_release(const RecordKey& key, ForceReleaseHandler handler) {
   StoreError error = StoreError::not_found;
+  std::chrono::milliseconds lease_remaining{0};
   {
     const std::lock_guard lock(mutex_);
+    const TimePoint now = clock_.now();
     const auto it = records_.find(ScopedKey{key.scope, key.key});
-    if (it != records_.end() && it->second.expires_at > clock_.now() &&
+    if (it != records_.end() && it->second.expires_at > now &&
         (it->second.state == core::RecordState::in_flight || it->second.state == core::RecordState::unknown)) {
-      records_.erase(it);
-      error = StoreError::ok;
+      if (it->second.state == core::RecordState::in_flight && it->second.lease_expires_at > now) {
+        error = StoreError::lease_running;
+        lease_remaining = until(now, it->second.lease_expires_at);
+      } else {
+        records_.erase(it);
+        error = StoreError::ok;
+      }
     }
   }
-  handler(error);
+  handler(error, lease_remaining);
 }
 
 void MemoryStore::sweep_expired(std::size_t batch, SweepHandler handler) {

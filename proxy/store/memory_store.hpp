@@ -25,7 +25,7 @@ class MemoryStore final : public Store {
   void complete(const CompleteRequest& request, DoneHandler handler) override;
   void release(const ReleaseRequest& request, DoneHandler handler) override;
   void mark_unknown(const ReleaseRequest& request, DoneHandler handler) override;
-  void force_release(const RecordKey& key, DoneHandler handler) override;
+  void force_release(const RecordKey& key, ForceReleaseHandler handler) override;
   // Scans every record (O(n log n)): fine for the sizes this store is meant for.
   void sweep_expired(std::size_t batch, SweepHandler handler) override;
   void inspect(const RecordKey& key, InspectHandler handler) override;

@@ -70,6 +70,9 @@ using ClaimHandler = std::function<void(StoreError, core::ClaimResult)>;
 using DoneHandler = std::function<void(StoreError)>;
 using SweepHandler = std::function<void(StoreError, std::size_t deleted)>;
 using InspectHandler = std::function<void(StoreError, RecordInfo)>;
+// force_release's answer; `lease_remaining` is meaningful with lease_running (how long until a
+// release can succeed).
+using ForceReleaseHandler = std::function<void(StoreError, std::chrono::milliseconds lease_remaining)>;
 
 class Store {
  public:
@@ -87,9 +90,11 @@ class Store {
   // `owner` becomes `unknown` (terminal: never re-executed, until an operator releases it).
   // Idempotent for its owner, like complete.
   virtual void mark_unknown(const ReleaseRequest& request, DoneHandler handler) = 0;
-  // Operator action: deletes the record if it is `unknown` or `in_flight`, whoever owns it, so the
-  // next retry executes. Completed records are never released (not_found).
-  virtual void force_release(const RecordKey& key, DoneHandler handler) = 0;
+  // Operator action: deletes the record if it is `unknown`, or `in_flight` with its lease lapsed,
+  // whoever owns it, so the next retry executes. An in-flight record within its lease is refused
+  // (lease_running, with the time left): its request may be executing, and a release would let a
+  // retry run it twice. Completed records are never released (not_found).
+  virtual void force_release(const RecordKey& key, ForceReleaseHandler handler) = 0;
   // Deletes at most `batch` records past their expiry (oldest first; uses the expiry index; safe
   // to run from several processes at once: rows locked by another sweeper are skipped).
   virtual void sweep_expired(std::size_t batch, SweepHandler handler) = 0;

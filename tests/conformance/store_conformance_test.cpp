@@ -417,8 +417,25 @@ TYPED_TEST(StoreConformance, ForceReleaseOfAnUnknownRecordLetsTheNextClaimClaim)
   EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "owner-2", binary_response())), StoreError::ok);
 }
 
-TYPED_TEST(StoreConformance, ForceReleaseOfAnInFlightRecordTakesItFromItsOwner) {
+// Within its lease an in-flight record's request may be executing: a release would let a retry run
+// it a second time. Refused, with the time left.
+TYPED_TEST(StoreConformance, ForceReleaseOfAnInFlightRecordWithinItsLeaseIsRefused) {
   ASSERT_TRUE(this->harness_.claim(this->claim_request("k1", "owner-1")).result.claimed);
+  EXPECT_EQ(this->harness_.force_release(this->record_key("k1")), StoreError::lease_running);
+  EXPECT_GT(this->harness_.last_lease_left(), 8s);
+  EXPECT_LE(this->harness_.last_lease_left(), 10s);
+  const ClaimOutcome probe = this->harness_.claim(this->claim_request("k1", "owner-2"));
+  ASSERT_EQ(probe.error, StoreError::ok);
+  EXPECT_FALSE(probe.result.claimed);
+  EXPECT_EQ(probe.result.existing.state, RecordState::in_flight);
+  EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "owner-1", binary_response())), StoreError::ok);
+}
+
+TYPED_TEST(StoreConformance, ForceReleaseOfAnInFlightRecordWhoseLeaseLapsedTakesItFromItsOwner) {
+  store::ClaimRequest short_lease = this->claim_request("k1", "owner-1");
+  short_lease.lease = 1ms;
+  ASSERT_TRUE(this->harness_.claim(short_lease).result.claimed);
+  this->harness_.let_time_pass(20ms);
   ASSERT_EQ(this->harness_.force_release(this->record_key("k1")), StoreError::ok);
 
   const ClaimOutcome next = this->harness_.claim(this->claim_request("k1", "owner-2"));

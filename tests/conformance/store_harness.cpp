@@ -101,7 +101,10 @@ store::StoreError StoreHarness::mark_unknown(const store::ReleaseRequest& reques
 
 store::StoreError StoreHarness::force_release(const store::RecordKey& key) {
   auto outcome = std::make_shared<std::optional<store::StoreError>>();
-  store().force_release(key, [outcome](store::StoreError error) { *outcome = error; });
+  store().force_release(key, [outcome, this](store::StoreError error, std::chrono::milliseconds lease_left) {
+    *outcome = error;
+    last_lease_left_ = lease_left;
+  });
   if (!run_until([&] { return outcome->has_value(); })) {
     ADD_FAILURE() << "force_release handler did not run within the deadline";
     return store::StoreError::internal;

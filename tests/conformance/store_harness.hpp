@@ -60,6 +60,8 @@ class StoreHarness {
   store::StoreError release(const store::ReleaseRequest& request);
   store::StoreError mark_unknown(const store::ReleaseRequest& request);
   store::StoreError force_release(const store::RecordKey& key);
+  // The lease force_release reported left, with lease_running.
+  std::chrono::milliseconds last_lease_left() const { return last_lease_left_; }
   SweepOutcome sweep_expired(std::size_t batch);
   InspectOutcome inspect(const store::RecordKey& key);
 
@@ -77,6 +79,7 @@ class StoreHarness {
   std::shared_ptr<const crypto::Keyring> keyring_;
   std::unique_ptr<store::Store> encrypting_;
   const store::Store* encrypted_backend_ = nullptr;  // the backend `encrypting_` wraps
+  std::chrono::milliseconds last_lease_left_{0};
 };
 
 class ManualClock final : public core::Clock {

@@ -117,7 +117,7 @@ TEST_P(RoundTrips, MarkUnknownForceReleaseInspectAndSweepAreOneStatementEach) {
             }),
             1u);
   EXPECT_EQ(statements_for([&](auto done) {
-              store_->force_release({.scope = scope, .key = "k"}, [&, done](StoreError error) {
+              store_->force_release({.scope = scope, .key = "k"}, [&, done](StoreError error, std::chrono::milliseconds) {
                 EXPECT_EQ(error, StoreError::ok);
                 done();
               });

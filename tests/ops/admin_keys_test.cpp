@@ -1,6 +1,7 @@
 // /admin/keys/{route}/{key}: inspecting a record (never its body) with the scope headers of the
 // original request, and releasing an unknown-outcome record so the next retry executes. Every
 // admin action is logged with a hash of the key, never the key.
+#include <future>
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
@@ -153,6 +154,30 @@ TEST_F(OpsAdminKeysUnknownOutcome, ReleaseLetsTheRetryExecute) {
   }
   EXPECT_TRUE(released_ok) << log;
   expect_logged_by_hash(*proxy().proxy_process(), "admin_inspect", key, 2);
+}
+
+// Within its lease an in-flight record's request may be running: the admin API refuses to release
+// it (409, Retry-After = the lease left), and the request completes and replays, executed once.
+TEST_F(OpsAdminKeysUnknownOutcome, ReleaseWithinTheLeaseIsRefusedWithTheLeaseLeft) {
+  const std::uint16_t admin = admin_port_of(*proxy().proxy_process());
+  const std::string key = unique_key("in-lease");
+  const std::string record = "/admin/keys/orders/" + key;
+  auto first = std::async(std::launch::async,
+                          [&] { return send(order(key, e2e::kOrderBody, kTenant).with("X-Test-Delay-Ms", "800")); });
+  ASSERT_TRUE(eventually([&] { return upstream_count(key) == 1; }, std::chrono::seconds(3)));
+
+  const HttpResponse refused = admin_post(admin, record + "/release", std::nullopt, tenant());
+  e2e::expect_problem(refused, 409, "release-refused-in-flight");
+  const auto retry_after = refused.header("Retry-After");
+  ASSERT_TRUE(retry_after.has_value()) << describe(refused);
+  EXPECT_GE(std::stoi(*retry_after), 1);
+  EXPECT_LE(std::stoi(*retry_after), 2);
+
+  const HttpResponse answered = first.get();
+  EXPECT_EQ(answered.status, 200) << describe(answered);
+  const HttpResponse replayed = send(order(key, e2e::kOrderBody, kTenant));
+  EXPECT_TRUE(e2e::is_replay(replayed)) << describe(replayed);
+  EXPECT_EQ(upstream_count(key), 1u);
 }
 
 }  // namespace

@@ -187,9 +187,23 @@ void PgStore::mark_unknown(const ReleaseRequest& request, DoneHandler handler) {
                         StoreError::not_owner, std::move(handler));
 }
 
-void PgStore::force_release(const RecordKey& key, DoneHandler handler) {
-  run_single_row_change(impl_->pool, std::make_shared<const Statement>(force_release_statement(key)),
-                        StoreError::not_found, std::move(handler));
+void PgStore::force_release(const RecordKey& key, ForceReleaseHandler handler) {
+  run_statement(impl_->pool, std::make_shared<const Statement>(force_release_statement(key)), 1,
+                [handler = std::move(handler)](StoreError error, ResultHandle result) {
+                  using std::chrono::milliseconds;
+                  if (error != StoreError::ok) return handler(error, milliseconds{0});
+                  const int rows = PQntuples(result.get());
+                  if (rows == 0) return handler(StoreError::not_found, milliseconds{0});
+                  const DecodedForceRelease decoded =
+                      rows == 1 ? decode_force_release_row(result.get(), 0)
+                                : DecodedForceRelease{std::nullopt, std::to_string(rows) + " rows for one key"};
+                  if (!decoded.outcome) {
+                    log_statement_failure("force_release", {PgErrorKind::internal, {}, decoded.error});
+                    return handler(StoreError::internal, milliseconds{0});
+                  }
+                  if (decoded.outcome->released) return handler(StoreError::ok, milliseconds{0});
+                  handler(StoreError::lease_running, decoded.outcome->lease_remaining);
+                });
 }
 
 void PgStore::sweep_expired(std::size_t batch, SweepHandler handler) {

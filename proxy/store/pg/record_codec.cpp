@@ -186,4 +186,21 @@ DecodedInspect decode_inspect_row(const PGresult* result, int row) {
   return {std::move(info), {}};
 }
 
+DecodedForceRelease decode_force_release_row(const PGresult* result, int row) {
+  if (PQnfields(result) != sql::force_release_column_count) {
+    return {std::nullopt, "force_release returned an unexpected column count"};
+  }
+  const BinaryRow columns(result, row);
+  const auto released = columns.boolean(sql::force_release_col_released);
+  if (!released) return {std::nullopt, "force_release: bad `released` column"};
+  ForceReleaseOutcome outcome;
+  outcome.released = *released;
+  if (!columns.is_null(sql::force_release_col_lease_remaining)) {
+    const auto lease = columns.int8(sql::force_release_col_lease_remaining);
+    if (!lease) return {std::nullopt, "force_release: bad lease_remaining column"};
+    outcome.lease_remaining = std::chrono::milliseconds(*lease);
+  }
+  return {outcome, {}};
+}
+
 }  // namespace idem::store::pg

@@ -3,6 +3,7 @@
 #include <libpq-fe.h>
 
 #include <cstddef>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,5 +41,16 @@ struct DecodedInspect {
 };
 // Decodes one row of sql::kInspect's result (binary format).
 DecodedInspect decode_inspect_row(const PGresult* result, int row);
+
+struct ForceReleaseOutcome {
+  bool released = false;
+  std::chrono::milliseconds lease_remaining{0};  // when not released: the in-flight lease left
+};
+struct DecodedForceRelease {
+  std::optional<ForceReleaseOutcome> outcome;  // set on success
+  std::string error;                           // otherwise: what did not decode
+};
+// Decodes one row of sql::kForceRelease's result (binary format).
+DecodedForceRelease decode_force_release_row(const PGresult* result, int row);
 
 }  // namespace idem::store::pg

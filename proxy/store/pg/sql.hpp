@@ -104,12 +104,35 @@ UPDATE idempotency_records
  WHERE scope = $1 AND key = $2 AND owner = $3 AND state IN ('in_flight', 'unknown')
 )sql";
 
-// Force release (operator): deletes the live record whatever its owner, unless it holds a result.
-// 0 rows: absent, expired, or completed/too_large.
+// Columns of a force-release row, in this order.
+enum ForceReleaseColumn : int {
+  force_release_col_released = 0,     // bool: the record was deleted
+  force_release_col_lease_remaining,  // int8 milliseconds, NULL unless in flight
+  force_release_column_count,
+};
+
+// Force release (operator): deletes the live record whatever its owner, if it is unknown or in
+// flight with its lease lapsed. An in-flight record within its lease is locked and left alone
+// (its request may be executing), and the row says how long its lease still runs. No row:
+// absent, expired, or completed/too_large. Keyed by the primary key: one row at most, locked
+// for the statement, so a claim cannot slip in between the check and the delete.
 // $1 scope text, $2 key text.
 inline constexpr const char* kForceRelease = R"sql(
-DELETE FROM idempotency_records
- WHERE scope = $1 AND key = $2 AND state IN ('in_flight', 'unknown') AND expires_at > now()
+WITH target AS (
+  SELECT scope, key, state, lease_expires_at
+    FROM idempotency_records
+   WHERE scope = $1 AND key = $2 AND state IN ('in_flight', 'unknown') AND expires_at > now()
+     FOR UPDATE
+), released AS (
+  DELETE FROM idempotency_records AS r
+   USING target AS t
+   WHERE r.scope = t.scope AND r.key = t.key
+     AND (t.state = 'unknown' OR t.lease_expires_at <= now())
+  RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM released),
+       CASE WHEN t.state = 'in_flight' THEN (extract(epoch FROM t.lease_expires_at - now()) * 1000)::bigint END
+  FROM target AS t
 )sql";
 
 // Sweep: deletes at most $1 expired records, oldest first, and reports how many (command tag).

@@ -1,0 +1,63 @@
+// At most once for every timing: an operator cannot release a record whose request may still be
+// executing, and what the proxy refuses it says precisely.
+#include <future>
+#include <thread>
+
+#include "failure/failure_fixture.hpp"
+#include "failure/failure_requests.hpp"
+#include "support/proxy_fixture.hpp"
+
+namespace idem::test::failure {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class Timing : public FailureTest {};
+
+// `idemproxy --release` while the request runs upstream (lease running): refused, exit 4, the
+// time left named; the request completes, is stored and replays; it ran once. After the lease
+// of a request that never finished, the same command releases.
+TEST_F(Timing, ReleaseWithinTheLeaseIsRefusedAndTheRequestRunsOnce) {
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "4s"}, {"LEASE", "6s"}}));
+  const std::string key = unique_key("release-in-lease");
+  auto first = std::async(std::launch::async, [&] {
+    return send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Delay-Ms", "2000"), 10s);
+  });
+  while (rig.upstream_count(key) == 0) std::this_thread::sleep_for(10ms);
+
+  const RunResult refused = rig.release("lock", key);
+  EXPECT_EQ(refused.exit_status, 4) << refused.stdout_text << refused.stderr_text;
+  EXPECT_NE(refused.stderr_text.find("lease runs for"), std::string::npos) << refused.stderr_text;
+  EXPECT_EQ(rig.inspect("lock", key).state, "in_flight");
+
+  const HttpResponse answered = first.get();
+  EXPECT_EQ(answered.status, 200) << describe(answered);
+  const HttpResponse replayed = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_TRUE(is_replay(replayed)) << describe(replayed);
+  EXPECT_EQ(replayed.body, answered.body);
+  EXPECT_EQ(rig.upstream_count(key), 1u) << "a release within the lease let the request run twice";
+}
+
+TEST_F(Timing, ReleaseAfterALapsedLeaseSucceeds) {
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "2s"}}));
+  const std::string key = unique_key("release-lapsed");
+  // The proxy dies mid-request: the record stays in flight, its lease lapses.
+  auto first = std::async(std::launch::async, [&] {
+    return send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Delay-Ms", "800"), 5s);
+  });
+  while (rig.upstream_count(key) == 0) std::this_thread::sleep_for(10ms);
+  rig.kill_proxy();
+  first.get();
+  rig.start_proxy();
+  EXPECT_EQ(rig.release("lock", key).exit_status, 4) << "released within the lease";
+  std::this_thread::sleep_for(2200ms);
+  const RunResult released = rig.release("lock", key);
+  EXPECT_EQ(released.exit_status, 0) << released.stdout_text << released.stderr_text;
+  const HttpResponse retried = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_EQ(retried.status, 200) << describe(retried);
+  EXPECT_EQ(rig.upstream_count(key), 2u);
+}
+
+}  // namespace
+}  // namespace idem::test::failure
