@@ -117,6 +117,7 @@ relay::RelayOptions relay_options(const config::RelayConfig& config) {
       .publish_timeout = config.sink.kind == config::SinkKind::redis_streams ? config.sink.redis.command_timeout
                                                                               : config.sink.http.timeout,
       .settle_reserve = 2 * config.postgres.query_timeout,
+      .query_timeout = config.postgres.query_timeout,
       .max_attempts = loop.max_attempts,
       .backoff_initial = loop.backoff_initial,
       .backoff_max = loop.backoff_max,

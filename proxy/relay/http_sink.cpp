@@ -111,6 +111,20 @@ std::string HttpSink::body_for(const OutboxRow& row) {
   return body;
 }
 
+DeliveryOutcome HttpSink::outcome_of_status(unsigned status) {
+  if (status >= 200 && status < 300) return DeliveryOutcome::delivered;
+  switch (status) {
+    case 408:  // request timeout
+    case 409:  // conflict: an earlier delivery of this event is still running at the consumer's inbox
+    case 429:  // too many requests
+      return DeliveryOutcome::retry;
+    default:
+      break;
+  }
+  if (status >= 400 && status < 500) return DeliveryOutcome::poison;
+  return DeliveryOutcome::retry;
+}
+
 void HttpSink::publish(std::shared_ptr<const std::vector<OutboxRow>> rows, std::chrono::steady_clock::time_point deadline,
                        PublishHandler handler) {
   auto batch = std::make_shared<Batch>();
@@ -246,12 +260,9 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
       stream->close();
     }
     const unsigned status = response.result_int();
-    if (status >= 200 && status < 300) co_return Delivery{DeliveryOutcome::delivered, {}};
-    const std::string what = "POST " + target + ": HTTP " + std::to_string(status);
-    if (status >= 400 && status < 500 && status != 408 && status != 429) {
-      co_return Delivery{DeliveryOutcome::poison, what};
-    }
-    co_return Delivery{DeliveryOutcome::retry, what};
+    const DeliveryOutcome outcome = outcome_of_status(status);
+    if (outcome == DeliveryOutcome::delivered) co_return Delivery{outcome, {}};
+    co_return Delivery{outcome, "POST " + target + ": HTTP " + std::to_string(status)};
   }
   co_return Delivery{DeliveryOutcome::retry, "POST " + target + ": connection closed twice before a response"};
 }

@@ -6,9 +6,14 @@
 // "aggregate_id", "headers"}. An idemproxy in front of the consumer turns the Idempotency-Key into
 // an inbox: a re-sent event is answered from the stored response, never executed twice.
 //
-// 2xx: delivered. 4xx other than 408 and 429: poison (parked at once). Anything else (408, 429,
-// 3xx, 5xx, a timeout, a broken connection): retry. A connection that cannot be opened means the
-// endpoint is down: `unavailable` (no attempt counted, the relay backs off as a whole).
+// 2xx: delivered. 4xx other than 408, 409 and 429: poison (parked at once). Anything else (408,
+// 409, 429, 3xx, 5xx, a timeout, a broken connection): retry. 409 is what an idempotency layer in
+// front of the consumer (idemproxy's inbox) answers while an earlier delivery of the same event is
+// still running there, which is exactly what a redelivery after a lost reply or a timeout runs
+// into; a 409 that never clears parks after max_attempts like any other retry. A connection that
+// cannot be opened means the endpoint is down: `unavailable` (no attempt counted, the relay backs
+// off as a whole). A delivery whose response never came (reset, timeout) may have been executed:
+// it is retried with the same webhook-id, and the consumer must deduplicate on it.
 // An https:// url: TLS 1.2 or later, the consumer's certificate verified (chain and name) against
 // the system's or sink.http.tls's CA, an optional client certificate; a handshake or verification
 // failure is `unavailable` too, with the reason in the log.
@@ -45,6 +50,8 @@ class HttpSink final : public Sink, public std::enable_shared_from_this<HttpSink
 
   // The request body for a row (tests verify the signature over it).
   static std::string body_for(const OutboxRow& row);
+  // What a response status means for the row (see the top of this file).
+  static DeliveryOutcome outcome_of_status(unsigned status);
 
  private:
   struct Batch;

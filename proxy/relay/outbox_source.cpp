@@ -125,6 +125,17 @@ void OutboxSource::settle(const std::string& token, const std::vector<RowSettlem
   });
 }
 
+void OutboxSource::release_claim(const std::string& token, CountHandler handler) {
+  auto statement = std::make_shared<Statement>(Statement{"release_claim", sql::kReleaseClaim, {Param::text(token)}});
+  pool_->execute(std::move(statement), [handler = std::move(handler)](PgError error, ResultHandle result) {
+    if (!error.ok()) {
+      handler(std::move(error), 0);
+      return;
+    }
+    handler({}, affected_rows(result.get()));
+  });
+}
+
 void OutboxSource::delete_published(std::chrono::milliseconds older_than, std::size_t limit, CountHandler handler) {
   auto statement = std::make_shared<Statement>(Statement{
       "retention", sql::kDeletePublished,

@@ -56,6 +56,9 @@ class OutboxSource {
   // One statement for the whole batch; `rows` counts the rows still held by `token` (fewer means
   // the lease was lost and another claim owns them now).
   void settle(const std::string& token, const std::vector<RowSettlement>& settlements, CountHandler handler);
+  // Hands back whatever is still leased to `token` (a claim whose reply was lost); `rows` counts
+  // the rows released. See sql::kReleaseClaim.
+  void release_claim(const std::string& token, CountHandler handler);
   void delete_published(std::chrono::milliseconds older_than, std::size_t limit, CountHandler handler);
   void backlog(BacklogHandler handler);
 

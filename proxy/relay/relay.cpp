@@ -48,7 +48,7 @@ Relay::Relay(boost::asio::io_context& io, RelayOptions options, std::shared_ptr<
       retention_timer_(io),
       stats_timer_(io) {
   lanes_.resize(std::max(options_.concurrency, 1u));
-  for (Lane& lane : lanes_) lane.settle_timer = std::make_unique<boost::asio::steady_timer>(io);
+  for (Lane& lane : lanes_) lane.timer = std::make_unique<boost::asio::steady_timer>(io);
 }
 
 Relay::~Relay() = default;
@@ -109,8 +109,24 @@ void Relay::on_claimed(std::size_t lane, std::string token, Clock::time_point le
                        std::vector<OutboxRow> rows) {
   if (!error.ok()) {
     stats_.source_failures.fetch_add(1, std::memory_order_relaxed);
-    go_idle(lane);
     pause("claim failed (" + std::string(store::pg::pg_error_kind_name(error.kind)) + "): " + error.message);
+    if (error.kind != store::pg::PgErrorKind::reply_lost) {
+      go_idle(lane);
+      return;
+    }
+    // The claim may have committed: rows leased to `token` that nobody would touch before the
+    // lease lapses (their aggregates blocked meanwhile). The token is known, so hand them back.
+    // Not before the claim has certainly ended on the server (statement_timeout): a release that
+    // overtook a claim still running would miss the rows that claim is about to lease.
+    auto claim = std::make_shared<LostClaim>();
+    claim->lane = lane;
+    claim->token = std::move(token);
+    claim->sent = lease_end - options_.lease;
+    claim->lease_end = lease_end;
+    log::warn("claim reply lost: releasing whatever it leased", {{"token", claim->token}, {"error", error.message}});
+    lanes_[lane].state = LaneState::releasing_lost_claim;
+    const Clock::time_point claim_ended = stopping_ ? Clock::now() : claim->sent + options_.query_timeout;
+    release_lost_claim(std::move(claim), claim_ended);
     return;
   }
   stats_.source_connected.store(true, std::memory_order_relaxed);
@@ -138,6 +154,44 @@ void Relay::on_claimed(std::size_t lane, std::string token, Clock::time_point le
   }
   if (full) wake_one();  // more work is likely: another lane claims while this one publishes
   publish(std::move(batch));
+}
+
+void Relay::release_lost_claim(std::shared_ptr<LostClaim> claim, Clock::time_point at) {
+  boost::asio::steady_timer& timer = *lanes_[claim->lane].timer;
+  timer.expires_at(at);
+  // Only stop() cancels the wait (operation_aborted): a relay shutting down then tries at once
+  // rather than leave the rows leased behind it. Either way the release goes out.
+  timer.async_wait([self = shared_from_this(), claim](const boost::system::error_code&) mutable {
+    const std::string token = claim->token;
+    self->source_->release_claim(token, [self, claim = std::move(claim)](const store::pg::PgError& error,
+                                                                          std::size_t released) mutable {
+      self->on_lost_claim_released(std::move(claim), error, released);
+    });
+  });
+}
+
+void Relay::on_lost_claim_released(std::shared_ptr<LostClaim> claim, const store::pg::PgError& error,
+                                   std::size_t released) {
+  const std::size_t lane = claim->lane;
+  if (error.ok()) {
+    stats_.released.fetch_add(released, std::memory_order_relaxed);
+    // 0 rows: the claim never committed (or leased nothing).
+    log::info("released the rows of a claim whose reply was lost", {{"token", claim->token}, {"rows", released}});
+    lane_finished(lane, false);
+    return;
+  }
+  stats_.source_failures.fetch_add(1, std::memory_order_relaxed);
+  ++claim->failures;
+  const std::chrono::milliseconds delay = outage_backoff_.delay(claim->failures);
+  // Past the lease the rows are claimable again anyway (and the release, fenced by the token,
+  // would change nothing another claim holds).
+  if (!stopping_ && Clock::now() + delay < claim->lease_end) {
+    release_lost_claim(std::move(claim), Clock::now() + delay);
+    return;
+  }
+  log::warn("could not release the rows of a claim whose reply was lost: they are claimable again when its lease lapses",
+            {{"token", claim->token}, {"attempts", claim->failures}, {"error", error.message}});
+  lane_finished(lane, false);
 }
 
 void Relay::publish(std::shared_ptr<Batch> batch) {
@@ -256,13 +310,14 @@ void Relay::on_settled(std::shared_ptr<Batch> batch, store::pg::PgError error, s
   if (!error.ok()) {
     stats_.source_failures.fetch_add(1, std::memory_order_relaxed);
     ++batch->settle_failures;
+    if (error.kind == store::pg::PgErrorKind::reply_lost) batch->settle_reply_lost = true;
     const std::chrono::milliseconds delay = outage_backoff_.delay(batch->settle_failures);
     if (!stopping_ && Clock::now() + delay + options_.publish_timeout < batch->lease_end) {
       log::warn("settle failed: retrying", {{"token", batch->token},
                                             {"attempt", batch->settle_failures},
                                             {"retry_in_ms", count_ms(delay)},
                                             {"error", error.message}});
-      boost::asio::steady_timer& timer = *lanes_[lane].settle_timer;
+      boost::asio::steady_timer& timer = *lanes_[lane].timer;
       timer.expires_after(delay);
       timer.async_wait([self = shared_from_this(), batch](const boost::system::error_code& wait_error) mutable {
         if (wait_error || self->stopping_) {
@@ -273,28 +328,48 @@ void Relay::on_settled(std::shared_ptr<Batch> batch, store::pg::PgError error, s
       });
       return;
     }
-    log::error("settle failed: the rows are re-claimed when their lease lapses (the sink deduplicates)",
-               {{"token", batch->token}, {"rows", batch->rows->size()}, {"error", error.message}});
+    if (batch->settle_reply_lost) {
+      // An attempt may have applied: then there is nothing wrong at all. If none did, the lease
+      // lapses and the rows are published again (the sink deduplicates).
+      log::warn("settle outcome unknown (a reply was lost): if it did not apply, the rows are re-claimed when their "
+                "lease lapses (the sink deduplicates)",
+                {{"token", batch->token}, {"rows", batch->rows->size()}, {"error", error.message}});
+    } else {
+      log::error("settle failed: the rows are re-claimed when their lease lapses (the sink deduplicates)",
+                 {{"token", batch->token}, {"rows", batch->rows->size()}, {"error", error.message}});
+    }
     pause("settle failed");
     lane_finished(lane, false);
     return;
   }
-  if (updated < batch->settlements.size()) {
+  if (updated == 0 && batch->settle_reply_lost && Clock::now() < batch->lease_end) {
+    // The settle is one statement: all of the batch or nothing. A retry that finds none of the
+    // rows still held by the token, while the lease still holds (lease_end is conservative, and
+    // this answer was computed before it arrived), means no other claim can have taken them: the
+    // attempt whose reply was lost committed.
+    log::info("settle had applied (its reply was lost): the retry found nothing left to do",
+              {{"token", batch->token}, {"rows", batch->settlements.size()}});
+    count_settled(*batch);
+  } else if (updated < batch->settlements.size()) {
     const std::size_t lost = batch->settlements.size() - updated;
     stats_.lease_lost.fetch_add(lost, std::memory_order_relaxed);
     log::warn("lease lost: another claim owns these rows now; settle ignored for them",
               {{"token", batch->token}, {"rows", lost}});
   } else {
-    for (const RowSettlement& settlement : batch->settlements) {
-      switch (settlement.outcome) {
-        case Settlement::published: stats_.published.fetch_add(1, std::memory_order_relaxed); break;
-        case Settlement::retry: stats_.publish_failures.fetch_add(1, std::memory_order_relaxed); break;
-        case Settlement::parked: stats_.parked.fetch_add(1, std::memory_order_relaxed); break;
-        case Settlement::released: stats_.released.fetch_add(1, std::memory_order_relaxed); break;
-      }
-    }
+    count_settled(*batch);
   }
   lane_finished(lane, true);
+}
+
+void Relay::count_settled(const Batch& batch) {
+  for (const RowSettlement& settlement : batch.settlements) {
+    switch (settlement.outcome) {
+      case Settlement::published: stats_.published.fetch_add(1, std::memory_order_relaxed); break;
+      case Settlement::retry: stats_.publish_failures.fetch_add(1, std::memory_order_relaxed); break;
+      case Settlement::parked: stats_.parked.fetch_add(1, std::memory_order_relaxed); break;
+      case Settlement::released: stats_.released.fetch_add(1, std::memory_order_relaxed); break;
+    }
+  }
 }
 
 void Relay::lane_finished(std::size_t lane, bool more_work) {
@@ -428,7 +503,8 @@ void Relay::stop(std::function<void()> on_stopped) {
   stats_timer_.cancel();
   for (Lane& lane : lanes_) {
     if (lane.state == LaneState::idle) lane.state = LaneState::done;
-    if (lane.state == LaneState::settling) lane.settle_timer->cancel();  // a waiting retry gives up
+    // A waiting settle retry gives up; a waiting release of a lost claim is sent at once.
+    if (lane.state == LaneState::settling || lane.state == LaneState::releasing_lost_claim) lane.timer->cancel();
   }
   check_stopped();
 }

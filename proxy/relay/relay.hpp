@@ -12,6 +12,13 @@
 //    whole relay backs off (200 ms doubling to 10 s) before claiming again;
 //  - a settle that fails is retried until the batch's lease is nearly over; after that the rows
 //    are re-claimed when the lease lapses and re-published (the sink deduplicates).
+// Lost replies (Postgres answered `reply_lost`: the statement went out, its answer never came):
+//  - a claim: it may have leased rows to its token. The lane hands back whatever that token holds
+//    (sql::kReleaseClaim, fenced by the token), once the claim has certainly ended on the server,
+//    retrying until that succeeds or the lease would have lapsed anyway;
+//  - a settle: retried like any failed settle. It may have committed, in which case the retry,
+//    fenced by the token, updates nothing; while the lease holds nobody else can have taken the
+//    rows, so that means the earlier settle applied (counted as such, not as a lost lease).
 // A batch is published only while its lease has at least a sink timeout left (a relay resumed
 // after SIGSTOP drops what it held instead of publishing late), and every settle is fenced by the
 // batch token, so a batch whose lease was taken over changes nothing.
@@ -43,6 +50,9 @@ struct RelayOptions {
   std::chrono::milliseconds lease{30'000};
   std::chrono::milliseconds publish_timeout{5'000};  // the sink's own deadline (for the lease check)
   std::chrono::milliseconds settle_reserve{10'000};  // lease kept back for the settle (2 x query timeout)
+  // The source's deadline per statement; its sessions' statement_timeout is 90% of it. A statement
+  // sent this long ago has ended on the server, committed or not.
+  std::chrono::milliseconds query_timeout{5'000};
   unsigned max_attempts = 10;
   std::chrono::milliseconds backoff_initial{1'000};
   std::chrono::milliseconds backoff_max{300'000};
@@ -67,10 +77,10 @@ class Relay : public std::enable_shared_from_this<Relay> {
 
  private:
   using Clock = std::chrono::steady_clock;
-  enum class LaneState { idle, claiming, publishing, settling, done };
+  enum class LaneState { idle, claiming, releasing_lost_claim, publishing, settling, done };
   struct Lane {
     LaneState state = LaneState::idle;
-    std::unique_ptr<boost::asio::steady_timer> settle_timer;
+    std::unique_ptr<boost::asio::steady_timer> timer;  // the wait before a settle or release retry
   };
   struct Batch {
     std::size_t lane = 0;
@@ -79,6 +89,15 @@ class Relay : public std::enable_shared_from_this<Relay> {
     std::shared_ptr<const std::vector<OutboxRow>> rows;
     std::vector<RowSettlement> settlements;
     int settle_failures = 0;
+    bool settle_reply_lost = false;  // some settle attempt went out and got no answer: it may have applied
+  };
+  // A claim whose reply was lost: the rows it may have leased to `token` are handed back.
+  struct LostClaim {
+    std::size_t lane = 0;
+    std::string token;
+    Clock::time_point sent;       // just before the claim went out
+    Clock::time_point lease_end;  // as for Batch
+    int failures = 0;             // release attempts that failed
   };
 
   void wake_one();
@@ -90,6 +109,9 @@ class Relay : public std::enable_shared_from_this<Relay> {
   void release_all(std::shared_ptr<Batch> batch, std::string why);
   void settle(std::shared_ptr<Batch> batch);
   void on_settled(std::shared_ptr<Batch> batch, store::pg::PgError error, std::size_t updated);
+  void count_settled(const Batch& batch);
+  void release_lost_claim(std::shared_ptr<LostClaim> claim, Clock::time_point at);
+  void on_lost_claim_released(std::shared_ptr<LostClaim> claim, const store::pg::PgError& error, std::size_t released);
   void lane_finished(std::size_t lane, bool more_work);
   void go_idle(std::size_t lane);
   void pause(std::string why);

@@ -82,6 +82,17 @@ FROM unnest($2::int8[], $3::int4[], $4::int8[], $5::text[]) AS u(id, outcome, de
 WHERE o.id = u.id AND o.claimed_by = $1 AND o.published_at IS NULL
 )sql";
 
+// Hands back every row still leased to the batch token $1: the claim of that token went out and
+// its reply was lost, so which rows it leased (if it committed at all) is unknown, but the token
+// is. Fenced like kSettle: rows claimed since under another token, and published rows, are left
+// alone. It walks the unpublished rows (outbox_unpublished_idx), not the retained published ones;
+// there is no index on claimed_by on purpose: claims then stay HOT updates (001_outbox.sql), and
+// this runs only after a lost claim reply. EXPLAIN in proxy/relay/README.md ("Lost replies").
+inline constexpr const char* kReleaseClaim = R"sql(
+UPDATE outbox SET claimed_by = NULL, claimed_until = NULL
+WHERE claimed_by = $1 AND published_at IS NULL
+)sql";
+
 // Retention: up to $2 published rows older than $1 milliseconds, oldest first.
 inline constexpr const char* kDeletePublished = R"sql(
 DELETE FROM outbox WHERE id IN (

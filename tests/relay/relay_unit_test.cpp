@@ -183,6 +183,22 @@ TEST(HttpSink, BodyIsTheStandardWebhooksEnvelope) {
             R"("aggregate_type":"order","aggregate_id":"o\"1","headers":{"trace": "t"}})");
 }
 
+// 409 is what the consumer's inbox (idemproxy) answers while an earlier delivery of the same
+// event still runs there, e.g. the one whose response the relay lost: not the row's fault.
+TEST(HttpSink, ConflictIsRetriedLikeTimeoutAndTooManyRequests) {
+  EXPECT_EQ(HttpSink::outcome_of_status(200), DeliveryOutcome::delivered);
+  EXPECT_EQ(HttpSink::outcome_of_status(204), DeliveryOutcome::delivered);
+  EXPECT_EQ(HttpSink::outcome_of_status(409), DeliveryOutcome::retry);
+  EXPECT_EQ(HttpSink::outcome_of_status(408), DeliveryOutcome::retry);
+  EXPECT_EQ(HttpSink::outcome_of_status(429), DeliveryOutcome::retry);
+  EXPECT_EQ(HttpSink::outcome_of_status(302), DeliveryOutcome::retry);
+  EXPECT_EQ(HttpSink::outcome_of_status(500), DeliveryOutcome::retry);
+  EXPECT_EQ(HttpSink::outcome_of_status(503), DeliveryOutcome::retry);
+  EXPECT_EQ(HttpSink::outcome_of_status(400), DeliveryOutcome::poison);
+  EXPECT_EQ(HttpSink::outcome_of_status(404), DeliveryOutcome::poison);
+  EXPECT_EQ(HttpSink::outcome_of_status(422), DeliveryOutcome::poison);
+}
+
 TEST(SessionOptions, StatementTimeoutJoinsTheDsnOptions) {
   EXPECT_EQ(with_statement_timeout("host=db dbname=app", 4500ms),
             "dbname='app' host='db' options='-c statement_timeout=4500'");
