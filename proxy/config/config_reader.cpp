@@ -43,7 +43,8 @@ const Keys kPostgresKeys = {"dsn", "pool_size", "connect_timeout", "query_timeou
 const Keys kRedisCacheKeys = {"address", "password", "database", "connect_timeout", "timeout", "key_prefix", "max_value_bytes"};
 const Keys kPolicyKeys = {"key_header",       "key",              "max_key_length",  "ttl",       "lease",
                           "max_stored_body",  "scope",            "fingerprint",     "release_statuses",
-                          "store_set_cookie", "unknown_outcome",  "store_unavailable", "in_flight", "wait_timeout"};
+                          "store_set_cookie", "unknown_outcome",  "store_unavailable", "in_flight", "wait_timeout",
+                          "unknown_retention"};
 const Keys kMatchKeys = {"method", "path"};
 const Keys kScopeKeys = {"headers"};
 const Keys kFingerprintKeys = {"headers", "ignore_json"};
@@ -463,6 +464,9 @@ void ConfigReader::read_policy(const Fields& fields, std::string_view path, core
            policy.in_flight);
   }
   if (const Field* f = fields.find("wait_timeout")) assign(yaml_.duration(*f, at("wait_timeout"), false), policy.wait_timeout);
+  if (const Field* f = fields.find("unknown_retention")) {
+    assign(yaml_.duration(*f, at("unknown_retention"), true), policy.unknown_retention);
+  }
 }
 
 std::optional<std::vector<std::string>> ConfigReader::read_header_names(const Field& field, std::string_view path) {

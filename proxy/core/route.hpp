@@ -35,6 +35,9 @@ struct RoutePolicy {
   StoreUnavailable store_unavailable = StoreUnavailable::fail_closed;
   InFlightPolicy in_flight = InFlightPolicy::reject;
   std::chrono::milliseconds wait_timeout = std::chrono::seconds(5);
+  // How long past its ttl a record marked `unknown` is kept (and so keeps answering 502): webhook
+  // senders retry for days, and an expired unknown record would let such a retry run again.
+  std::chrono::milliseconds unknown_retention = std::chrono::hours(24 * 7);
 };
 
 struct Route {

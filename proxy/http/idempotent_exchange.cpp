@@ -70,10 +70,12 @@ std::string key_hash(const std::string& key) { return crypto::to_hex(crypto::sha
 struct OwnerWriteRequest {
   core::OwnerWrite write = core::OwnerWrite::release;
   store::CompleteRequest complete;  // scope, key and owner for every write; state and response for complete
+  std::chrono::milliseconds unknown_retention{0};  // mark_unknown
 };
 
 void send_owner_write(store::Store& store, const OwnerWriteRequest& request, store::DoneHandler done) {
-  const store::ReleaseRequest owned{request.complete.scope, request.complete.key, request.complete.owner};
+  const store::ReleaseRequest owned{request.complete.scope, request.complete.key, request.complete.owner,
+                                    request.unknown_retention};
   switch (request.write) {
     case core::OwnerWrite::complete: store.complete(request.complete, std::move(done)); return;
     case core::OwnerWrite::release: store.release(owned, std::move(done)); return;
@@ -413,6 +415,7 @@ class IdempotentExchange {
     owned.complete.scope = claim_.scope;
     owned.complete.key = claim_.key;
     owned.complete.owner = claim_.owner;
+    owned.unknown_retention = policy_.unknown_retention;
     return owned;
   }
 

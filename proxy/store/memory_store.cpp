@@ -25,7 +25,8 @@ void MemoryStore::claim(const ClaimRequest& request, ClaimHandler handler) {
     // Same rule as the Postgres claim: an expired record counts as absent; a lapsed lease is taken
     // over only when asked, and only by the same request (else the caller must see the mismatch).
     // An `unknown` record is never taken over: it waits for an operator or its expiry.
-    const bool replace = inserted || entry.expires_at <= now ||
+    const bool lease_running = entry.state == core::RecordState::in_flight && entry.lease_expires_at > now;
+    const bool replace = inserted || (entry.expires_at <= now && !lease_running) ||
                          (request.take_over_lapsed_lease && entry.state == core::RecordState::in_flight &&
                           entry.lease_expires_at <= now && entry.fingerprint == request.fingerprint);
     if (replace) {
@@ -105,6 +106,7 @@ void MemoryStore::mark_unknown(const ReleaseRequest& request, DoneHandler handle
     const std::lock_guard lock(mutex_);
     const auto it = find_owned(request.scope, request.key, request.owner, core::RecordState::unknown);
     if (it != records_.end()) {
+      if (it->second.state == core::RecordState::in_flight) it->second.expires_at += request.unknown_retention;
       it->second.state = core::RecordState::unknown;  // the lease no longer means anything
       error = StoreError::ok;
     }

@@ -46,6 +46,8 @@ struct ReleaseRequest {
   std::string scope;
   std::string key;
   std::string owner;
+  // mark_unknown only: how much longer than its ttl the unknown record is kept.
+  std::chrono::milliseconds unknown_retention{0};
 };
 
 // (scope, key) as an operator names a record.
@@ -78,7 +80,8 @@ class Store {
  public:
   virtual ~Store() = default;
   // One round trip: inserts an in-flight record owned by `owner`, or returns the live record.
-  // Records past their expiry count as absent (and are replaced).
+  // Records past their expiry count as absent (and are replaced), except an in-flight record
+  // whose lease still runs: its request may be executing, whatever its ttl says.
   virtual void claim(const ClaimRequest& request, ClaimHandler handler) = 0;
   // In-flight record owned by `owner` -> completed/too_large with the response. not_owner otherwise.
   // Idempotent for its owner: run again after reply_lost, it finds its own completion and is ok.
@@ -87,8 +90,9 @@ class Store {
   // after reply_lost (or after a claim whose reply was lost) means there is nothing left to free.
   virtual void release(const ReleaseRequest& request, DoneHandler handler) = 0;
   // The request reached the upstream and no answer came back: the in-flight record owned by
-  // `owner` becomes `unknown` (terminal: never re-executed, until an operator releases it).
-  // Idempotent for its owner, like complete.
+  // `owner` becomes `unknown` (terminal: never re-executed, until an operator releases it), and
+  // its expiry moves `unknown_retention` later. Idempotent for its owner, like complete (a second
+  // run moves nothing).
   virtual void mark_unknown(const ReleaseRequest& request, DoneHandler handler) = 0;
   // Operator action: deletes the record if it is `unknown`, or `in_flight` with its lease lapsed,
   // whoever owns it, so the next retry executes. An in-flight record within its lease is refused

@@ -363,6 +363,48 @@ TYPED_TEST(StoreConformance, MarkUnknownByTheOwnerMakesTheRecordUnknown) {
   EXPECT_EQ(still.result.existing.state, RecordState::unknown);
 }
 
+// Webhook senders retry for days: a record marked unknown outlives its ttl by the retention it
+// was marked with, and keeps answering (unknown, never claimed anew) until then. Marking it again
+// moves nothing.
+TYPED_TEST(StoreConformance, AnUnknownRecordOutlivesItsTtlByItsRetention) {
+  store::ClaimRequest short_ttl = this->claim_request("k1", "owner-1");
+  short_ttl.ttl = 300ms;
+  short_ttl.lease = 100ms;
+  ASSERT_TRUE(this->harness_.claim(short_ttl).result.claimed);
+  store::ReleaseRequest mark = this->release_request("k1", "owner-1");
+  mark.unknown_retention = 1h;
+  ASSERT_EQ(this->harness_.mark_unknown(mark), StoreError::ok);
+  const auto marked = this->harness_.inspect(this->record_key("k1"));
+  ASSERT_EQ(marked.error, StoreError::ok);
+  ASSERT_EQ(this->harness_.mark_unknown(mark), StoreError::ok);
+  const auto again = this->harness_.inspect(this->record_key("k1"));
+  ASSERT_EQ(again.error, StoreError::ok);
+  EXPECT_EQ(again.info.expires_at_ms, marked.info.expires_at_ms) << "a second mark moved the expiry again";
+  EXPECT_GE(marked.info.expires_at_ms - marked.info.created_at_ms, 3'600'000);
+
+  this->harness_.let_time_pass(400ms);  // past the ttl, within the retention
+  const ClaimOutcome later = this->harness_.claim(this->claim_request("k1", "owner-2"));
+  ASSERT_EQ(later.error, StoreError::ok);
+  EXPECT_FALSE(later.result.claimed) << "an unknown record was replaced at its ttl";
+  EXPECT_EQ(later.result.existing.state, RecordState::unknown);
+  EXPECT_EQ(this->harness_.force_release(this->record_key("k1")), StoreError::ok) << "the operator can still release it";
+}
+
+// A claim replaces an expired record, but never one in flight whose lease still runs (a ttl
+// shorter than the lease, from a config that changed under it): its request may be executing.
+TYPED_TEST(StoreConformance, AnInFlightRecordWithinItsLeaseIsNeverReplacedEvenPastItsTtl) {
+  store::ClaimRequest odd = this->claim_request("k1", "owner-1");
+  odd.ttl = 100ms;
+  odd.lease = 10s;
+  ASSERT_TRUE(this->harness_.claim(odd).result.claimed);
+  this->harness_.let_time_pass(200ms);
+  const ClaimOutcome later = this->harness_.claim(this->claim_request("k1", "owner-2"));
+  ASSERT_EQ(later.error, StoreError::ok);
+  EXPECT_FALSE(later.result.claimed) << "a running request's record was replaced at its ttl";
+  EXPECT_EQ(later.result.existing.state, RecordState::in_flight);
+  EXPECT_GT(later.result.existing.lease_remaining, 5s);
+}
+
 TYPED_TEST(StoreConformance, MarkUnknownByAnotherOwnerChangesNothing) {
   ASSERT_TRUE(this->harness_.claim(this->claim_request("k1", "owner-1")).result.claimed);
   EXPECT_EQ(this->harness_.mark_unknown(this->release_request("k1", "intruder")), StoreError::not_owner);

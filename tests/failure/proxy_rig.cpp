@@ -39,7 +39,7 @@ ${STORE_REDIS}
 replay_cache: { max_bytes: 0 }
 reaper: { interval: ${REAPER_INTERVAL}, batch: 100 }
 admin: { listen: "off" }
-defaults: { ttl: 1h, lease: ${LEASE} }
+defaults: { ttl: ${TTL}, lease: ${LEASE} }
 routes:
   - name: lock
     match: { method: POST, path: /lock }
@@ -65,7 +65,7 @@ const std::map<std::string, std::string>& default_variables() {
       {"PG_CONNECT_TIMEOUT", "1s"},   {"PG_QUERY_TIMEOUT", "1s"},
       {"PG_ACQUIRE_TIMEOUT", "1s"},   {"UPSTREAM_MAX_CONNECTIONS", "64"},
       {"MAX_WAITING", "1024"},       {"REAPER_INTERVAL", "0s"},
-      {"STORE_REDIS", ""},
+      {"STORE_REDIS", ""},           {"TTL", "1h"},
   };
   return defaults;
 }

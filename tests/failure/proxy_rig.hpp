@@ -30,7 +30,7 @@ namespace idem::test::failure {
 // Placeholders with defaults (RigOptions::variables overrides them): UPSTREAM_TIMEOUT 1s,
 // LEASE 2s, DRAIN_TIMEOUT 10s, WAIT_TIMEOUT 5s, WORKERS 2, POOL_SIZE 4, PG_CONNECT_TIMEOUT 1s,
 // PG_QUERY_TIMEOUT 1s, PG_ACQUIRE_TIMEOUT 1s, UPSTREAM_MAX_CONNECTIONS 64, MAX_WAITING 1024,
-// REAPER_INTERVAL 0s (off), STORE_REDIS "" (no Redis replay cache; else a `  redis: {...}` line
+// TTL 1h, REAPER_INTERVAL 0s (off), STORE_REDIS "" (no Redis replay cache; else a `  redis: {...}` line
 // under store). Set by the rig: PROXY_PORT, UPSTREAM_PORT, PG_DSN.
 std::string_view failure_config_template();
 

@@ -59,5 +59,20 @@ TEST_F(Timing, ReleaseAfterALapsedLeaseSucceeds) {
   EXPECT_EQ(rig.upstream_count(key), 2u);
 }
 
+// Expiry does not end "never executed twice": a record marked unknown keeps answering 502 past
+// its ttl (for unknown_retention, default 7 days), and the reaper leaves it alone meanwhile.
+TEST_F(Timing, AnUnknownOutcomeStillAnswers502AfterItsTtl) {
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "2s"}, {"TTL", "3s"}, {"REAPER_INTERVAL", "200ms"}}));
+  const std::string key = unique_key("unknown-past-ttl");
+  const HttpResponse timed_out = send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Hang", "1"));
+  EXPECT_EQ(timed_out.status, 504) << describe(timed_out);
+  std::this_thread::sleep_for(3500ms);  // past the ttl; the reaper ran a dozen times
+  const HttpResponse retried = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_EQ(retried.status, 502) << describe(retried);
+  EXPECT_EQ(problem_slug(retried), "outcome-unknown") << describe(retried);
+  EXPECT_EQ(rig.inspect("lock", key).state, "unknown");
+  EXPECT_EQ(rig.upstream_count(key), 1u) << "an unknown outcome ran again after its ttl";
+}
+
 }  // namespace
 }  // namespace idem::test::failure

@@ -71,10 +71,11 @@ Statement release_statement(const ReleaseRequest& request) {
 
 Statement mark_unknown_statement(const ReleaseRequest& request) {
   Statement statement{.name = "mark_unknown", .sql = sql::kMarkUnknown, .params = {}};
-  statement.params.reserve(3);
+  statement.params.reserve(4);
   statement.params.push_back(Param::text(request.scope));
   statement.params.push_back(Param::text(request.key));
   statement.params.push_back(Param::text(request.owner));
+  statement.params.push_back(Param::int8(request.unknown_retention.count()));
   return statement;
 }
 

@@ -28,7 +28,9 @@ enum ClaimColumn : int {
 // $6 lease_ms int8, $7 take_over_lapsed_lease bool.
 //
 // The INSERT either creates the in-flight record, or replaces the conflicting one when it has
-// expired, or (when asked) when it is an in-flight record of the same request whose lease lapsed;
+// expired (unless it is in flight with its lease running: its request may be executing, whatever
+// the ttl it was claimed with), or (when asked) when it is an in-flight record of the same
+// request whose lease lapsed;
 // the conflicting row is locked while its WHERE is checked, so exactly one concurrent claim wins.
 // Otherwise the CTE returns nothing and the second SELECT returns the live record.
 //
@@ -53,7 +55,7 @@ WITH claimed AS (
         response_status = NULL,
         response_headers = NULL,
         response_body = NULL
-    WHERE r.expires_at <= now()
+    WHERE (r.expires_at <= now() AND NOT (r.state = 'in_flight' AND r.lease_expires_at > now()))
        OR ($7 AND r.state = 'in_flight' AND r.lease_expires_at <= now()
            AND r.fingerprint = excluded.fingerprint)
   RETURNING true AS claimed, r.fingerprint, r.state, r.response_status, r.response_headers,
@@ -68,7 +70,8 @@ SELECT false, r.fingerprint, r.state, r.response_status, r.response_headers, r.r
        (extract(epoch FROM r.lease_expires_at - now()) * 1000)::bigint,
        (extract(epoch FROM r.expires_at - now()) * 1000)::bigint
   FROM idempotency_records AS r
- WHERE r.scope = $1 AND r.key = $2 AND r.expires_at > now()
+ WHERE r.scope = $1 AND r.key = $2
+   AND (r.expires_at > now() OR (r.state = 'in_flight' AND r.lease_expires_at > now()))
    AND NOT EXISTS (SELECT 1 FROM claimed)
 )sql";
 
@@ -95,12 +98,14 @@ DELETE FROM idempotency_records
 )sql";
 
 // Mark unknown: the in-flight record owned by $3 becomes `unknown`, which no claim takes over
-// (take-over applies to in_flight only); it stays until force_release or expiry. 0 rows: not ours.
-// Idempotent for its owner, like kComplete.
-// $1 scope text, $2 key text, $3 owner text.
+// (take-over applies to in_flight only); it stays until force_release or its expiry, which moves
+// $4 ms later (unknown_retention). 0 rows: not ours. Idempotent for its owner, like kComplete: a
+// second run finds it unknown and moves nothing.
+// $1 scope text, $2 key text, $3 owner text, $4 retention_ms int8.
 inline constexpr const char* kMarkUnknown = R"sql(
 UPDATE idempotency_records
-   SET state = 'unknown', lease_expires_at = NULL
+   SET state = 'unknown', lease_expires_at = NULL,
+       expires_at = CASE WHEN state = 'in_flight' THEN expires_at + $4 * interval '1 millisecond' ELSE expires_at END
  WHERE scope = $1 AND key = $2 AND owner = $3 AND state IN ('in_flight', 'unknown')
 )sql";
 

@@ -37,7 +37,7 @@ std::vector<ErrorCase> error_cases() {
       {"unknown_route_key", kRoute + "    foo: 1\n",
        "test.yaml:6:5: unknown key \"foo\" in routes[0] (expected one of: name, match, key_header, key, max_key_length, ttl, "
        "lease, max_stored_body, scope, fingerprint, release_statuses, store_set_cookie, unknown_outcome, store_unavailable, "
-       "in_flight, wait_timeout)"},
+       "in_flight, wait_timeout, unknown_retention)"},
       {"unknown_limits_key", kStore + "limits:\n  max_body: 1MiB\n",
        "test.yaml:3:3: unknown key \"max_body\" in limits (expected one of: max_request_body, max_response_body, "
        "max_header_bytes, max_request_line, header_timeout, body_timeout, idle_timeout, write_timeout, max_waiting, max_headers, max_connections)"},
@@ -241,7 +241,7 @@ routes:
       "test.yaml:11:5: route without a name",
       "test.yaml:13:5: unknown key \"bogus\" in routes[0] (expected one of: name, match, key_header, key, max_key_length, ttl, "
       "lease, max_stored_body, scope, fingerprint, release_statuses, store_set_cookie, unknown_outcome, store_unavailable, "
-      "in_flight, wait_timeout)",
+      "in_flight, wait_timeout, unknown_retention)",
       "test.yaml:14:5: warning: route \"b\" declares no scope headers: every caller of this route shares one key space",
       "test.yaml:16:24: bad status 1000 in routes[1].release_statuses (expected 100-599)",
   };
