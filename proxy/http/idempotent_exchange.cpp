@@ -344,12 +344,9 @@ class IdempotentExchange {
 
     if (result.failure != UpstreamFailure::none) {
       switch (core::after_upstream_failure(failure_kind(result.failure), policy_)) {
-        case core::RecordFate::release: {
-          trace_.decision = decision::released;
-          const OwnerWriteRequest release = owner_write(core::OwnerWrite::release);
-          co_await settle(release);
+        case core::RecordFate::release:
+          co_await release_claim();
           break;
-        }
         case core::RecordFate::complete_too_large: {
           // The upstream executed and answered; only the body is beyond what the proxy handles.
           OwnerWriteRequest too_large = completion(core::RecordState::too_large, status_only(result.response));
@@ -379,12 +376,9 @@ class IdempotentExchange {
     const core::Outcome outcome = core::classify_response(static_cast<int>(response.result_int()),
                                                           response["Idempotency-Transient"], response.body().size(), policy_);
     switch (outcome) {
-      case core::Outcome::release: {
-        trace_.decision = decision::released;
-        const OwnerWriteRequest release = owner_write(core::OwnerWrite::release);
-        co_await settle(release);
+      case core::Outcome::release:
+        co_await release_claim();
         break;
-      }
       case core::Outcome::store: {
         core::StoredResponse stored{static_cast<int>(response.result_int()),
                                     core::filter_for_storage(header_list(response), policy_), response.body()};
@@ -450,6 +444,13 @@ class IdempotentExchange {
                     {"next", "give_up"}});
         co_return;
     }
+  }
+
+  // The request did not run (nothing sent, or the upstream said "not processed"): free the key.
+  asio::awaitable<void> release_claim() {
+    trace_.decision = decision::released;
+    const OwnerWriteRequest release = owner_write(core::OwnerWrite::release);
+    co_await settle(release);
   }
 
   // An owner write that goes straight to the background (the fenced release of a claim whose

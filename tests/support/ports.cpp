@@ -29,6 +29,8 @@ class Socket {
   int fd_;
 };
 
+}  // namespace
+
 sockaddr_in loopback(std::uint16_t port) {
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -36,8 +38,6 @@ sockaddr_in loopback(std::uint16_t port) {
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   return address;
 }
-
-}  // namespace
 
 std::uint16_t free_port() {
   Socket socket;

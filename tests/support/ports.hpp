@@ -1,5 +1,7 @@
 #pragma once
 // Loopback port helpers for tests that start servers.
+#include <netinet/in.h>
+
 #include <chrono>
 #include <cstdint>
 
@@ -9,6 +11,9 @@ namespace idem::test {
 // may take it before the caller binds it; callers that can, retry with a fresh port.
 // Throws std::runtime_error when no socket can be bound.
 std::uint16_t free_port();
+
+// 127.0.0.1:port as the socket calls take it.
+sockaddr_in loopback(std::uint16_t port);
 
 // True when a TCP connect to 127.0.0.1:port succeeds now.
 bool port_accepts(std::uint16_t port);
