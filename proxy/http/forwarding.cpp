@@ -23,7 +23,11 @@ void strip_hop_by_hop(Message& message) {
 }  // namespace
 
 void prepare_upstream_request(Request& request, std::string_view client_address) {
+  // The connection layer set X-Forwarded-Proto (it alone knows the transport); a client's
+  // Connection header naming it must not take it away.
+  const std::string proto{request["X-Forwarded-Proto"]};
   strip_hop_by_hop(request);
+  if (!proto.empty()) request.set("X-Forwarded-Proto", proto);
   request.erase(beast_http::field::expect);  // the proxy has read the whole body already
   const auto existing = request["X-Forwarded-For"];
   if (existing.empty()) {

@@ -12,7 +12,7 @@ namespace idem::http {
 // X-Forwarded-For appended with `client_address`, keep-alive towards the upstream, Content-Length
 // recomputed. The Host header and the idempotency key header are kept. X-Forwarded-Proto is set
 // earlier, by the client connection (the only layer that knows whether the client used TLS), which
-// replaces any value the client sent.
+// replaces any value the client sent; it survives a Connection header that names it.
 void prepare_upstream_request(Request& request, std::string_view client_address);
 
 // The upstream's response as the client sees it: hop-by-hop fields and Idempotency-Transient

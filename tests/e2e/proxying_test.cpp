@@ -112,6 +112,20 @@ TEST_F(Proxying, ForwardingHeadersReachTheUpstream) {
   }
 }
 
+// A client naming the proxy's own fields in Connection cannot strip them: hop-by-hop fields go
+// before the proxy adds X-Forwarded-Proto and X-Forwarded-For, on both kinds of route.
+TEST_F(Proxying, ConnectionNamingTheForwardingHeadersDoesNotStripThem) {
+  const auto guarded = send(order(unique_key("fwd-conn")).with("Connection", "keep-alive, X-Forwarded-Proto, X-Forwarded-For"));
+  const auto plain = send(HttpRequest::get("/plain/forwarded").with("Connection", "keep-alive, X-Forwarded-Proto, X-Forwarded-For"));
+  for (const auto* response : {&guarded, &plain}) {
+    ASSERT_TRUE(response->ok()) << response->error;
+    ASSERT_EQ(response->status, 200) << describe(*response);
+    const auto body = upstream_json(*response);
+    EXPECT_EQ(string_member(body, "x_forwarded_proto"), "http") << response->body;
+    EXPECT_EQ(string_member(body, "x_forwarded_for"), "127.0.0.1") << response->body;
+  }
+}
+
 // Hop-by-hop request headers (RFC 9110 §7.6.1), including those named by Connection, are not
 // forwarded; end-to-end headers are.
 TEST_F(Proxying, HopByHopRequestHeadersAreNotForwarded) {
