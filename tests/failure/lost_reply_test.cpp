@@ -253,6 +253,52 @@ TEST_F(LostReply, CompletionReplyLostThenHungIsRecoveredWithoutAFalseAlarm) {
   expect_lost_completion_is_recovered(*this, rig, postgres_proxy(), AfterLoss::hang);
 }
 
+// The completion never reached Postgres (reset under it): the client has its response, the
+// background retry writes it, and retries replay.
+TEST_F(LostReply, CompletionDroppedBeforeTheServerIsWrittenByTheRetry) {
+  ProxyRig& rig = start_behind_fault_proxy();
+  const std::string key = unique_key("completion-dropped");
+  postgres_proxy().drop_next_request(completion_of(key), AfterLoss::reset);
+  const HttpResponse answered = send(rig.proxy_port(), keyed_post("/lock", key));
+  ASSERT_TRUE(postgres_proxy().wait_fired(1, 0ms)) << describe(answered);
+  EXPECT_EQ(answered.status, 200) << describe(answered);
+  const HttpResponse retried = send_until_settled(rig.proxy_port(), keyed_post("/lock", key), 5s);
+  EXPECT_TRUE(is_replay(retried)) << describe(retried);
+  EXPECT_EQ(retried.body, answered.body);
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+  EXPECT_TRUE(logged(rig, "complete_recovered"));
+}
+
+// release and mark_unknown whose answer never comes: the client's answer waits for the store's
+// deadline, then the write is repeated in the background with the same outcome as a reset.
+TEST_F(LostReply, ReleaseReplyHungStillFreesTheKey) {
+  ProxyRig& rig = start_behind_fault_proxy();
+  const std::string key = unique_key("release-hung");
+  postgres_proxy().lose_next_reply(owner_write_of(key), AfterLoss::hang);
+  const HttpResponse declined = send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Status", "503"));
+  ASSERT_TRUE(postgres_proxy().wait_fired(1, 3s)) << describe(declined);
+  EXPECT_EQ(declined.status, 503) << describe(declined);
+  const Retries retries = retry_until_executed(rig.proxy_port(), keyed_post("/lock", key), Clock::now(), 5s);
+  EXPECT_EQ(retries.last.status, 200) << "seen: " << seen(retries.statuses) << describe(retries.last);
+  EXPECT_FALSE(retries.statuses.contains(502));
+  EXPECT_EQ(rig.upstream_count(key), 2u);
+  EXPECT_TRUE(logged(rig, "release_recovered"));
+}
+
+TEST_F(LostReply, MarkUnknownReplyHungStillLocksTheKey) {
+  ProxyRig& rig = start_behind_fault_proxy();
+  const std::string key = unique_key("mark-hung");
+  postgres_proxy().lose_next_reply(owner_write_of(key), AfterLoss::hang);
+  const HttpResponse timed_out = send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Hang", "1"));
+  ASSERT_TRUE(postgres_proxy().wait_fired(1, 3s)) << describe(timed_out);
+  EXPECT_EQ(timed_out.status, 504) << describe(timed_out);
+  EXPECT_TRUE(eventually([&] { return rig.inspect("lock", key).state == "unknown"; }, 5s, 100ms));
+  const HttpResponse retried = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_EQ(problem_slug(retried), "outcome-unknown") << describe(retried);
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+  EXPECT_TRUE(logged(rig, "mark_unknown_recovered"));
+}
+
 // The upstream said "not processed, try later" (503): the release's reply is lost. The key must
 // still come free without an operator, and the retry execute.
 TEST_F(LostReply, ReleaseReplyLostStillFreesTheKey) {
