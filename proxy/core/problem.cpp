@@ -118,6 +118,15 @@ Problem upstream_unreachable_problem(std::string_view why) {
                       with_reason("the upstream service could not be reached", why));
 }
 
+Problem upstream_connections_busy_problem() {
+  // The same type as unreachable (nothing reached the upstream), but a passing condition: 503.
+  Problem problem = make_problem(503, "upstream-unreachable", "Upstream unreachable",
+                                 with_reason("the upstream service could not be reached",
+                                             "every upstream connection of this proxy is busy"));
+  problem.retry_after = std::chrono::seconds(1);
+  return problem;
+}
+
 Problem upstream_timeout_problem() {
   return make_problem(504, "upstream-timeout", "Upstream timeout", "the upstream service did not answer in time");
 }

@@ -29,6 +29,7 @@ Problem too_large_to_replay_problem(int original_status, std::size_t limit);    
 Problem outcome_unknown_problem();                                                            // 502
 Problem store_unavailable_problem(std::chrono::seconds retry_after);                          // 503
 Problem upstream_unreachable_problem(std::string_view why);                                   // 502
+Problem upstream_connections_busy_problem();                                                  // 503 + Retry-After
 Problem upstream_timeout_problem();                                                           // 504
 Problem upstream_bad_response_problem(std::string_view why);                                  // 502
 // The TLS handshake with an https upstream failed (its certificate did not verify, or it refused

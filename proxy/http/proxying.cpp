@@ -11,12 +11,7 @@ Response upstream_failure_response(UpstreamFailure failure, unsigned version) {
     case UpstreamFailure::none: break;
     case UpstreamFailure::connect_failed:
       return problem_response(core::upstream_unreachable_problem("the upstream refused or did not accept the connection"), version);
-    case UpstreamFailure::pool_exhausted: {
-      auto problem = core::upstream_unreachable_problem("every upstream connection of this proxy is busy");
-      problem.status = 503;
-      problem.retry_after = std::chrono::seconds(1);
-      return problem_response(problem, version);
-    }
+    case UpstreamFailure::pool_exhausted: return problem_response(core::upstream_connections_busy_problem(), version);
     case UpstreamFailure::tls_failed: return problem_response(core::upstream_tls_failed_problem(), version);
     case UpstreamFailure::timeout: return problem_response(core::upstream_timeout_problem(), version);
     case UpstreamFailure::connection_lost:

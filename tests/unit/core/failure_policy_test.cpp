@@ -117,6 +117,14 @@ TEST(DecisionProblem, EveryRefusalHasItsStatus) {
   EXPECT_EQ(decision_problem({Action::outcome_unknown}, record, policy).status, 502);
 }
 
+TEST(DecisionProblem, BusyUpstreamConnectionsAreAPassing503WithRetryAfter) {
+  const Problem busy = upstream_connections_busy_problem();
+  EXPECT_EQ(busy.status, 503);
+  EXPECT_EQ(busy.type, "urn:idemproxy:problem:upstream-unreachable");
+  EXPECT_EQ(busy.retry_after, std::chrono::seconds(1));
+  EXPECT_NE(busy.detail.find("every upstream connection of this proxy is busy"), std::string::npos) << busy.detail;
+}
+
 TEST(FailurePolicyNames, EveryValueHasItsOwnName) {
   EXPECT_EQ(claim_failure_answer_name(ClaimFailureAnswer::forward_unchecked), "forward_unchecked");
   EXPECT_EQ(claim_failure_answer_name(ClaimFailureAnswer::unavailable), "unavailable");
