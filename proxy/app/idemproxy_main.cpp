@@ -331,6 +331,14 @@ int run_proxy(config::Config loaded, const std::string& config_path, std::option
   reaper.start();
   register_process_metrics(metrics.registry(), replay_cache, reaper, waiting_duplicates, client_connections,
                            draining_flag, config);
+  // Reloads run on this thread only; the metrics are read from the admin thread.
+  std::atomic<std::uint64_t> reloads_applied{0};
+  std::atomic<std::uint64_t> reloads_rejected{0};
+  metrics.registry().add_callback("idemproxy_config_reloads_applied_total", "Configuration reloads put in force.",
+                                  "counter", [&reloads_applied] { return static_cast<double>(reloads_applied.load()); });
+  metrics.registry().add_callback("idemproxy_config_reloads_rejected_total",
+                                  "Configuration reloads refused (the running configuration stayed in force).", "counter",
+                                  [&reloads_rejected] { return static_cast<double>(reloads_rejected.load()); });
 
   // The admin listener runs on its own thread with its own one-connection store.
   std::unique_ptr<admin::AdminServer> admin_server;
@@ -375,11 +383,19 @@ int run_proxy(config::Config loaded, const std::string& config_path, std::option
   auto config_mtime = config_version;
   // An invalid new file is logged issue by issue and the running configuration kept.
   auto reload = [&](std::string_view trigger) {
-    const config::LoadResult loaded_again = config::load_config_file(config_path);
+    std::shared_ptr<const http::RuntimeConfig> running;
+    {
+      std::lock_guard lock(current_mutex);
+      running = current;
+    }
+    // Checked against the running upstream and store: those sections only change on a restart.
+    const config::LoadResult loaded_again =
+        config::load_config_file(config_path, config::process_environment(), &running->config);
     for (const auto& issue : loaded_again.issues) {
       log::write(issue.warning ? log::Level::warn : log::Level::error, "config_issue", {{"issue", issue.to_string()}});
     }
     if (!loaded_again.config) {
+      reloads_rejected.fetch_add(1);
       log::error("reload_rejected", {{"trigger", trigger}, {"errors", loaded_again.issues.size()}});
       return;
     }
@@ -389,13 +405,9 @@ int run_proxy(config::Config loaded, const std::string& config_path, std::option
     http::ListenerTlsResult next_tls = load_listener_tls_logged(loaded_again.config->tls);
     if (!next_tls.error.empty()) {
       log::error("config_issue", {{"issue", config_path + ": " + next_tls.error}});
+      reloads_rejected.fetch_add(1);
       log::error("reload_rejected", {{"trigger", trigger}, {"errors", 1}});
       return;
-    }
-    std::shared_ptr<const http::RuntimeConfig> running;
-    {
-      std::lock_guard lock(current_mutex);
-      running = current;
     }
     if (loaded_again.config->tls.enabled() != running->config.tls.enabled()) {
       log::warn("listener_tls_switched", {{"tls", loaded_again.config->tls.enabled() ? "on" : "off"},
@@ -409,6 +421,7 @@ int run_proxy(config::Config loaded, const std::string& config_path, std::option
       current = next;
     }
     for (auto& slot : slots) slot->worker->update_config(next);
+    reloads_applied.fetch_add(1);
     log::info("reloaded", {{"trigger", trigger}, {"routes", next->config.routes.size()}});
   };
 

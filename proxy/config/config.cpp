@@ -47,7 +47,8 @@ EnvLookup process_environment() {
   };
 }
 
-LoadResult load_config_text(std::string_view yaml, std::string_view file_name, const EnvLookup& env) {
+LoadResult load_config_text(std::string_view yaml, std::string_view file_name, const EnvLookup& env,
+                            const Config* running) {
   detail::IssueSink issues{std::string(file_name)};
   const std::optional<YAML::Node> document = detail::parse_config_document(yaml, issues);
   if (!document) return finish(issues, std::nullopt);
@@ -55,7 +56,7 @@ LoadResult load_config_text(std::string_view yaml, std::string_view file_name, c
   std::optional<Config> config;
   try {
     detail::YamlReader reader(issues, env);
-    config = detail::read_config(*document, reader);
+    config = detail::read_config(*document, reader, running);
   } catch (const YAML::Exception& error) {
     // The reader checks node types before each access, so this is a yaml-cpp surprise; still
     // a config problem, never a crash.
@@ -64,7 +65,7 @@ LoadResult load_config_text(std::string_view yaml, std::string_view file_name, c
   return finish(issues, std::move(config));
 }
 
-LoadResult load_config_file(const std::string& path, const EnvLookup& env) {
+LoadResult load_config_file(const std::string& path, const EnvLookup& env, const Config* running) {
   auto contents = detail::read_config_file(path);
   if (const auto* error = std::get_if<detail::FileError>(&contents)) {
     detail::IssueSink issues{path};
@@ -72,7 +73,7 @@ LoadResult load_config_file(const std::string& path, const EnvLookup& env) {
     return finish(issues, std::nullopt);
   }
   const std::string& text = std::get<std::string>(contents);
-  LoadResult result = load_config_text(text, path, env);
+  LoadResult result = load_config_text(text, path, env, running);
   if (result.config) result.config->source_path = path;
   return result;
 }

@@ -187,9 +187,13 @@ struct LoadResult {
 using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
 EnvLookup process_environment();
 
-LoadResult load_config_file(const std::string& path, const EnvLookup& env = process_environment());
+// `running`: on a reload, the configuration in force. The sections only a restart changes
+// (upstream, store) stay as they run, so the rules between options (a route's lease against the
+// upstream's timeout) are checked against the running sections, not the file's.
+LoadResult load_config_file(const std::string& path, const EnvLookup& env = process_environment(),
+                            const Config* running = nullptr);
 LoadResult load_config_text(std::string_view yaml, std::string_view file_name,
-                            const EnvLookup& env = process_environment());
+                            const EnvLookup& env = process_environment(), const Config* running = nullptr);
 
 // "250ms", "1s", "1.5s", "2m", "24h", "7d" -> milliseconds. nullopt when malformed.
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);

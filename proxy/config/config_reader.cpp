@@ -91,7 +91,7 @@ struct PolicyOrigin {
 
 class ConfigReader {
  public:
-  explicit ConfigReader(YamlReader& yaml) : yaml_(yaml), issues_(yaml.issues()) {}
+  ConfigReader(YamlReader& yaml, const Config* running) : yaml_(yaml), issues_(yaml.issues()), running_(running) {}
 
   Config read(const YAML::Node& root);
 
@@ -121,6 +121,7 @@ class ConfigReader {
   YamlReader& yaml_;
   IssueSink& issues_;
   bool upstream_timeout_valid_ = true;
+  const Config* running_ = nullptr;  // on reload: the configuration in force
 };
 
 Config ConfigReader::read(const YAML::Node& root) {
@@ -656,10 +657,15 @@ void ConfigReader::check_route(const core::Route& route, std::string_view path, 
     issues_.error(origin.ttl.value_or(origin.lease.value_or(route_mark)),
                   label + ": ttl (" + format_duration(policy.ttl) + ") must exceed lease (" + format_duration(policy.lease) + ")");
   }
-  if (origin.timing_valid && upstream_timeout_valid_ && policy.lease <= config.upstream.timeout) {
+  // On a reload the upstream section keeps running as it is (it needs a restart): a route's
+  // lease is checked against that one, not against what the file says.
+  const UpstreamConfig& upstream = running_ != nullptr ? running_->upstream : config.upstream;
+  const bool upstream_known = running_ != nullptr || upstream_timeout_valid_;
+  if (origin.timing_valid && upstream_known && policy.lease <= upstream.timeout) {
     issues_.error(origin.lease.value_or(route_mark),
-                  label + ": lease (" + format_duration(policy.lease) + ") must exceed upstream.timeout (" +
-                      format_duration(config.upstream.timeout) +
+                  label + ": lease (" + format_duration(policy.lease) + ") must exceed " +
+                      (running_ != nullptr ? "the running upstream.timeout (" : "upstream.timeout (") +
+                      format_duration(upstream.timeout) +
                       ") (a lease that lapses while the upstream is still working lets a retry execute again)");
   }
   if (policy.key != core::KeyRequirement::off && origin.scope_valid && policy.scope_headers.empty() && !policy.name.empty()) {
@@ -686,6 +692,8 @@ void ConfigReader::check_route(const core::Route& route, std::string_view path, 
 
 }  // namespace
 
-Config read_config(const YAML::Node& root, YamlReader& reader) { return ConfigReader(reader).read(root); }
+Config read_config(const YAML::Node& root, YamlReader& reader, const Config* running) {
+  return ConfigReader(reader, running).read(root);
+}
 
 }  // namespace idem::config::detail

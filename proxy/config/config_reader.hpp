@@ -8,7 +8,8 @@
 
 namespace idem::config::detail {
 
-// The returned Config is meaningful only when the reader's IssueSink holds no error.
-Config read_config(const YAML::Node& root, YamlReader& reader);
+// The returned Config is meaningful only when the reader's IssueSink holds no error. `running`:
+// see load_config_file.
+Config read_config(const YAML::Node& root, YamlReader& reader, const Config* running = nullptr);
 
 }  // namespace idem::config::detail

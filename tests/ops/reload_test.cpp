@@ -150,5 +150,32 @@ TEST_F(OpsReload, InvalidFileIsRejectedWithFileLineColumnAndTheOldRoutesKeepWork
   EXPECT_TRUE(process.running());
 }
 
+// upstream is restart-only, so a reload's routes are checked against the running upstream, not
+// against the file's. Running with timeout 5s, a file that says timeout 1s and gives a route a
+// 2s lease is refused (that lease would lapse while the running upstream may still be working on
+// the request, and a retry could run it again); the old routes stay; the refusal is counted.
+TEST_F(OpsReload, RoutesAreCheckedAgainstTheRunningUpstreamNotTheFiles) {
+  Process& process = *proxy().proxy_process();
+  std::string text = with_extra_route(proxy().config_text(), std::string(kNewRoute) + "    lease: 2s\n");
+  const std::string running_timeout = "timeout: 5s }";
+  ASSERT_NE(text.find(running_timeout), std::string::npos) << text;
+  text.replace(text.find(running_timeout), running_timeout.size(), "timeout: 1s }");
+  write_file(proxy().config_path(), text);
+
+  ASSERT_TRUE(eventually([&] { return reload_count(process, "reload_rejected", "file_changed") == 1; },
+                         std::chrono::seconds(5)))
+      << process.stderr_text();
+  bool named = false;
+  for (const auto& issue : events(process.stderr_text(), "config_issue")) {
+    const std::string message = string_field(issue, "issue").value_or("");
+    named |= message.find("lease (2s) must exceed the running upstream.timeout (5s)") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << process.stderr_text();
+  EXPECT_EQ(send(new_path_without_key()).status, 200) << "the refused route is in force";
+  const std::string metrics = admin_get(admin_port_of(process), "/metrics").body;
+  EXPECT_EQ(metric_value(metrics, "idemproxy_config_reloads_rejected_total"), 1.0) << metrics;
+  EXPECT_EQ(metric_value(metrics, "idemproxy_config_reloads_applied_total"), 0.0) << metrics;
+}
+
 }  // namespace
 }  // namespace idem::test::ops
