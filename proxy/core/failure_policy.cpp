@@ -28,10 +28,9 @@ ClaimFailure after_claim_failure(StoreError error, const RoutePolicy& policy) {
     case StoreError::reply_lost:
       // The claim may stand. Forwarding now would run the request unprotected while a record says
       // it is in flight, so fail_open does not apply: answer 503 and free the key behind us.
-      return {ClaimFailureAnswer::unavailable, true};
     case StoreError::internal:
-      // The store answered something we cannot read (it may even have been our own fresh claim):
-      // never forward on a store we do not understand, and free whatever we may own.
+      // Or the store answered something we cannot read (it may even have been our own fresh
+      // claim): never forward on a store we do not understand, and free whatever we may own.
       return {ClaimFailureAnswer::unavailable, true};
     case StoreError::corrupt: return {ClaimFailureAnswer::corrupt, false};
     case StoreError::ok:
