@@ -29,6 +29,14 @@ LoadResult finish(detail::IssueSink& issues, std::optional<Config> config) {
 
 }  // namespace
 
+core::ExchangeTimeouts exchange_timeouts(const UpstreamConfig& upstream, const PostgresConfig& postgres) {
+  return {.store_query = postgres.query_timeout,
+          .store_acquire = postgres.acquire_timeout,
+          .connect = upstream.connect_timeout,
+          .upstream_tls = upstream.tls.enabled,
+          .upstream = upstream.timeout};
+}
+
 std::string ConfigIssue::to_string() const {
   std::string text = file;
   if (line > 0) text += ":" + std::to_string(line) + ":" + std::to_string(column);

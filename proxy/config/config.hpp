@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/exchange_timing.hpp"
 #include "core/route.hpp"
 
 namespace idem::config {
@@ -158,7 +159,9 @@ struct Config {
   ListenConfig listen;
   ListenerTlsConfig tls;
   unsigned workers = 0;  // io threads; 0 = one per core
-  std::chrono::milliseconds drain_timeout{30'000};
+  // Unset in the file: one whole exchange (core::default_drain_timeout of the timing model; 37s
+  // with the default upstream and store timeouts).
+  std::chrono::milliseconds drain_timeout{37'000};
   LimitsConfig limits;
   UpstreamConfig upstream;
   StoreConfig store;
@@ -194,6 +197,9 @@ LoadResult load_config_file(const std::string& path, const EnvLookup& env = proc
                             const Config* running = nullptr);
 LoadResult load_config_text(std::string_view yaml, std::string_view file_name,
                             const EnvLookup& env = process_environment(), const Config* running = nullptr);
+
+// The timeouts that bound one exchange (core/exchange_timing.hpp), from these two sections.
+core::ExchangeTimeouts exchange_timeouts(const UpstreamConfig& upstream, const PostgresConfig& postgres);
 
 // "250ms", "1s", "1.5s", "2m", "24h", "7d" -> milliseconds. nullopt when malformed.
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);

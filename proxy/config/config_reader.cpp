@@ -89,6 +89,21 @@ struct PolicyOrigin {
   bool scope_valid = true;
 };
 
+// "37s = 2 × store.postgres.query_timeout 2s + ... + upstream.timeout 30s[ + margin 1s]".
+std::string describe(const core::ExchangeBudget& budget, bool with_margin) {
+  const auto total = with_margin ? core::minimum_lease(budget) : budget.total;
+  std::string text = format_duration(total) + " =";
+  const char* separator = " ";
+  for (const core::BudgetTerm& term : budget.terms) {
+    text += separator;
+    if (term.count != 1) text += std::to_string(term.count) + " × ";
+    text += std::string(term.setting) + " " + format_duration(term.each);
+    separator = " + ";
+  }
+  if (with_margin) text += " + margin " + format_duration(core::kLeaseMargin);
+  return text;
+}
+
 class ConfigReader {
  public:
   ConfigReader(YamlReader& yaml, const Config* running) : yaml_(yaml), issues_(yaml.issues()), running_(running) {}
@@ -115,12 +130,15 @@ class ConfigReader {
   std::optional<std::vector<int>> read_statuses(const Field& field, std::string_view path);
   void read_routes(const Field& field, const core::RoutePolicy& defaults, const PolicyOrigin& defaults_origin, Config& config);
   void read_match(const Field& field, std::string_view path, const core::RoutePolicy& policy, core::RouteMatch& match);
+  // Defaults drain_timeout from the timing model, or warns when the file's is shorter.
+  void check_drain_timeout(Config& config);
   void check_route(const core::Route& route, std::string_view path, const YAML::Mark& route_mark, const PolicyOrigin& origin,
                    const Config& config);
 
   YamlReader& yaml_;
   IssueSink& issues_;
-  bool upstream_timeout_valid_ = true;
+  bool exchange_timeouts_valid_ = true;  // every timeout of the timing model parsed
+  std::optional<YAML::Mark> drain_timeout_;  // where the file sets drain_timeout
   const Config* running_ = nullptr;  // on reload: the configuration in force
 };
 
@@ -136,7 +154,11 @@ Config ConfigReader::read(const YAML::Node& root) {
   if (const Field* field = top->find("workers")) {
     if (auto workers = yaml_.integer(*field, "workers", 0, kMaxWorkers)) config.workers = static_cast<unsigned>(*workers);
   }
-  if (const Field* field = top->find("drain_timeout")) assign(yaml_.duration(*field, "drain_timeout", true), config.drain_timeout);
+  if (const Field* field = top->find("drain_timeout")) {
+    const auto drain = yaml_.duration(*field, "drain_timeout", true);
+    if (drain) drain_timeout_ = field->value.Mark();
+    assign(drain, config.drain_timeout);
+  }
   if (const Field* field = top->find("limits")) read_limits(*field, config.limits);
   if (const Field* field = top->find("reaper")) read_reaper(*field, config.reaper);
   if (const Field* field = top->find("replay_cache")) read_replay_cache(*field, config.replay_cache);
@@ -153,7 +175,20 @@ Config ConfigReader::read(const YAML::Node& root) {
     }
   }
   if (const Field* field = top->find("routes")) read_routes(*field, defaults, defaults_origin, config);
+  check_drain_timeout(config);
   return config;
+}
+
+void ConfigReader::check_drain_timeout(Config& config) {
+  if (!exchange_timeouts_valid_) return;
+  const core::ExchangeBudget budget = core::longest_exchange(exchange_timeouts(config.upstream, config.store.postgres));
+  if (!drain_timeout_) {
+    config.drain_timeout = core::default_drain_timeout(budget);
+  } else if (config.drain_timeout < budget.total) {
+    issues_.warning(*drain_timeout_, "drain_timeout (" + format_duration(config.drain_timeout) +
+                                         ") is shorter than the longest exchange (" + describe(budget, false) +
+                                         "): a shutdown can cut requests in progress and the writes that store their responses");
+  }
 }
 
 void ConfigReader::read_listen(const Field& field, ListenConfig& listen) {
@@ -297,11 +332,13 @@ void ConfigReader::read_upstream(const Field& field, UpstreamConfig& upstream) {
     }
   }
   if (const Field* f = fields->find("connect_timeout")) {
-    assign(yaml_.duration(*f, "upstream.connect_timeout", false), upstream.connect_timeout);
+    const auto timeout = yaml_.duration(*f, "upstream.connect_timeout", false);
+    exchange_timeouts_valid_ = exchange_timeouts_valid_ && timeout.has_value();
+    assign(timeout, upstream.connect_timeout);
   }
   if (const Field* f = fields->find("timeout")) {
     const auto timeout = yaml_.duration(*f, "upstream.timeout", false);
-    upstream_timeout_valid_ = timeout.has_value();
+    exchange_timeouts_valid_ = exchange_timeouts_valid_ && timeout.has_value();
     assign(timeout, upstream.timeout);
   }
   if (const Field* f = fields->find("max_connections")) {
@@ -380,10 +417,14 @@ void ConfigReader::read_store(const Field* field, const YAML::Mark& top_level, S
     assign(yaml_.duration(*f, "store.postgres.connect_timeout", false), postgres.connect_timeout);
   }
   if (const Field* f = fields->find("query_timeout")) {
-    assign(yaml_.duration(*f, "store.postgres.query_timeout", false), postgres.query_timeout);
+    const auto timeout = yaml_.duration(*f, "store.postgres.query_timeout", false);
+    exchange_timeouts_valid_ = exchange_timeouts_valid_ && timeout.has_value();
+    assign(timeout, postgres.query_timeout);
   }
   if (const Field* f = fields->find("acquire_timeout")) {
-    assign(yaml_.duration(*f, "store.postgres.acquire_timeout", false), postgres.acquire_timeout);
+    const auto timeout = yaml_.duration(*f, "store.postgres.acquire_timeout", false);
+    exchange_timeouts_valid_ = exchange_timeouts_valid_ && timeout.has_value();
+    assign(timeout, postgres.acquire_timeout);
   }
   if (const Field* f = fields->find("prepared_statements")) {
     assign(yaml_.boolean(*f, "store.postgres.prepared_statements"), postgres.prepared_statements);
@@ -657,16 +698,20 @@ void ConfigReader::check_route(const core::Route& route, std::string_view path, 
     issues_.error(origin.ttl.value_or(origin.lease.value_or(route_mark)),
                   label + ": ttl (" + format_duration(policy.ttl) + ") must exceed lease (" + format_duration(policy.lease) + ")");
   }
-  // On a reload the upstream section keeps running as it is (it needs a restart): a route's
-  // lease is checked against that one, not against what the file says.
-  const UpstreamConfig& upstream = running_ != nullptr ? running_->upstream : config.upstream;
-  const bool upstream_known = running_ != nullptr || upstream_timeout_valid_;
-  if (origin.timing_valid && upstream_known && policy.lease <= upstream.timeout) {
-    issues_.error(origin.lease.value_or(route_mark),
-                  label + ": lease (" + format_duration(policy.lease) + ") must exceed " +
-                      (running_ != nullptr ? "the running upstream.timeout (" : "upstream.timeout (") +
-                      format_duration(upstream.timeout) +
-                      ") (a lease that lapses while the upstream is still working lets a retry execute again)");
+  // On a reload the upstream and store sections keep running as they are (they need a restart):
+  // a route's lease is checked against those, not against what the file says.
+  const Config& in_force = running_ != nullptr ? *running_ : config;
+  const bool timeouts_known = running_ != nullptr || exchange_timeouts_valid_;
+  if (origin.timing_valid && timeouts_known) {
+    const core::ExchangeBudget budget =
+        core::longest_exchange(exchange_timeouts(in_force.upstream, in_force.store.postgres));
+    if (policy.lease < core::minimum_lease(budget)) {
+      issues_.error(origin.lease.value_or(route_mark),
+                    label + ": lease (" + format_duration(policy.lease) + ") must be at least the longest exchange" +
+                        (running_ != nullptr ? " of the running upstream and store" : "") + " plus a " +
+                        format_duration(core::kLeaseMargin) + " margin (" + describe(budget, true) +
+                        "): a lease that lapses while the first request may still run lets a retry execute it again");
+    }
   }
   if (policy.key != core::KeyRequirement::off && origin.scope_valid && policy.scope_headers.empty() && !policy.name.empty()) {
     issues_.warning(route_mark, "route " + quoted(policy.name) +

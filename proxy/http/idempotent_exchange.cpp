@@ -75,7 +75,7 @@ struct OwnerWriteRequest {
 
 void send_owner_write(store::Store& store, const OwnerWriteRequest& request, store::DoneHandler done) {
   const store::ReleaseRequest owned{request.complete.scope, request.complete.key, request.complete.owner,
-                                    request.unknown_retention};
+                                    request.complete.ttl, request.unknown_retention};
   switch (request.write) {
     case core::OwnerWrite::complete: store.complete(request.complete, std::move(done)); return;
     case core::OwnerWrite::release: store.release(owned, std::move(done)); return;
@@ -143,6 +143,8 @@ class IdempotentExchange {
     claim_.ttl = policy_.ttl;
     claim_.lease = policy_.lease;
     claim_.take_over_lapsed_lease = policy_.unknown_outcome == core::UnknownOutcome::retry;
+    // lock: a record nobody settles (we die mid-exchange) is an unknown outcome and lasts as long.
+    if (!claim_.take_over_lapsed_lease) claim_.unsettled_retention = policy_.unknown_retention;
     trace_.key_sha256 = key_hash(claim_.key);
 
     if (auto cached = services_.cache.find(claim_.scope, claim_.key)) {
@@ -409,6 +411,7 @@ class IdempotentExchange {
     owned.complete.scope = claim_.scope;
     owned.complete.key = claim_.key;
     owned.complete.owner = claim_.owner;
+    owned.complete.ttl = policy_.ttl;
     owned.unknown_retention = policy_.unknown_retention;
     return owned;
   }

@@ -158,7 +158,10 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
   const bool head = request.method() == beast_http::verb::head;
 
   // Two attempts at most: the second only when a reused connection turned out to be closed
-  // before the upstream could have read the request (see below).
+  // before the upstream could have read the request (see below). One response deadline covers
+  // both, so a replaced connection costs one connection set-up, never a second `timeout`: the
+  // timing model (core/exchange_timing.hpp) counts on that.
+  std::optional<std::chrono::steady_clock::time_point> response_deadline;
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::optional<Connection> pooled = take_idle();
     const bool reused = pooled.has_value();
@@ -172,7 +175,8 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
     Transport& transport = *connection.transport;
 
     // One deadline covers writing the request and reading the whole response.
-    transport.tcp.expires_after(timeout_);
+    if (!response_deadline) response_deadline = std::chrono::steady_clock::now() + timeout_;
+    transport.tcp.expires_at(*response_deadline);
     auto [write_ec, written] = co_await transport.write(request);
     if (write_ec) {
       // The peer closed a reused connection before we wrote: it cannot have read this request.

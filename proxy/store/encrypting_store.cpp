@@ -54,7 +54,8 @@ void EncryptingStore::complete(const CompleteRequest& request, DoneHandler handl
                                  .key = request.key,
                                  .owner = request.owner,
                                  .state = request.state,
-                                 .response = std::move(*sealed)};
+                                 .response = std::move(*sealed),
+                                 .ttl = request.ttl};
   inner_.complete(sealed_request, std::move(handler));
 }
 

@@ -36,7 +36,7 @@ void MemoryStore::claim(const ClaimRequest& request, ClaimHandler handler) {
                     .created_at = now,
                     .lease_expires_at = now + request.lease,
                     .completed_at = {},
-                    .expires_at = now + request.ttl,
+                    .expires_at = now + request.ttl + request.unsettled_retention,
                     .response = {}};
       result.claimed = true;
       result.existing.expires_in = request.ttl;
@@ -62,8 +62,9 @@ std::map<MemoryStore::ScopedKey, MemoryStore::Entry>::iterator MemoryStore::find
 }
 
 void MemoryStore::complete(const CompleteRequest& request, DoneHandler handler) {
-  if (request.state == core::RecordState::in_flight) {
-    handler(StoreError::internal);  // completing into in_flight is a caller bug
+  // Caller bugs: completing into in_flight, or a record that would expire the moment it completes.
+  if (request.state == core::RecordState::in_flight || request.ttl <= std::chrono::milliseconds::zero()) {
+    handler(StoreError::internal);
     return;
   }
   StoreError error = StoreError::not_owner;
@@ -80,7 +81,8 @@ void MemoryStore::complete(const CompleteRequest& request, DoneHandler handler) 
         entry.response.headers = request.response.headers;
         entry.response.body = request.response.body;
       }
-      // expires_at stays: a key lives `ttl` from its first claim.
+      // A key lives `ttl` from its claim (never longer than the claim said).
+      entry.expires_at = std::min(entry.expires_at, entry.created_at + request.ttl);
       error = StoreError::ok;
     }
   }
@@ -101,12 +103,16 @@ void MemoryStore::release(const ReleaseRequest& request, DoneHandler handler) {
 }
 
 void MemoryStore::mark_unknown(const ReleaseRequest& request, DoneHandler handler) {
+  if (request.ttl <= std::chrono::milliseconds::zero()) {  // a caller bug: it would expire at once
+    handler(StoreError::internal);
+    return;
+  }
   StoreError error = StoreError::not_owner;
   {
     const std::lock_guard lock(mutex_);
     const auto it = find_owned(request.scope, request.key, request.owner, core::RecordState::unknown);
     if (it != records_.end()) {
-      if (it->second.state == core::RecordState::in_flight) it->second.expires_at += request.unknown_retention;
+      it->second.expires_at = std::max(it->second.expires_at, it->second.created_at + request.ttl + request.unknown_retention);
       it->second.state = core::RecordState::unknown;  // the lease no longer means anything
       error = StoreError::ok;
     }

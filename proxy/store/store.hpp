@@ -32,6 +32,11 @@ struct ClaimRequest {
   std::chrono::milliseconds lease{0};  // in-flight lease from the claim
   // unknown_outcome=retry: an in-flight record whose lease lapsed is taken over (claimed anew).
   bool take_over_lapsed_lease = false;
+  // unknown_outcome=lock: how much longer than `ttl` the in-flight record is kept. It matters only
+  // when no owner write ever settles it (the proxy died mid-exchange): its request may have run,
+  // so it lasts as long as an `unknown` record would, and no claim replaces it at its ttl. complete
+  // and mark_unknown set the expiry from the claim's time again.
+  std::chrono::milliseconds unsettled_retention{0};
 };
 
 struct CompleteRequest {
@@ -40,13 +45,15 @@ struct CompleteRequest {
   std::string owner;
   core::RecordState state = core::RecordState::completed;  // completed or too_large
   core::StoredResponse response;  // status always; headers and body only for completed
+  std::chrono::milliseconds ttl{0};  // the finished record expires ttl after its claim (or sooner, if the claim said so)
 };
 
 struct ReleaseRequest {
   std::string scope;
   std::string key;
   std::string owner;
-  // mark_unknown only: how much longer than its ttl the unknown record is kept.
+  // mark_unknown only: the unknown record expires ttl + unknown_retention after its claim.
+  std::chrono::milliseconds ttl{0};
   std::chrono::milliseconds unknown_retention{0};
 };
 
@@ -91,8 +98,7 @@ class Store {
   virtual void release(const ReleaseRequest& request, DoneHandler handler) = 0;
   // The request reached the upstream and no answer came back: the in-flight record owned by
   // `owner` becomes `unknown` (terminal: never re-executed, until an operator releases it), and
-  // its expiry moves `unknown_retention` later. Idempotent for its owner, like complete (a second
-  // run moves nothing).
+  // expires ttl + unknown_retention after its claim. Idempotent for its owner, like complete.
   virtual void mark_unknown(const ReleaseRequest& request, DoneHandler handler) = 0;
   // Operator action: deletes the record if it is `unknown`, or `in_flight` with its lease lapsed,
   // whoever owns it, so the next retry executes. An in-flight record within its lease is refused

@@ -69,7 +69,8 @@ class StoreEncryption : public ::testing::Test {
     const std::string owner = "owner-" + key;
     ASSERT_EQ(harness_.claim(claim_request(key, owner)).error, StoreError::ok);
     ASSERT_EQ(harness_.complete(store::CompleteRequest{.scope = scope_, .key = key, .owner = owner,
-                                                       .state = RecordState::completed, .response = response}),
+                                                       .state = RecordState::completed, .response = response,
+                                                       .ttl = 60s}),
               StoreError::ok);
   }
   // A duplicate's claim: the existing record (or the error) as the store under test returns it.
@@ -218,7 +219,8 @@ TYPED_TEST(StoreEncryption, StatusOnlyRecordsAreNotSealed) {
   core::StoredResponse status_only;
   status_only.status = 200;
   ASSERT_EQ(this->harness_.complete(store::CompleteRequest{.scope = this->scope_, .key = "big", .owner = "owner-big",
-                                                           .state = RecordState::too_large, .response = status_only}),
+                                                           .state = RecordState::too_large, .response = status_only,
+                                                           .ttl = 60s}),
             StoreError::ok);
   const core::StoredResponse raw = this->raw_response("big", ring);
   EXPECT_EQ(raw.status, 200);

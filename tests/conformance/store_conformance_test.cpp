@@ -42,10 +42,12 @@ class StoreConformance : public ::testing::Test {
                                           core::StoredResponse response,
                                           RecordState state = RecordState::completed) const {
     return store::CompleteRequest{.scope = scope_, .key = key, .owner = owner, .state = state,
-                                  .response = std::move(response)};
+                                  .response = std::move(response), .ttl = 60s};
   }
-  store::ReleaseRequest release_request(const std::string& key, const std::string& owner) const {
-    return store::ReleaseRequest{.scope = scope_, .key = key, .owner = owner};
+  // `ttl`: the one the key was claimed with (mark_unknown keeps the record ttl + retention from then).
+  store::ReleaseRequest release_request(const std::string& key, const std::string& owner,
+                                        std::chrono::milliseconds ttl = 60s) const {
+    return store::ReleaseRequest{.scope = scope_, .key = key, .owner = owner, .ttl = ttl};
   }
   store::RecordKey record_key(const std::string& key) const { return store::RecordKey{.scope = scope_, .key = key}; }
 
@@ -372,6 +374,7 @@ TYPED_TEST(StoreConformance, AnUnknownRecordOutlivesItsTtlByItsRetention) {
   short_ttl.lease = 100ms;
   ASSERT_TRUE(this->harness_.claim(short_ttl).result.claimed);
   store::ReleaseRequest mark = this->release_request("k1", "owner-1");
+  mark.ttl = short_ttl.ttl;
   mark.unknown_retention = 1h;
   ASSERT_EQ(this->harness_.mark_unknown(mark), StoreError::ok);
   const auto marked = this->harness_.inspect(this->record_key("k1"));
@@ -388,6 +391,36 @@ TYPED_TEST(StoreConformance, AnUnknownRecordOutlivesItsTtlByItsRetention) {
   EXPECT_FALSE(later.result.claimed) << "an unknown record was replaced at its ttl";
   EXPECT_EQ(later.result.existing.state, RecordState::unknown);
   EXPECT_EQ(this->harness_.force_release(this->record_key("k1")), StoreError::ok) << "the operator can still release it";
+}
+
+// unknown_outcome: lock. A proxy that dies mid-exchange leaves an in-flight record nobody will
+// settle; its request may have run. It must last as long as an unknown record would, not end at
+// its ttl (after which a retry would execute again). A completion brings the expiry back to the
+// ttl, counted from the claim.
+TYPED_TEST(StoreConformance, AnUnsettledInFlightRecordOutlivesItsTtlUntilCompleted) {
+  store::ClaimRequest locked = this->claim_request("k1", "owner-1");
+  locked.ttl = 300ms;
+  locked.lease = 100ms;
+  locked.unsettled_retention = 1h;
+  ASSERT_TRUE(this->harness_.claim(locked).result.claimed);
+  store::ClaimRequest settled = locked;
+  settled.key = "k2";
+  settled.owner = "owner-2";
+  ASSERT_TRUE(this->harness_.claim(settled).result.claimed);
+  store::CompleteRequest completion = this->complete_request("k2", "owner-2", binary_response());
+  completion.ttl = settled.ttl;
+  ASSERT_EQ(this->harness_.complete(completion), StoreError::ok);
+
+  this->harness_.let_time_pass(400ms);  // past the ttl and the lease
+  const ClaimOutcome crashed = this->harness_.claim(this->claim_request("k1", "owner-3"));
+  ASSERT_EQ(crashed.error, StoreError::ok);
+  EXPECT_FALSE(crashed.result.claimed) << "an unsettled in-flight record was replaced at its ttl";
+  EXPECT_EQ(crashed.result.existing.state, RecordState::in_flight);
+  EXPECT_LE(crashed.result.existing.lease_remaining.count(), 0);
+  const ClaimOutcome completed = this->harness_.claim(this->claim_request("k2", "owner-4"));
+  ASSERT_EQ(completed.error, StoreError::ok);
+  EXPECT_TRUE(completed.result.claimed) << "a completed record outlived its ttl";
+  EXPECT_EQ(this->harness_.force_release(this->record_key("k1")), StoreError::ok) << "the operator can release it";
 }
 
 // A claim replaces an expired record, but never one in flight whose lease still runs (a ttl
@@ -514,7 +547,7 @@ TYPED_TEST(StoreConformance, ForceReleaseOfAnExpiredRecordIsNotFound) {
   store::ClaimRequest request = this->claim_request("k1", "owner-1");
   request.ttl = 300ms;
   ASSERT_TRUE(this->harness_.claim(request).result.claimed);
-  ASSERT_EQ(this->harness_.mark_unknown(this->release_request("k1", "owner-1")), StoreError::ok);
+  ASSERT_EQ(this->harness_.mark_unknown(this->release_request("k1", "owner-1", request.ttl)), StoreError::ok);
   this->harness_.let_time_pass(450ms);
   EXPECT_EQ(this->harness_.force_release(this->record_key("k1")), StoreError::not_found);
 }
@@ -627,7 +660,7 @@ TYPED_TEST(StoreConformance, SweepDeletesExpiredRecordsInBatchesOldestFirst) {
   ASSERT_EQ(this->harness_.complete(this->complete_request("e1", "owner-1", binary_response())), StoreError::ok);
   ASSERT_EQ(this->harness_.complete(this->complete_request("e2", "owner-1", binary_response(), RecordState::too_large)),
             StoreError::ok);
-  ASSERT_EQ(this->harness_.mark_unknown(this->release_request("e3", "owner-1")), StoreError::ok);
+  ASSERT_EQ(this->harness_.mark_unknown(this->release_request("e3", "owner-1", 280ms)), StoreError::ok);
   for (const char* live : {"l1", "l2", "l3"}) {
     ASSERT_TRUE(this->harness_.claim(this->claim_request(live, "owner-1")).result.claimed);
   }

@@ -261,7 +261,7 @@ TEST_F(PreparedStatements, StoreOperationsStayCorrectThroughPreparedStatements) 
       core::StoredResponse response;
       response.status = 200;
       response.body = key;
-      store.complete({.scope = scope_, .key = key, .owner = "owner", .response = response}, [&](StoreError completed) {
+      store.complete({.scope = scope_, .key = key, .owner = "owner", .response = response, .ttl = 60s}, [&](StoreError completed) {
         EXPECT_EQ(completed, StoreError::ok);
         ++done;
       });

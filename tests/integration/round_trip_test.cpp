@@ -51,7 +51,7 @@ TEST_P(RoundTrips, ClaimCompleteReplayAndReleaseAreOneStatementEach) {
   response.headers = {{"Content-Type", "text/plain"}};
   response.body = "done";
   EXPECT_EQ(statements_for([&](auto done) {
-              store_->complete({.scope = scope, .key = "k", .owner = "owner-1", .response = response},
+              store_->complete({.scope = scope, .key = "k", .owner = "owner-1", .response = response, .ttl = std::chrono::seconds(60)},
                                [&, done](StoreError error) {
                                  EXPECT_EQ(error, StoreError::ok);
                                  done();
@@ -102,7 +102,7 @@ TEST_P(RoundTrips, MarkUnknownForceReleaseInspectAndSweepAreOneStatementEach) {
             1u);
   ASSERT_TRUE(claimed);
   EXPECT_EQ(statements_for([&](auto done) {
-              store_->mark_unknown({.scope = scope, .key = "k", .owner = "owner-1"}, [&, done](StoreError error) {
+              store_->mark_unknown({.scope = scope, .key = "k", .owner = "owner-1", .ttl = std::chrono::seconds(60)}, [&, done](StoreError error) {
                 EXPECT_EQ(error, StoreError::ok);
                 done();
               });

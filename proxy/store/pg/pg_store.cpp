@@ -169,7 +169,8 @@ void PgStore::claim(const ClaimRequest& request, ClaimHandler handler) {
 }
 
 void PgStore::complete(const CompleteRequest& request, DoneHandler handler) {
-  if (request.state == core::RecordState::in_flight) {  // a caller bug: nothing to store
+  // Caller bugs: nothing to store, or a record that would expire the moment it completes.
+  if (request.state == core::RecordState::in_flight || request.ttl <= std::chrono::milliseconds::zero()) {
     boost::asio::post(impl_->io, [handler = std::move(handler)] { handler(StoreError::internal); });
     return;
   }
@@ -183,6 +184,10 @@ void PgStore::release(const ReleaseRequest& request, DoneHandler handler) {
 }
 
 void PgStore::mark_unknown(const ReleaseRequest& request, DoneHandler handler) {
+  if (request.ttl <= std::chrono::milliseconds::zero()) {  // a caller bug: it would expire at once
+    boost::asio::post(impl_->io, [handler = std::move(handler)] { handler(StoreError::internal); });
+    return;
+  }
   run_single_row_change(impl_->pool, std::make_shared<const Statement>(mark_unknown_statement(request)),
                         StoreError::not_owner, std::move(handler));
 }

@@ -31,7 +31,7 @@ std::optional<core::RecordState> parse_state_column(std::string_view value) {
 
 Statement claim_statement(const ClaimRequest& request) {
   Statement statement{.name = "claim", .sql = sql::kClaim, .params = {}};
-  statement.params.reserve(7);
+  statement.params.reserve(8);
   statement.params.push_back(Param::text(request.scope));
   statement.params.push_back(Param::text(request.key));
   statement.params.push_back(Param::text(request.fingerprint));
@@ -39,12 +39,13 @@ Statement claim_statement(const ClaimRequest& request) {
   statement.params.push_back(Param::int8(request.ttl.count()));
   statement.params.push_back(Param::int8(request.lease.count()));
   statement.params.push_back(Param::boolean(request.take_over_lapsed_lease));
+  statement.params.push_back(Param::int8(request.unsettled_retention.count()));
   return statement;
 }
 
 Statement complete_statement(const CompleteRequest& request) {
   Statement statement{.name = "complete", .sql = sql::kComplete, .params = {}};
-  statement.params.reserve(7);
+  statement.params.reserve(8);
   statement.params.push_back(Param::text(request.scope));
   statement.params.push_back(Param::text(request.key));
   statement.params.push_back(Param::text(request.owner));
@@ -57,6 +58,7 @@ Statement complete_statement(const CompleteRequest& request) {
     statement.params.push_back(Param::null(oid::bytea));
     statement.params.push_back(Param::null(oid::bytea));
   }
+  statement.params.push_back(Param::int8(request.ttl.count()));
   return statement;
 }
 
@@ -75,7 +77,7 @@ Statement mark_unknown_statement(const ReleaseRequest& request) {
   statement.params.push_back(Param::text(request.scope));
   statement.params.push_back(Param::text(request.key));
   statement.params.push_back(Param::text(request.owner));
-  statement.params.push_back(Param::int8(request.unknown_retention.count()));
+  statement.params.push_back(Param::int8((request.ttl + request.unknown_retention).count()));
   return statement;
 }
 

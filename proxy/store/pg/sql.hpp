@@ -25,7 +25,8 @@ enum ClaimColumn : int {
 
 // Claim: ONE statement, ONE round trip, the primary key as arbiter.
 // $1 scope text, $2 key text, $3 fingerprint text, $4 owner text, $5 ttl_ms int8,
-// $6 lease_ms int8, $7 take_over_lapsed_lease bool.
+// $6 lease_ms int8, $7 take_over_lapsed_lease bool, $8 unsettled_retention_ms int8 (the new
+// in-flight record expires ttl + $8 from now: see ClaimRequest::unsettled_retention).
 //
 // The INSERT either creates the in-flight record, or replaces the conflicting one when it has
 // expired (unless it is in flight with its lease running: its request may be executing, whatever
@@ -43,7 +44,7 @@ WITH claimed AS (
     (scope, key, fingerprint, state, owner, created_at, lease_expires_at, expires_at)
   VALUES ($1, $2, $3, 'in_flight', $4, now(),
           now() + $6 * interval '1 millisecond',
-          now() + $5 * interval '1 millisecond')
+          now() + ($5 + $8) * interval '1 millisecond')
   ON CONFLICT (scope, key) DO UPDATE
     SET fingerprint = excluded.fingerprint,
         state = excluded.state,
@@ -78,14 +79,16 @@ SELECT false, r.fingerprint, r.state, r.response_status, r.response_headers, r.r
 // Complete: the in-flight record owned by $3 takes its final state and response. 0 rows: not ours.
 // Idempotent for its owner: run again after a lost reply, it finds the record already in state $4
 // (owner tokens are unique per claim, so that is this very completion) and rewrites the same
-// values, keeping the first completed_at. expires_at is left alone: a key lives ttl from its
-// first claim.
+// values, keeping the first completed_at. The record expires $8 (its ttl) after its claim: the
+// claim may have set a later expiry for the case that nobody ever completes it (never a later one
+// than the claim's: LEAST, so a completion cannot lengthen a record's life).
 // $1 scope text, $2 key text, $3 owner text, $4 state text, $5 status int4, $6 headers bytea,
-// $7 body bytea (NULL headers and body for too_large).
+// $7 body bytea (NULL headers and body for too_large), $8 ttl_ms int8.
 inline constexpr const char* kComplete = R"sql(
 UPDATE idempotency_records
    SET state = $4, response_status = $5, response_headers = $6, response_body = $7,
-       completed_at = coalesce(completed_at, now()), lease_expires_at = NULL
+       completed_at = coalesce(completed_at, now()), lease_expires_at = NULL,
+       expires_at = LEAST(expires_at, created_at + $8 * interval '1 millisecond')
  WHERE scope = $1 AND key = $2 AND owner = $3 AND state IN ('in_flight', $4)
 )sql";
 
@@ -98,14 +101,14 @@ DELETE FROM idempotency_records
 )sql";
 
 // Mark unknown: the in-flight record owned by $3 becomes `unknown`, which no claim takes over
-// (take-over applies to in_flight only); it stays until force_release or its expiry, which moves
-// $4 ms later (unknown_retention). 0 rows: not ours. Idempotent for its owner, like kComplete: a
-// second run finds it unknown and moves nothing.
-// $1 scope text, $2 key text, $3 owner text, $4 retention_ms int8.
+// (take-over applies to in_flight only); it stays until force_release or its expiry, at least $4 ms
+// after its claim (ttl + unknown_retention; a lock-mode claim set that already). 0 rows: not ours.
+// Idempotent for its owner, like kComplete: a second run finds it unknown and sets the same values.
+// $1 scope text, $2 key text, $3 owner text, $4 expires_after_ms int8.
 inline constexpr const char* kMarkUnknown = R"sql(
 UPDATE idempotency_records
    SET state = 'unknown', lease_expires_at = NULL,
-       expires_at = CASE WHEN state = 'in_flight' THEN expires_at + $4 * interval '1 millisecond' ELSE expires_at END
+       expires_at = GREATEST(expires_at, created_at + $4 * interval '1 millisecond')
  WHERE scope = $1 AND key = $2 AND owner = $3 AND state IN ('in_flight', 'unknown')
 )sql";
 

@@ -27,7 +27,11 @@ void PrintTo(const ErrorCase& error_case, std::ostream* out) { *out << error_cas
 const std::string kStore = "store: { postgres: { dsn: x } }\n";
 // Lines 1-5: a valid route whose 6th line is the case's.
 const std::string kRoute = kStore + "routes:\n  - name: a\n    match: { path: /a }\n    scope: { headers: [Authorization] }\n";
-const std::string kLeaseMessageTail = " (a lease that lapses while the upstream is still working lets a retry execute again)";
+const std::string kLeaseMessageTail = ": a lease that lapses while the first request may still run lets a retry execute it again";
+// The longest exchange with upstream.timeout 90s and every other timeout at its default.
+const std::string kBudget90s =
+    " must be at least the longest exchange plus a 1s margin (97s = 2 × store.postgres.query_timeout 2s + "
+    "store.postgres.acquire_timeout 1s + upstream.connect_timeout 1s + upstream.timeout 90s + margin 1s)";
 
 std::vector<ErrorCase> error_cases() {
   return {
@@ -138,7 +142,7 @@ std::vector<ErrorCase> error_cases() {
        "test.yaml:4:5: route \"a\": ttl (60s) must exceed lease (60s)"},
       {"lease_not_above_upstream_timeout",
        kStore + "upstream: { timeout: 90s }\nroutes:\n  - name: a\n    match: { path: /a }\n    scope: { headers: [Authorization] }\n",
-       "test.yaml:4:5: route \"a\": lease (60s) must exceed upstream.timeout (90s)" + kLeaseMessageTail},
+       "test.yaml:4:5: route \"a\": lease (60s)" + kBudget90s + kLeaseMessageTail},
       {"bad_key_requirement", kRoute + "    key: maybe\n",
        "test.yaml:6:10: bad value \"maybe\" for routes[0].key (expected required | optional | off)"},
       {"bad_unknown_outcome", kStore + "defaults:\n  unknown_outcome: unlock\n",
@@ -173,6 +177,45 @@ INSTANTIATE_TEST_SUITE_P(Table, ConfigError, ::testing::ValuesIn(error_cases()),
                          [](const ::testing::TestParamInfo<ErrorCase>& info) { return std::string(info.param.name); });
 
 // The explanations come from the modules that own the syntax; the config adds the position.
+TEST(ConfigErrors, HttpsUpstreamCountsTheHandshakeAndStoreTimeoutsCountInTheBudget) {
+  // TLS: a second connect_timeout for the handshake; the claim's reply and the completion: twice
+  // the query timeout plus the acquire timeout. 2 × 500ms + 250ms + 2 × 1s + 30s + 1s = 34250ms.
+  const LoadResult result = load(R"yaml(store: { postgres: { dsn: x, query_timeout: 500ms, acquire_timeout: 250ms } }
+upstream: { url: "https://api.internal", timeout: 30s, tls: { verify: false } }
+routes:
+  - name: a
+    match: { path: /a }
+    scope: { headers: [Authorization] }
+    lease: 34s
+  - name: b
+    match: { path: /b }
+    scope: { headers: [Authorization] }
+    lease: 34250ms
+)yaml");
+  ASSERT_EQ(result.issues.size(), 1u) << all_issues(result);
+  EXPECT_EQ(result.issues[0].to_string(),
+            "test.yaml:7:12: route \"a\": lease (34s) must be at least the longest exchange plus a 1s margin (34250ms = "
+            "2 × store.postgres.query_timeout 500ms + store.postgres.acquire_timeout 250ms + 2 × upstream.connect_timeout 1s + "
+            "upstream.timeout 30s + margin 1s)" + kLeaseMessageTail);
+}
+
+TEST(ConfigErrors, DrainTimeoutDefaultsToOneExchangeAndAShorterOneIsAWarning) {
+  const std::string routes = "routes:\n  - name: a\n    match: { path: /a }\n    scope: { headers: [Authorization] }\n    lease: 90s\n";
+  const LoadResult defaulted = load(kStore + "upstream: { timeout: 60s }\n" + routes);
+  ASSERT_TRUE(defaulted.config) << all_issues(defaulted);
+  EXPECT_TRUE(defaulted.issues.empty()) << all_issues(defaulted);
+  EXPECT_EQ(defaulted.config->drain_timeout, std::chrono::milliseconds(67'000));  // 2 × 2s + 1s + 1s + 60s + 1s
+
+  const LoadResult short_drain = load(kStore + "upstream: { timeout: 60s }\ndrain_timeout: 30s\n" + routes);
+  ASSERT_TRUE(short_drain.config) << all_issues(short_drain);
+  EXPECT_EQ(short_drain.config->drain_timeout, std::chrono::milliseconds(30'000));
+  ASSERT_EQ(short_drain.issues.size(), 1u) << all_issues(short_drain);
+  EXPECT_EQ(short_drain.issues[0].to_string(),
+            "test.yaml:3:16: warning: drain_timeout (30s) is shorter than the longest exchange (66s = 2 × "
+            "store.postgres.query_timeout 2s + store.postgres.acquire_timeout 1s + upstream.connect_timeout 1s + "
+            "upstream.timeout 60s): a shutdown can cut requests in progress and the writes that store their responses");
+}
+
 TEST(ConfigErrors, BadPathPatternCarriesTheRouteTablesReason) {
   const std::string why = core::path_pattern_error("orders");
   ASSERT_FALSE(why.empty());
@@ -190,7 +233,7 @@ TEST(ConfigErrors, BadJsonPointerCarriesTheFingerprintReason) {
             "test.yaml:6:39: bad JSON pointer \"client_timestamp\" in routes[0].fingerprint.ignore_json: " + why);
 }
 
-TEST(ConfigErrors, LeaseIsCheckedAgainstUpstreamTimeoutForEveryRoute) {
+TEST(ConfigErrors, LeaseIsCheckedAgainstTheLongestExchangeForEveryRoute) {
   const LoadResult result = load(kStore + R"yaml(upstream: { timeout: 90s }
 routes:
   - name: a
@@ -199,16 +242,17 @@ routes:
   - name: b
     match: { path: /b }
     scope: { headers: [Authorization] }
-    lease: 90s
+    lease: 96s
   - name: c
     match: { path: /c }
     scope: { headers: [Authorization] }
-    lease: 91s
+    lease: 97s
 )yaml");
   EXPECT_FALSE(result.config);
   ASSERT_EQ(result.issues.size(), 2u) << all_issues(result);
-  EXPECT_EQ(result.issues[0].to_string(), "test.yaml:4:5: route \"a\": lease (60s) must exceed upstream.timeout (90s)" + kLeaseMessageTail);
-  EXPECT_EQ(result.issues[1].to_string(), "test.yaml:10:12: route \"b\": lease (90s) must exceed upstream.timeout (90s)" + kLeaseMessageTail);
+  // b's lease covers the longest exchange exactly, but not the margin.
+  EXPECT_EQ(result.issues[0].to_string(), "test.yaml:4:5: route \"a\": lease (60s)" + kBudget90s + kLeaseMessageTail);
+  EXPECT_EQ(result.issues[1].to_string(), "test.yaml:10:12: route \"b\": lease (96s)" + kBudget90s + kLeaseMessageTail);
 }
 
 TEST(ConfigErrors, EveryProblemIsReportedInFileOrder) {

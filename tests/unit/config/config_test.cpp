@@ -23,7 +23,7 @@ using Strings = std::vector<std::string>;
 constexpr std::string_view kFullConfig = R"yaml(
 listen: 0.0.0.0:9090
 workers: 6
-drain_timeout: 45s
+drain_timeout: 50s
 limits:
   max_request_body: 5MiB
   max_response_body: 100MB
@@ -95,7 +95,7 @@ TEST(ConfigLoad, FullConfigLoadsEveryFieldAsGiven) {
   EXPECT_EQ(config.listen.host, "0.0.0.0");
   EXPECT_EQ(config.listen.port, 9090);
   EXPECT_EQ(config.workers, 6u);
-  EXPECT_EQ(config.drain_timeout, 45s);
+  EXPECT_EQ(config.drain_timeout, 50s);
 
   EXPECT_EQ(config.limits.max_request_body, 5u * 1024 * 1024);
   EXPECT_EQ(config.limits.max_response_body, 100'000'000u);
@@ -186,7 +186,7 @@ routes:
   EXPECT_EQ(config.listen.host, "127.0.0.1");
   EXPECT_EQ(config.listen.port, 8080);
   EXPECT_EQ(config.workers, 0u);
-  EXPECT_EQ(config.drain_timeout, 30s);
+  EXPECT_EQ(config.drain_timeout, 37s);  // the timing model's longest exchange + 1s
   EXPECT_EQ(config.limits.max_request_body, 10u * 1024 * 1024);
   EXPECT_EQ(config.limits.max_response_body, 64u * 1024 * 1024);
   EXPECT_EQ(config.limits.max_header_bytes, 16u * 1024);
