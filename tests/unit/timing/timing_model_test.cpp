@@ -32,6 +32,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/decision.hpp"
@@ -508,22 +509,24 @@ TEST(TimingModel, NoTimelineExecutesAKeyTwiceWhileTheRulesHold) {
   EXPECT_EQ(result.timelines, timelines);
 }
 
-TEST(TimingModel, ALeaseShorterThanTheLongestExchangeIsFoundToExecuteTwice) {
+// A sabotaged rule must be caught: returns the violation found, printed as the evidence.
+void expect_caught(const Sabotage& sabotage, std::string_view what, std::string_view violation_kind) {
   const std::uint64_t seed = env_or("IDEMPROXY_MODEL_SEED", 20261125);
-  const Exploration result = explore(seed, 20'000, Sabotage{.lease_below_longest_exchange = true});
-  ASSERT_TRUE(result.violation) << "the checker found nothing in " << result.timelines << " timelines";
-  std::cout << "[ timing model ] lease below the longest exchange: double execution found after " << result.timelines
-            << " timelines:\n" << *result.violation;
-  EXPECT_NE(result.violation->find("while the first exchange may still run"), std::string::npos) << *result.violation;
+  const Exploration result = explore(seed, 20'000, sabotage);
+  ASSERT_TRUE(result.violation) << what << ": the checker found nothing in " << result.timelines << " timelines";
+  std::cout << "[ timing model ] " << what << ": double execution found after " << result.timelines << " timelines:\n"
+            << *result.violation;
+  EXPECT_NE(result.violation->find(violation_kind), std::string::npos) << *result.violation;
+}
+
+TEST(TimingModel, ALeaseShorterThanTheLongestExchangeIsFoundToExecuteTwice) {
+  expect_caught(Sabotage{.lease_below_longest_exchange = true}, "lease below the longest exchange",
+                "while the first exchange may still run");
 }
 
 TEST(TimingModel, AnUnsettledRecordKeptOnlyItsTtlIsFoundToExecuteTwice) {
-  const std::uint64_t seed = env_or("IDEMPROXY_MODEL_SEED", 20261125);
-  const Exploration result = explore(seed, 20'000, Sabotage{.forget_unsettled_retention = true});
-  ASSERT_TRUE(result.violation) << "the checker found nothing in " << result.timelines << " timelines";
-  std::cout << "[ timing model ] unsettled record kept only its ttl: double execution found after " << result.timelines
-            << " timelines:\n" << *result.violation;
-  EXPECT_NE(result.violation->find("within ttl + unknown_retention"), std::string::npos) << *result.violation;
+  expect_caught(Sabotage{.forget_unsettled_retention = true}, "unsettled record kept only its ttl",
+                "within ttl + unknown_retention");
 }
 
 }  // namespace
