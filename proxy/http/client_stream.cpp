@@ -19,6 +19,24 @@ boost::asio::awaitable<std::optional<std::string>> ClientStream::handshake(const
   co_return upstream_handshake_failure(tls->native_handle(), ec, verify);
 }
 
+boost::asio::awaitable<ClientStream::Result> ClientStream::read_final_response(boost::beast::flat_buffer& buffer,
+                                                                               std::optional<ResponseParser>& parser,
+                                                                               const ResponseLimits& limits) {
+  std::size_t total = 0;
+  for (int interim = 0;; ++interim) {
+    parser.emplace();
+    parser->header_limit(static_cast<std::uint32_t>(limits.header_bytes));
+    parser->body_limit(limits.body_bytes);
+    if (limits.head) parser->skip(true);
+    auto [ec, bytes] = co_await read(buffer, *parser);
+    total += bytes;
+    if (ec) co_return Result{ec, total};
+    const unsigned status = parser->get().result_int();
+    if (status >= 200 || status == 101) co_return Result{ec, total};
+    if (interim == kMaxInterimResponses) co_return Result{boost::beast::http::error::bad_status, total};
+  }
+}
+
 bool ClientStream::handshake_refused(const boost::system::error_code& ec, std::size_t bytes_read) const {
   return tls && bytes_read == 0 && is_handshake_rejection(ec);
 }

@@ -12,6 +12,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <chrono>
 #include <cstddef>
@@ -23,6 +24,15 @@ namespace idem::http {
 
 struct ClientStream {
   using Result = std::tuple<boost::system::error_code, std::size_t>;
+  using ResponseParser = boost::beast::http::response_parser<boost::beast::http::string_body>;
+
+  struct ResponseLimits {
+    std::size_t header_bytes = 64 * 1024;
+    std::size_t body_bytes = 1024 * 1024;
+    bool head = false;  // the request was HEAD: the response has no body, whatever it says
+  };
+  // More interim responses than this before the final one is a broken peer (bad_message).
+  static constexpr int kMaxInterimResponses = 16;
 
   // `tls_context` null: plain TCP.
   ClientStream(boost::asio::io_context& io, boost::asio::ssl::context* tls_context);
@@ -52,6 +62,13 @@ struct ClientStream {
     if (tls) co_return co_await boost::beast::http::async_read(*tls, buffer, parser, use_tuple);
     co_return co_await boost::beast::http::async_read(tcp, buffer, parser, use_tuple);
   }
+
+  // Reads one final response into `parser` (emplaced anew for each message). Interim responses
+  // (100 Continue, 103 Early Hints, any 1xx but 101) are read and dropped, RFC 9110 §15.2: they
+  // are never final, so never stored, replayed or taken as a delivery; 103 is not forwarded. 101
+  // is final (the caller refuses it: it never asked to switch protocols). Bytes: all read.
+  boost::asio::awaitable<Result> read_final_response(boost::beast::flat_buffer& buffer, std::optional<ResponseParser>& parser,
+                                                     const ResponseLimits& limits);
 
   boost::beast::tcp_stream tcp;
   std::optional<boost::asio::ssl::stream<boost::beast::tcp_stream&>> tls;

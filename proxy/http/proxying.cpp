@@ -18,6 +18,8 @@ Response upstream_failure_response(UpstreamFailure failure, unsigned version) {
       return problem_response(core::upstream_bad_response_problem("the upstream closed the connection without a complete response"), version);
     case UpstreamFailure::bad_response:
       return problem_response(core::upstream_bad_response_problem("the upstream sent a malformed HTTP response"), version);
+    case UpstreamFailure::switched_protocols:
+      return problem_response(core::upstream_bad_response_problem("the upstream switched protocols (101), which idemproxy never asks for"), version);
     case UpstreamFailure::response_too_large:
       return problem_response(core::upstream_bad_response_problem("the upstream response exceeded limits.max_response_body"), version);
   }

@@ -82,6 +82,7 @@ std::string_view upstream_failure_name(UpstreamFailure failure) {
     case UpstreamFailure::timeout: return "timeout";
     case UpstreamFailure::connection_lost: return "connection_lost";
     case UpstreamFailure::bad_response: return "bad_response";
+    case UpstreamFailure::switched_protocols: return "switched_protocols";
     case UpstreamFailure::response_too_large: return "response_too_large";
   }
   return "unknown";
@@ -184,12 +185,11 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
       co_return finish({write_ec == beast::error::timeout ? UpstreamFailure::timeout : UpstreamFailure::connection_lost, {}, {}});
     }
 
-    beast_http::response_parser<beast_http::string_body> parser;
-    parser.header_limit(kResponseHeaderLimit);
-    parser.body_limit(max_response_body_);
-    if (head) parser.skip(true);
+    std::optional<ClientStream::ResponseParser> parser;
     beast::flat_buffer buffer;
-    auto [read_ec, read] = co_await transport.read(buffer, parser);
+    // A named local, not a braced temporary: GCC 12 mishandles temporaries inside co_await.
+    const ClientStream::ResponseLimits limits{.header_bytes = kResponseHeaderLimit, .body_bytes = max_response_body_, .head = head};
+    auto [read_ec, read] = co_await transport.read_final_response(buffer, parser, limits);
     if (read_ec) {
       // TLS 1.3: a server checks our certificate after we consider the handshake done, so its
       // refusal arrives in place of the response; its application never saw the request.
@@ -201,7 +201,7 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
       if (read_ec == beast::error::timeout) co_return finish({UpstreamFailure::timeout, {}, {}});
       if (read_ec == beast_http::error::body_limit) {
         UpstreamResult result{UpstreamFailure::response_too_large, {}, {}};
-        result.response.result(parser.get().result_int());
+        result.response.result(parser->get().result_int());
         co_return finish(std::move(result));
       }
       // A reused connection closed with not one byte of answer: the upstream dropped an idle
@@ -213,7 +213,13 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
       co_return finish({is_connection_gone(read_ec) ? UpstreamFailure::connection_lost : UpstreamFailure::bad_response, {}, {}});
     }
 
-    UpstreamResult result{UpstreamFailure::none, parser.release(), {}};
+    // 101: the upstream switched protocols, which no request of ours asks for (Upgrade is
+    // hop-by-hop: never forwarded). It read the request, so the outcome is unknown; the
+    // connection is no longer HTTP and is closed with the transport.
+    if (parser->get().result() == beast_http::status::switching_protocols) {
+      co_return finish({UpstreamFailure::switched_protocols, {}, {}});
+    }
+    UpstreamResult result{UpstreamFailure::none, parser->release(), {}};
     if (result.response.keep_alive() && request.keep_alive() && buffer.size() == 0) {
       transport.tcp.expires_never();
       put_idle(std::move(connection));

@@ -34,6 +34,7 @@ enum class UpstreamFailure {
   timeout,
   connection_lost,
   bad_response,
+  switched_protocols,  // 101, which no request of ours asks for: the connection is not HTTP any more
   response_too_large,  // the status line and headers arrived; the body exceeded max_response_body
 };
 std::string_view upstream_failure_name(UpstreamFailure failure);

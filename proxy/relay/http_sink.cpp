@@ -229,11 +229,12 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
     stream->tcp.expires_after(config_.timeout);
     auto [write_error, written] = co_await stream->write(request);
     boost::beast::flat_buffer buffer;
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(kMaxResponseBody);
+    std::optional<idem::http::ClientStream::ResponseParser> parser;
+    const idem::http::ClientStream::ResponseLimits limits{.body_bytes = kMaxResponseBody};
     boost::system::error_code read_error;
     if (!write_error) {
-      auto [error, read] = co_await stream->read(buffer, parser);
+      // Interim 1xx responses are skipped: only a final status settles the row.
+      auto [error, read] = co_await stream->read_final_response(buffer, parser, limits);
       read_error = error;
       // TLS 1.3: a server checks our certificate after we consider the handshake done, so its
       // refusal arrives in place of the response. The consumer's application never saw the
@@ -253,8 +254,9 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
       if (stale && buffer.size() == 0) continue;
       co_return Delivery{DeliveryOutcome::retry, "POST " + target + ": " + failure.message()};
     }
-    const auto& response = parser.get();
-    if (response.keep_alive() && !stopped_ && idle_.size() < config_.max_connections) {
+    const auto& response = parser->get();
+    // After a 101 the connection is no longer HTTP: never reused.
+    if (response.result_int() != 101 && response.keep_alive() && !stopped_ && idle_.size() < config_.max_connections) {
       idle_.push_back(std::move(stream));
     } else {
       stream->close();

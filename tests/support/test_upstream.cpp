@@ -87,7 +87,29 @@ struct Instructions {
   bool echo_headers = false;
   std::optional<std::size_t> body_size;
   std::vector<std::pair<std::string, std::string>> extra_headers;
+  std::string interim;  // the raw bytes of the interim responses to send before the final one
 };
+
+// "HTTP/1.1 103 Early Hints\r\n..." for each status of an X-Test-Interim list; nullopt when the
+// list is not 1xx statuses.
+std::optional<std::string> interim_responses(std::string_view list) {
+  std::string bytes;
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    unsigned status = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), status);
+    if (ec != std::errc{} || ptr != item.data() + item.size() || status < 100 || status > 199) return std::nullopt;
+    bytes += "HTTP/1.1 " + std::to_string(status) + " Interim\r\n";
+    if (status == 103) bytes += "Link: </style.css>; rel=preload; as=style\r\n";
+    if (status == 101) bytes += "Upgrade: test-protocol\r\nConnection: upgrade\r\n";
+    bytes += "\r\n";
+  }
+  return bytes;
+}
 
 std::optional<std::uint64_t> parse_unsigned(std::string_view text) {
   std::uint64_t value = 0;
@@ -137,6 +159,10 @@ std::pair<Instructions, std::string> read_instructions(const http::request<http:
       out.echo = value == "1";
     } else if (is(proto::kEchoHeadersHeader)) {
       out.echo_headers = value == "1";
+    } else if (is(proto::kInterimHeader)) {
+      auto interim = interim_responses(value);
+      if (!interim) return {out, "X-Test-Interim must list 1xx statuses, e.g. 100,103"};
+      out.interim = std::move(*interim);
     }
   }
   return {out, ""};
@@ -379,6 +405,14 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       response.prepare_payload();
     }
     response_ = std::move(response);
+    if (!instructions_.interim.empty()) {
+      net::async_write(stream_, net::buffer(instructions_.interim), [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+        if (ec) return self->close();
+        self->instructions_.interim.clear();
+        self->send(std::move(self->response_));
+      });
+      return;
+    }
     http::async_write(stream_, response_,
                       [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->after_response(ec); });
   }

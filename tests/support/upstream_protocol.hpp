@@ -26,6 +26,10 @@ inline constexpr std::string_view kEchoHeader = "X-Test-Echo";
 // "1": the JSON body also lists every received request header as "headers": [[name, value]...].
 inline constexpr std::string_view kEchoHeadersHeader = "X-Test-Echo-Headers";
 
+// "100,103" (1xx statuses, comma-separated): send these interim responses, in order, before the
+// final one (a 103 carries a Link field, a 101 Upgrade and Connection: upgrade).
+inline constexpr std::string_view kInterimHeader = "X-Test-Interim";
+
 // Every executed (counted) request's response carries its global execution number here.
 inline constexpr std::string_view kExecutionHeader = "X-Execution";
 
