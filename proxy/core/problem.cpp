@@ -151,6 +151,11 @@ Problem bad_request_problem(std::string_view why) {
   return make_problem(400, "bad-request", "Bad request", with_reason("the request is invalid", why));
 }
 
+Problem transfer_coding_not_implemented_problem(std::string_view coding) {
+  return make_problem(501, "transfer-coding-not-implemented", "Transfer coding not implemented",
+                      "transfer coding \"" + std::string(coding) + "\" is not implemented (only chunked is)");
+}
+
 Problem headers_too_large_problem(std::string_view why) {
   return make_problem(431, "headers-too-large", "Request header fields too large", std::string(why));
 }

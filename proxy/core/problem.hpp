@@ -37,6 +37,7 @@ Problem upstream_bad_response_problem(std::string_view why);                    
 Problem upstream_tls_failed_problem();                                                        // 502
 Problem request_too_large_problem(std::size_t limit);                                         // 413
 Problem bad_request_problem(std::string_view why);                                            // 400
+Problem transfer_coding_not_implemented_problem(std::string_view coding);                     // 501
 Problem headers_too_large_problem(std::string_view why);                                      // 431
 Problem request_line_too_long_problem(std::size_t limit);                                     // 414
 Problem too_many_connections_problem();                                                       // 503

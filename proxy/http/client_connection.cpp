@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "core/problem.hpp"
+#include "core/request_framing.hpp"
 #include "http/forwarding.hpp"
 #include "http/proxy_metrics.hpp"
 #include "http/request_handler.hpp"
@@ -157,6 +158,19 @@ std::string client_address(ClientConnection& connection) {
   return ec ? std::string("unknown") : endpoint.address().to_string();
 }
 
+// A client or a deadline ended the connection: nothing to answer.
+bool is_connection_gone(const boost::system::error_code& ec) {
+  return ec == beast::error::timeout || ec == beast_http::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::operation_aborted || ec == asio::error::connection_reset;
+}
+
+// Erases every field after the first `count` (in received order).
+void drop_fields_after(Request& request, std::size_t count) {
+  auto field = request.begin();
+  for (std::size_t i = 0; i < count && field != request.end(); ++i) ++field;
+  while (field != request.end()) field = request.erase(field);
+}
+
 // The HTTP/1.1 keep-alive loop, over either stream.
 template <class Stream>
 asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, WorkerServices& services,
@@ -190,9 +204,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
                                     ? core::request_line_too_long_problem(limits.max_request_line)
                                     : core::headers_too_large_problem("the request line and headers exceed limits.max_header_bytes");
         co_await refuse(stream, connection, std::move(problem), 11, limits.write_timeout, services.metrics);
-      } else if (header_ec != beast::error::timeout && header_ec != beast_http::error::end_of_stream &&
-                 header_ec != asio::error::eof && header_ec != asio::error::operation_aborted &&
-                 header_ec != asio::error::connection_reset) {
+      } else if (!is_connection_gone(header_ec)) {
         core::Problem problem = core::bad_request_problem("malformed HTTP request: " + header_ec.message());
         co_await refuse(stream, connection, std::move(problem), 11, limits.write_timeout, services.metrics);
       }
@@ -210,6 +222,17 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       co_await refuse(stream, connection, std::move(problem), version, limits.write_timeout, services.metrics);
       co_return;
     }
+    // What RFC 9112 says to refuse in a head the parser accepted (request_framing.hpp): before
+    // anything reads the body, routes or forwards, so client and upstream never disagree on
+    // where this request ends or which host it is for.
+    core::RequestHead head{.method = parser.get().method_string(), .version = version, .fields = {}};
+    for (const auto& field : parser.get()) head.fields.emplace_back(field.name_string(), field.value());
+    if (std::optional<core::Problem> problem = core::request_framing_problem(head)) {
+      co_await refuse(stream, connection, std::move(*problem), version, limits.write_timeout, services.metrics);
+      co_return;
+    }
+    const std::size_t header_fields = head.fields.size();
+
     if (version >= 11 && beast::iequals(parser.get()[beast_http::field::expect], "100-continue")) {
       connection.stream.expires_after(limits.write_timeout);
       auto [ec, n] = co_await asio::async_write(stream, asio::buffer(kContinue), use_tuple);
@@ -222,11 +245,19 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       if (body_ec == beast_http::error::body_limit) {
         core::Problem problem = core::request_too_large_problem(limits.max_request_body);
         co_await refuse(stream, connection, std::move(problem), version, limits.write_timeout, services.metrics);
+      } else if (!is_connection_gone(body_ec) && body_ec != beast_http::error::partial_message) {
+        // A chunk size that does not parse or overflows, a bad chunk extension or trailer.
+        core::Problem problem = core::bad_request_problem("malformed request body: " + body_ec.message());
+        co_await refuse(stream, connection, std::move(problem), version, limits.write_timeout, services.metrics);
       }
       co_return;
     }
 
     Request request = parser.release();
+    // Trailer fields of a chunked body come after the head the validator saw and could carry
+    // what a front proxy that checked the head never saw (Authorization): they are dropped, never
+    // merged into the forwarded head, the scope or the key.
+    drop_fields_after(request, header_fields);
     // Only this layer knows the transport; whatever the client claimed is replaced.
     request.set("X-Forwarded-Proto", kIsTls<Stream> ? "https" : "http");
     const bool client_keep_alive = request.keep_alive();

@@ -63,7 +63,13 @@ asio::awaitable<void> Worker::serve(tcp::socket socket) {
   if (open > services_.config->config.limits.max_connections) {
     co_await refuse_connection(connection, services_);
   } else {
-    co_await serve_client(connection, services_, draining_);
+    // Nothing a client sends may end the worker or leak this connection's slot: whatever escapes
+    // the session (a library that throws on a message it does not like) ends this connection only.
+    try {
+      co_await serve_client(connection, services_, draining_);
+    } catch (const std::exception& error) {
+      log::error("session_failed", {{"error", error.what()}});
+    }
   }
   services_.connections.fetch_sub(1);
   connection.close();

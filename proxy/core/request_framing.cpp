@@ -1,0 +1,135 @@
+#include "core/request_framing.hpp"
+
+#include <string>
+
+#include "core/ascii.hpp"
+
+namespace idem::core {
+namespace {
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// RFC 9110 §5.5: field-content is VCHAR, obs-text, SP and HTAB. The parser already refused CR,
+// LF and NUL; a vertical tab or another control character is what some parsers read as white
+// space ("Transfer-Encoding:\vchunked") and others do not.
+bool has_control_character(std::string_view value) {
+  for (const char c : value) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\t') || u == 0x7f) return true;
+  }
+  return false;
+}
+
+// uri-host [ ":" port ] (RFC 9110 §7.2): a reg-name, an IPv4 address or an IP literal in
+// brackets; nothing that could carry a path, user info or a second host.
+bool is_valid_authority(std::string_view host) {
+  if (host.empty()) return false;
+  std::string_view port;
+  if (host.front() == '[') {
+    const std::size_t close = host.find(']');
+    if (close == std::string_view::npos || close == 1) return false;
+    for (const char c : host.substr(1, close - 1)) {
+      if (!(is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.')) return false;
+    }
+    const std::string_view rest = host.substr(close + 1);
+    if (!rest.empty() && rest.front() != ':') return false;
+    port = rest.empty() ? rest : rest.substr(1);
+    if (!rest.empty() && port.empty()) return false;
+  } else {
+    const std::size_t colon = host.find(':');
+    const std::string_view name = host.substr(0, colon);
+    if (name.empty()) return false;
+    for (const char c : name) {
+      const bool unreserved = is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '.' ||
+                              c == '_' || c == '~';
+      const bool sub_delim = c == '!' || c == '$' || c == '&' || c == '\'' || c == '(' || c == ')' || c == '*' ||
+                             c == '+' || c == ';' || c == '=';
+      if (!unreserved && !sub_delim && c != '%') return false;
+    }
+    if (colon != std::string_view::npos) {
+      port = host.substr(colon + 1);
+      if (port.empty()) return false;
+    }
+  }
+  if (port.size() > 5) return false;
+  for (const char c : port) {
+    if (!is_digit(c)) return false;
+  }
+  return true;
+}
+
+Problem refused(std::string_view why) { return bad_request_problem(why); }
+
+}  // namespace
+
+std::optional<Problem> request_framing_problem(const RequestHead& head) {
+  int host_lines = 0;
+  std::string_view host;
+  int length_lines = 0;
+  std::string_view length;
+  int chunked_codings = 0;
+  bool transfer_encoding = false;
+  std::string other_coding;  // the first coding that is not chunked
+
+  for (const auto& [name, value] : head.fields) {
+    if (has_control_character(value)) {
+      return refused("the value of " + std::string(name) + " holds a control character");
+    }
+    if (ascii::iequals(name, "Host")) {
+      ++host_lines;
+      host = ascii::trim_ows(value);
+    } else if (ascii::iequals(name, "Content-Length")) {
+      ++length_lines;
+      length = ascii::trim_ows(value);
+    } else if (ascii::iequals(name, "Transfer-Encoding")) {
+      transfer_encoding = true;
+      std::string_view list = value;
+      while (true) {
+        const std::size_t comma = list.find(',');
+        const std::string_view item = ascii::trim_ows(list.substr(0, comma));
+        // Empty list elements are allowed and ignored (RFC 9110 §5.6.1).
+        if (!item.empty()) {
+          // A coding may carry parameters ("gzip;q=1"): its name ends at the first ';'.
+          const std::string_view coding = ascii::trim_ows(item.substr(0, item.find(';')));
+          if (ascii::iequals(coding, "chunked")) {
+            if (coding.size() != item.size()) return refused("Transfer-Encoding: chunked takes no parameters");
+            ++chunked_codings;
+          } else if (chunked_codings > 0) {
+            return refused("Transfer-Encoding: chunked must be the final transfer coding");
+          } else if (other_coding.empty()) {
+            other_coding = std::string(coding);
+          }
+        }
+        if (comma == std::string_view::npos) break;
+        list.remove_prefix(comma + 1);
+      }
+    }
+  }
+
+  if (transfer_encoding) {
+    if (head.version < 11) return refused("Transfer-Encoding is not allowed in an HTTP/1.0 request");
+    if (length_lines > 0) return refused("a request must not carry both Transfer-Encoding and Content-Length");
+    if (chunked_codings > 1) return refused("Transfer-Encoding lists chunked more than once");
+    // The proxy decodes chunked only; a body in another coding could not be forwarded as sent.
+    if (!other_coding.empty()) return transfer_coding_not_implemented_problem(other_coding);
+    if (chunked_codings == 0) return refused("Transfer-Encoding is empty");
+  }
+  if (length_lines > 1) return refused("more than one Content-Length field");
+  if (length_lines == 1) {
+    if (length.empty()) return refused("Content-Length is empty");
+    for (const char c : length) {
+      if (!is_digit(c)) return refused("Content-Length must be a decimal number (digits only, one value)");
+    }
+  }
+  if (head.version >= 11) {
+    if (host_lines == 0) return refused("an HTTP/1.1 request must carry a Host field");
+    if (host_lines > 1) return refused("more than one Host field");
+  }
+  if (host_lines == 1 && !host.empty() && !is_valid_authority(host)) return refused("Host is not a valid host[:port]");
+  if (head.method == "TRACE" && (transfer_encoding || (length_lines == 1 && length.find_first_not_of('0') != std::string_view::npos))) {
+    return refused("a TRACE request carries no content");
+  }
+  return std::nullopt;
+}
+
+}  // namespace idem::core

@@ -1,0 +1,155 @@
+// The request validator end to end (core/request_framing.hpp): heads that RFC 9112 says to refuse,
+// sent as raw bytes. Each is answered 400 (501 for a transfer coding the proxy does not
+// implement) with problem+json, the connection is closed, nothing reaches the upstream (its own
+// counter says 0), and a well-formed request is served afterwards. The published smuggling
+// classes are here: CL.TE, TE.CL, TE.TE obfuscations, malformed Content-Length values.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "e2e/e2e_support.hpp"
+
+namespace idem::test::e2e {
+namespace {
+
+struct RawCase {
+  std::string name;
+  std::string bytes;  // the whole request as sent
+  int status = 400;
+};
+
+// POST /plain/x is a pass-through route (key: off): a head let through would reach the upstream.
+std::string post_plain(const std::string& fields, const std::string& body) {
+  return "POST /plain/x HTTP/1.1\r\nHost: svc\r\n" + fields + "\r\n" + body;
+}
+
+class RequestFraming : public ProxyTest {
+ protected:
+  void expect_refused(const RawCase& raw) {
+    SCOPED_TRACE(raw.name);
+    const RawExchange exchange = raw_exchange(proxy().proxy_port(), raw.bytes, std::chrono::seconds(5));
+    ASSERT_TRUE(exchange.error.empty()) << exchange.error;
+    // "HTTP/1.1 400 " (or 1.0 for an HTTP/1.0 request).
+    EXPECT_TRUE(exchange.received.starts_with("HTTP/1.")) << exchange.received.substr(0, 300);
+    EXPECT_EQ(exchange.received.substr(8, 5), " " + std::to_string(raw.status) + " ") << exchange.received.substr(0, 300);
+    EXPECT_NE(exchange.received.find("application/problem+json"), std::string::npos) << exchange.received.substr(0, 300);
+    EXPECT_TRUE(exchange.peer_closed) << "the connection was left open after a framing refusal";
+    // Exactly one response: whatever followed the refused head was never read as a request.
+    const std::size_t head_end = exchange.received.find("\r\n\r\n");
+    const std::size_t length_at = exchange.received.find("Content-Length: ");
+    ASSERT_NE(head_end, std::string::npos) << exchange.received;
+    ASSERT_LT(length_at, head_end) << exchange.received;
+    const std::size_t length = std::stoul(exchange.received.substr(length_at + 16));
+    EXPECT_EQ(exchange.received.size(), head_end + 4 + length) << "more than one response:\n" << exchange.received;
+    EXPECT_EQ(upstream_total(), 0u) << "a refused request reached the upstream";
+  }
+
+  void expect_served_afterwards() {
+    const HttpResponse response = send(order(unique_key("after-framing")));
+    ASSERT_TRUE(response.ok()) << response.error;
+    EXPECT_EQ(response.status, 200) << describe(response);
+  }
+
+  void run(const std::vector<RawCase>& cases) {
+    for (const RawCase& raw : cases) expect_refused(raw);
+    expect_served_afterwards();
+  }
+};
+
+// The second request a disagreeing parser would see hidden in the body.
+const std::string kSmuggled = "GET /plain/smuggled HTTP/1.1\r\nHost: svc\r\n\r\n";
+
+TEST_F(RequestFraming, TransferCodingsOtherThanAFinalSingleChunkedAreRefused) {
+  const std::string chunked_body = "5\r\nhello\r\n0\r\n\r\n";
+  run({
+      {"chunked, identity (chunked not final)", post_plain("Transfer-Encoding: chunked, identity\r\n", chunked_body + kSmuggled), 400},
+      {"chunked then gzip on two lines", post_plain("Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n", chunked_body), 400},
+      {"chunked twice on one line", post_plain("Transfer-Encoding: chunked, chunked\r\n", chunked_body), 400},
+      {"chunked on two lines", post_plain("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", chunked_body), 400},
+      {"xchunked", post_plain("Transfer-Encoding: xchunked\r\nContent-Length: 5\r\n", "hello"), 400},
+      {"unknown coding with Content-Length", post_plain("Transfer-Encoding: foo\r\n", "5\r\nhello\r\n0\r\n\r\n"), 501},
+      {"gzip, chunked", post_plain("Transfer-Encoding: gzip, chunked\r\n", chunked_body), 501},
+      {"vertical tab before chunked", post_plain("Transfer-Encoding: \x0b" "chunked\r\n", chunked_body), 400},
+      {"chunked with a parameter", post_plain("Transfer-Encoding: chunked;x=1\r\n", chunked_body), 400},
+      {"empty Transfer-Encoding", post_plain("Transfer-Encoding: \r\nContent-Length: 5\r\n", "hello"), 400},
+      {"Transfer-Encoding in HTTP/1.0", "POST /plain/x HTTP/1.0\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked_body, 400},
+  });
+}
+
+TEST_F(RequestFraming, ContentLengthAndTransferEncodingTogetherAreRefusedEitherOrder) {
+  run({
+      {"CL.TE", post_plain("Content-Length: 6\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\nG"), 400},
+      {"TE.CL", post_plain("Transfer-Encoding: chunked\r\nContent-Length: 3\r\n", "8\r\nSMUGGLED\r\n0\r\n\r\n"), 400},
+      {"TE with mixed case and CL", post_plain("Transfer-Encoding: ChUnKeD\r\nContent-Length: 3\r\n", "0\r\n\r\n"), 400},
+  });
+}
+
+TEST_F(RequestFraming, ContentLengthMustBeOneDecimalValue) {
+  run({
+      {"3, 3", post_plain("Content-Length: 3, 3\r\n", "abc"), 400},
+      {"+3", post_plain("Content-Length: +3\r\n", "abc"), 400},
+      {"-1", post_plain("Content-Length: -1\r\n", ""), 400},
+      {"empty", post_plain("Content-Length: \r\n", ""), 400},
+      {"hex", post_plain("Content-Length: 0x3\r\n", "abc"), 400},
+      {"two different lines", post_plain("Content-Length: 3\r\nContent-Length: 4\r\n", "abcd"), 400},
+      {"two equal lines", post_plain("Content-Length: 3\r\nContent-Length: 3\r\n", "abc"), 400},
+  });
+}
+
+TEST_F(RequestFraming, Http11NeedsExactlyOneValidHost) {
+  run({
+      {"no Host", "POST /plain/x HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 400},
+      {"two Host lines", "POST /plain/x HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: 0\r\n\r\n", 400},
+      {"Host with a path", "POST /plain/x HTTP/1.1\r\nHost: a/b\r\nContent-Length: 0\r\n\r\n", 400},
+      {"Host with user info", "POST /plain/x HTTP/1.1\r\nHost: u@a\r\nContent-Length: 0\r\n\r\n", 400},
+      {"Host with a bad port", "POST /plain/x HTTP/1.1\r\nHost: a:8x\r\nContent-Length: 0\r\n\r\n", 400},
+      {"Host list", "POST /plain/x HTTP/1.1\r\nHost: a, b\r\nContent-Length: 0\r\n\r\n", 400},
+  });
+}
+
+TEST_F(RequestFraming, ControlCharactersTraceContentAndBadChunksAreRefused) {
+  run({
+      {"control character in a value", post_plain("X-Note: a\x01" "b\r\nContent-Length: 0\r\n", ""), 400},
+      {"TRACE with content", "TRACE /plain/x HTTP/1.1\r\nHost: svc\r\nContent-Length: 5\r\n\r\nhello", 400},
+      {"TRACE chunked", "TRACE /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 400},
+      {"chunk size that overflows", post_plain("Transfer-Encoding: chunked\r\n", "ffffffffffffffffffff\r\nx\r\n0\r\n\r\n"), 400},
+      {"chunk size that is not hex", post_plain("Transfer-Encoding: chunked\r\n", "zz\r\nx\r\n0\r\n\r\n"), 400},
+  });
+}
+
+// Trailer fields of a chunked request are never forwarded: a front proxy that checked the head
+// never saw them.
+TEST_F(RequestFraming, ChunkedRequestTrailersAreNotForwarded) {
+  const std::string bytes =
+      "POST /plain/echo HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\nX-Test-Echo-Headers: 1\r\n"
+      "Connection: close\r\n\r\n5\r\nhello\r\n0\r\nX-Smuggled-Authorization: Bearer stolen\r\n\r\n";
+  const RawExchange exchange = raw_exchange(proxy().proxy_port(), bytes, std::chrono::seconds(5));
+  ASSERT_TRUE(exchange.error.empty()) << exchange.error;
+  EXPECT_TRUE(exchange.received.starts_with("HTTP/1.1 200 ")) << exchange.received.substr(0, 300);
+  EXPECT_NE(exchange.received.find("X-Test-Echo-Headers"), std::string::npos) << exchange.received;
+  EXPECT_EQ(exchange.received.find("X-Smuggled-Authorization"), std::string::npos) << exchange.received;
+  EXPECT_EQ(upstream_total(), 1u);
+}
+
+// A TRACE without content and the accepted spellings (OWS, case) still pass.
+TEST_F(RequestFraming, WellFormedVariantsAreServed) {
+  const std::vector<std::string> accepted = {
+      "TRACE /plain/x HTTP/1.1\r\nHost: svc\r\nConnection: close\r\n\r\n",
+      "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding:  Chunked \t\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+      "POST /plain/x HTTP/1.1\r\nHost: svc:8080\r\nContent-Length: 05\r\nConnection: close\r\n\r\nhello",
+      "POST /plain/x HTTP/1.1\r\nHost: [::1]:8080\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+      "POST /plain/x HTTP/1.0\r\nContent-Length: 0\r\n\r\n",
+  };
+  for (const std::string& bytes : accepted) {
+    const RawExchange exchange = raw_exchange(proxy().proxy_port(), bytes, std::chrono::seconds(5));
+    ASSERT_TRUE(exchange.error.empty()) << exchange.error;
+    EXPECT_TRUE(exchange.received.starts_with("HTTP/1.")) << bytes << "\n" << exchange.received.substr(0, 300);
+    EXPECT_NE(exchange.received.substr(9, 3), "400") << bytes << "\n" << exchange.received.substr(0, 300);
+  }
+  EXPECT_EQ(upstream_total(), accepted.size());
+}
+
+}  // namespace
+}  // namespace idem::test::e2e
