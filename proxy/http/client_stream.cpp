@@ -1,5 +1,7 @@
 #include "http/client_stream.hpp"
 
+#include <iterator>
+
 #include "http/tls_session.hpp"
 
 namespace idem::http {
@@ -28,9 +30,18 @@ boost::asio::awaitable<ClientStream::Result> ClientStream::read_final_response(b
     parser->header_limit(static_cast<std::uint32_t>(limits.header_bytes));
     parser->body_limit(limits.body_bytes);
     if (limits.head) parser->skip(true);
-    auto [ec, bytes] = co_await read(buffer, *parser);
+    auto [ec, bytes] = co_await read_header(buffer, *parser);
     total += bytes;
     if (ec) co_return Result{ec, total};
+    const auto header_fields = std::distance(parser->get().begin(), parser->get().end());
+    if (!parser->is_done()) {
+      auto [body_ec, body_bytes] = co_await read(buffer, *parser);
+      total += body_bytes;
+      if (body_ec) co_return Result{body_ec, total};
+      auto& message = parser->get();
+      auto trailer = std::next(message.begin(), header_fields);
+      while (trailer != message.end()) trailer = message.erase(trailer);
+    }
     const unsigned status = parser->get().result_int();
     if (status >= 200 || status == 101) co_return Result{ec, total};
     if (interim == kMaxInterimResponses) co_return Result{boost::beast::http::error::bad_status, total};

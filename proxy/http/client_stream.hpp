@@ -57,6 +57,12 @@ struct ClientStream {
     co_return co_await boost::beast::http::async_write(tcp, message, use_tuple);
   }
   template <class Parser>
+  boost::asio::awaitable<Result> read_header(boost::beast::flat_buffer& buffer, Parser& parser) {
+    constexpr auto use_tuple = boost::asio::as_tuple(boost::asio::use_awaitable);
+    if (tls) co_return co_await boost::beast::http::async_read_header(*tls, buffer, parser, use_tuple);
+    co_return co_await boost::beast::http::async_read_header(tcp, buffer, parser, use_tuple);
+  }
+  template <class Parser>
   boost::asio::awaitable<Result> read(boost::beast::flat_buffer& buffer, Parser& parser) {
     constexpr auto use_tuple = boost::asio::as_tuple(boost::asio::use_awaitable);
     if (tls) co_return co_await boost::beast::http::async_read(*tls, buffer, parser, use_tuple);
@@ -66,7 +72,9 @@ struct ClientStream {
   // Reads one final response into `parser` (emplaced anew for each message). Interim responses
   // (100 Continue, 103 Early Hints, any 1xx but 101) are read and dropped, RFC 9110 §15.2: they
   // are never final, so never stored, replayed or taken as a delivery; 103 is not forwarded. 101
-  // is final (the caller refuses it: it never asked to switch protocols). Bytes: all read.
+  // is final (the caller refuses it: it never asked to switch protocols). Trailer fields after a
+  // chunked body are dropped: they are not the response's header fields, so never stored or
+  // replayed as such. Bytes: all read.
   boost::asio::awaitable<Result> read_final_response(boost::beast::flat_buffer& buffer, std::optional<ResponseParser>& parser,
                                                      const ResponseLimits& limits);
 

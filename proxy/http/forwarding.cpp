@@ -8,11 +8,25 @@
 namespace idem::http {
 namespace {
 
+// Every line of a field, as one comma-separated list (RFC 9110 §5.3: several lines of a list
+// field are one field; a proxy that reads only the first drops the rest).
+template <class Message>
+std::string joined_field(const Message& message, std::string_view name) {
+  std::string joined;
+  const auto [first, last] = message.equal_range(name);
+  for (auto line = first; line != last; ++line) {
+    if (line->value().empty()) continue;
+    if (!joined.empty()) joined += ", ";
+    joined.append(line->value());
+  }
+  return joined;
+}
+
 // Removes every field that is hop-by-hop for this message (RFC 9110 §7.6.1), including the
-// fields the Connection header names.
+// fields any Connection line names.
 template <class Message>
 void strip_hop_by_hop(Message& message) {
-  const std::string connection{message[beast_http::field::connection]};
+  const std::string connection = joined_field(message, "Connection");
   std::vector<std::string> doomed;
   for (const auto& field : message) {
     if (core::is_hop_by_hop(field.name_string(), connection)) doomed.emplace_back(field.name_string());
@@ -29,23 +43,41 @@ void prepare_upstream_request(Request& request, std::string_view client_address)
   strip_hop_by_hop(request);
   if (!proto.empty()) request.set("X-Forwarded-Proto", proto);
   request.erase(beast_http::field::expect);  // the proxy has read the whole body already
-  const auto existing = request["X-Forwarded-For"];
-  if (existing.empty()) {
-    request.set("X-Forwarded-For", client_address);
-  } else {
-    std::string chained{existing};
-    chained += ", ";
-    chained += client_address;
-    request.set("X-Forwarded-For", chained);
-  }
+  // Every X-Forwarded-For line the client (or a proxy before us, HAProxy adds a line) sent,
+  // then this hop.
+  std::string chained = joined_field(request, "X-Forwarded-For");
+  if (!chained.empty()) chained += ", ";
+  chained += client_address;
+  request.set("X-Forwarded-For", chained);
   request.keep_alive(true);
   request.prepare_payload();
 }
 
+namespace {
+
+// Content-Length for the client, RFC 9110 §8.6: none on 1xx and 204; a 304's (or a HEAD
+// answer's) is the upstream's own, describing the representation, and is kept; otherwise the
+// length of the body sent.
+void frame_for_client(Response& response, bool head_request) {
+  const unsigned status = response.result_int();
+  if (status == 204 || status / 100 == 1) {
+    response.erase(beast_http::field::content_length);
+    response.erase(beast_http::field::transfer_encoding);
+    return;
+  }
+  if (status == 304 || head_request) return;
+  response.prepare_payload();
+}
+
+}  // namespace
+
 void prepare_client_response(Response& response, bool head_request) {
   strip_hop_by_hop(response);
   response.erase("Idempotency-Transient");
-  if (!head_request) response.prepare_payload();
+  // Only the proxy says whether an answer is a replay: an upstream's own header never reaches
+  // the client on a first execution.
+  response.erase("Idempotent-Replay");
+  frame_for_client(response, head_request);
 }
 
 Response replay_response(const core::StoredResponse& stored, unsigned version) {
@@ -53,7 +85,7 @@ Response replay_response(const core::StoredResponse& stored, unsigned version) {
   for (const auto& [name, value] : stored.headers) response.insert(name, value);
   response.set("Idempotent-Replay", "true");
   response.body() = stored.body;
-  response.prepare_payload();
+  frame_for_client(response, false);
   return response;
 }
 

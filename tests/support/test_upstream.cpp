@@ -88,6 +88,7 @@ struct Instructions {
   std::optional<std::size_t> body_size;
   std::vector<std::pair<std::string, std::string>> extra_headers;
   std::string interim;  // the raw bytes of the interim responses to send before the final one
+  std::vector<std::pair<std::string, std::string>> trailers;  // after the last chunk
 };
 
 // "HTTP/1.1 103 Early Hints\r\n..." for each status of an X-Test-Interim list; nullopt when the
@@ -149,6 +150,10 @@ std::pair<Instructions, std::string> read_instructions(const http::request<http:
       if (colon == std::string_view::npos || colon == 0) return {out, "X-Test-Header must be 'Name: value'"};
       out.extra_headers.emplace_back(std::string(trim(value.substr(0, colon))),
                                      std::string(trim(value.substr(colon + 1))));
+    } else if (is(proto::kTrailerHeader)) {
+      const auto colon = value.find(':');
+      if (colon == std::string_view::npos || colon == 0) return {out, "X-Test-Trailer must be 'Name: value'"};
+      out.trailers.emplace_back(std::string(trim(value.substr(0, colon))), std::string(trim(value.substr(colon + 1))));
     } else if (is(proto::kHangHeader)) {
       out.hang = value == "1";
     } else if (is(proto::kResetHeader)) {
@@ -434,7 +439,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   void write_next_chunk() {
     if (chunk_offset_ >= chunked_body_.size()) {
-      net::async_write(stream_, http::make_chunk_last(), [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+      trailer_ = {};
+      for (const auto& [name, value] : instructions_.trailers) trailer_.insert(name, value);
+      net::async_write(stream_, http::make_chunk_last(trailer_), [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
         self->after_response(ec);
       });
       return;
@@ -483,6 +490,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::uint64_t execution_ = 0;
   http::response<http::string_body> response_;
   http::response<http::empty_body> chunked_head_;
+  http::fields trailer_;
   std::optional<http::response_serializer<http::empty_body>> head_serializer_;
   std::string chunked_body_;
   std::size_t chunk_offset_ = 0;

@@ -30,6 +30,9 @@ inline constexpr std::string_view kEchoHeadersHeader = "X-Test-Echo-Headers";
 // final one (a 103 carries a Link field, a 101 Upgrade and Connection: upgrade).
 inline constexpr std::string_view kInterimHeader = "X-Test-Interim";
 
+// "Name: value" (may repeat): with X-Test-Chunked, send this trailer field after the last chunk.
+inline constexpr std::string_view kTrailerHeader = "X-Test-Trailer";
+
 // Every executed (counted) request's response carries its global execution number here.
 inline constexpr std::string_view kExecutionHeader = "X-Execution";
 
