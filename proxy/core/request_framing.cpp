@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/ascii.hpp"
+#include "core/request_target.hpp"
 
 namespace idem::core {
 namespace {
@@ -18,44 +19,6 @@ bool has_control_character(std::string_view value) {
     if ((u < 0x20 && c != '\t') || u == 0x7f) return true;
   }
   return false;
-}
-
-// uri-host [ ":" port ] (RFC 9110 §7.2): a reg-name, an IPv4 address or an IP literal in
-// brackets; nothing that could carry a path, user info or a second host.
-bool is_valid_authority(std::string_view host) {
-  if (host.empty()) return false;
-  std::string_view port;
-  if (host.front() == '[') {
-    const std::size_t close = host.find(']');
-    if (close == std::string_view::npos || close == 1) return false;
-    for (const char c : host.substr(1, close - 1)) {
-      if (!(is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.')) return false;
-    }
-    const std::string_view rest = host.substr(close + 1);
-    if (!rest.empty() && rest.front() != ':') return false;
-    port = rest.empty() ? rest : rest.substr(1);
-    if (!rest.empty() && port.empty()) return false;
-  } else {
-    const std::size_t colon = host.find(':');
-    const std::string_view name = host.substr(0, colon);
-    if (name.empty()) return false;
-    for (const char c : name) {
-      const bool unreserved = is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '.' ||
-                              c == '_' || c == '~';
-      const bool sub_delim = c == '!' || c == '$' || c == '&' || c == '\'' || c == '(' || c == ')' || c == '*' ||
-                             c == '+' || c == ';' || c == '=';
-      if (!unreserved && !sub_delim && c != '%') return false;
-    }
-    if (colon != std::string_view::npos) {
-      port = host.substr(colon + 1);
-      if (port.empty()) return false;
-    }
-  }
-  if (port.size() > 5) return false;
-  for (const char c : port) {
-    if (!is_digit(c)) return false;
-  }
-  return true;
 }
 
 Problem refused(std::string_view why) { return bad_request_problem(why); }
@@ -125,7 +88,7 @@ std::optional<Problem> request_framing_problem(const RequestHead& head) {
     if (host_lines == 0) return refused("an HTTP/1.1 request must carry a Host field");
     if (host_lines > 1) return refused("more than one Host field");
   }
-  if (host_lines == 1 && !host.empty() && !is_valid_authority(host)) return refused("Host is not a valid host[:port]");
+  if (host_lines == 1 && !host.empty() && !is_valid_host_port(host)) return refused("Host is not a valid host[:port]");
   if (head.method == "TRACE" && (transfer_encoding || (length_lines == 1 && length.find_first_not_of('0') != std::string_view::npos))) {
     return refused("a TRACE request carries no content");
   }

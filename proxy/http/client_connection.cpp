@@ -19,6 +19,7 @@
 
 #include "core/problem.hpp"
 #include "core/request_framing.hpp"
+#include "core/request_target.hpp"
 #include "http/forwarding.hpp"
 #include "http/proxy_metrics.hpp"
 #include "http/request_handler.hpp"
@@ -232,6 +233,12 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       co_return;
     }
     const std::size_t header_fields = head.fields.size();
+    // Routes are matched on the target the upstream will see, and that is what is forwarded.
+    core::TargetResult normalized = core::normalize_request_target(parser.get().target(), parser.get().method_string());
+    if (normalized.problem) {
+      co_await refuse(stream, connection, std::move(*normalized.problem), version, limits.write_timeout, services.metrics);
+      co_return;
+    }
 
     if (version >= 11 && beast::iequals(parser.get()[beast_http::field::expect], "100-continue")) {
       connection.stream.expires_after(limits.write_timeout);
@@ -264,6 +271,9 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     // Logged as received: the handler rewrites the request for the upstream.
     const std::string method{request.method_string()};
     const std::string target{request.target()};
+    request.target(normalized.normalized->target);
+    // absolute-form: the target's authority replaces any Host (RFC 9112 §3.2.2).
+    if (normalized.normalized->authority) request.set(beast_http::field::host, *normalized.normalized->authority);
     // While the request is handled nothing is read from the client: its going away must not
     // cancel the upstream call or the store write (the handler's own deadlines bound them).
     connection.stream.expires_never();

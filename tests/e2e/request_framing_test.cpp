@@ -151,5 +151,46 @@ TEST_F(RequestFraming, WellFormedVariantsAreServed) {
   EXPECT_EQ(upstream_total(), accepted.size());
 }
 
+// Route bypass: spellings a common upstream router reads as /orders are matched (and forwarded)
+// as /orders, so the key: required route still guards them; what cannot be normalized safely is
+// refused.
+TEST_F(RequestFraming, SpellingsOfAGuardedPathCannotSkipItsRoute) {
+  for (const std::string target : {"http://svc/orders", "/%6Frders", "/x/../orders", "//orders", "/./orders"}) {
+    SCOPED_TRACE(target);
+    const std::string bytes = "POST " + target + " HTTP/1.1\r\nHost: svc\r\nX-Tenant-Id: t1\r\nContent-Length: 2\r\n"
+                              "Connection: close\r\n\r\n{}";
+    const RawExchange unkeyed = raw_exchange(proxy().proxy_port(), bytes, std::chrono::seconds(5));
+    EXPECT_TRUE(unkeyed.received.starts_with("HTTP/1.1 400 ")) << unkeyed.received.substr(0, 300);
+    EXPECT_NE(unkeyed.received.find("urn:idemproxy:problem:key-missing"), std::string::npos) << unkeyed.received.substr(0, 400);
+  }
+  EXPECT_EQ(upstream_total(), 0u) << "an unkeyed request reached the upstream past the key: required route";
+
+  // With a key: executed once, the upstream sees the normalized target, and the other spelling
+  // of the same request replays it.
+  const std::string key = unique_key("normalized");
+  const auto keyed = [&](const std::string& target) {
+    return "POST " + target + " HTTP/1.1\r\nHost: svc\r\nX-Tenant-Id: t1\r\nIdempotency-Key: " + key +
+           "\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
+  };
+  const RawExchange first = raw_exchange(proxy().proxy_port(), keyed("/%6Frders"), std::chrono::seconds(5));
+  EXPECT_TRUE(first.received.starts_with("HTTP/1.1 200 ")) << first.received.substr(0, 300);
+  EXPECT_NE(first.received.find("\"target\":\"/orders\""), std::string::npos) << first.received;
+  const RawExchange second = raw_exchange(proxy().proxy_port(), keyed("http://svc//orders"), std::chrono::seconds(5));
+  EXPECT_NE(second.received.find("Idempotent-Replay: true"), std::string::npos) << second.received.substr(0, 400);
+  EXPECT_EQ(upstream_count(key), 1u);
+}
+
+TEST_F(RequestFraming, TargetsThatCannotBeNormalizedSafelyAreRefused) {
+  run({
+      {"encoded slash", "POST /orders%2Fx HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n\r\n", 400},
+      {"encoded backslash", "POST /orders%5cx HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n\r\n", 400},
+      {"encoded NUL", "POST /orders%00 HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n\r\n", 400},
+      {"backslash", "POST /orders\\x HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n\r\n", 400},
+      {"bad percent-encoding", "POST /orders%zz HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n\r\n", 400},
+      {"not http", "POST ftp://svc/orders HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n\r\n", 400},
+      {"authority with user info", "POST http://u@svc/orders HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n\r\n", 400},
+  });
+}
+
 }  // namespace
 }  // namespace idem::test::e2e

@@ -1,0 +1,148 @@
+#include "core/request_target.hpp"
+
+#include <vector>
+
+#include "core/ascii.hpp"
+
+namespace idem::core {
+namespace {
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+bool is_unreserved(char c) {
+  return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+TargetResult refused(std::string_view why) { return {std::nullopt, bad_request_problem(why)}; }
+
+// RFC 3986 §5.2.4 on a path whose percent-encodings are already normalized, with empty segments
+// ("//") dropped: "/a//b/./c/../d/" -> "/a/b/d/".
+std::string without_dot_segments(std::string_view path) {
+  std::vector<std::string_view> kept;
+  bool trailing_slash = false;
+  while (!path.empty()) {
+    path.remove_prefix(1);  // the '/' before this segment
+    const std::size_t slash = path.find('/');
+    const std::string_view segment = path.substr(0, slash);
+    path = slash == std::string_view::npos ? std::string_view() : path.substr(slash);
+    const bool last = path.empty();
+    if (segment == "..") {
+      if (!kept.empty()) kept.pop_back();
+      trailing_slash = last;
+    } else if (segment == "." || segment.empty()) {
+      trailing_slash = last;
+    } else {
+      kept.push_back(segment);
+      trailing_slash = false;
+    }
+  }
+  std::string out;
+  for (const std::string_view segment : kept) out.append("/").append(segment);
+  if (out.empty() || trailing_slash) out.push_back('/');
+  return out;
+}
+
+}  // namespace
+
+bool is_valid_host_port(std::string_view host) {
+  if (host.empty()) return false;
+  std::string_view port;
+  if (host.front() == '[') {
+    const std::size_t close = host.find(']');
+    if (close == std::string_view::npos || close == 1) return false;
+    for (const char c : host.substr(1, close - 1)) {
+      if (!(is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.')) return false;
+    }
+    const std::string_view rest = host.substr(close + 1);
+    if (!rest.empty() && rest.front() != ':') return false;
+    port = rest.empty() ? rest : rest.substr(1);
+    if (!rest.empty() && port.empty()) return false;
+  } else {
+    const std::size_t colon = host.find(':');
+    const std::string_view name = host.substr(0, colon);
+    if (name.empty()) return false;
+    for (const char c : name) {
+      const bool unreserved = is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '.' ||
+                              c == '_' || c == '~';
+      const bool sub_delim = c == '!' || c == '$' || c == '&' || c == '\'' || c == '(' || c == ')' || c == '*' ||
+                             c == '+' || c == ';' || c == '=';
+      if (!unreserved && !sub_delim && c != '%') return false;
+    }
+    if (colon != std::string_view::npos) {
+      port = host.substr(colon + 1);
+      if (port.empty()) return false;
+    }
+  }
+  if (port.size() > 5) return false;
+  for (const char c : port) {
+    if (!is_digit(c)) return false;
+  }
+  return true;
+}
+
+TargetResult normalize_request_target(std::string_view target, std::string_view method) {
+  if (target == "*") {
+    if (method == "OPTIONS") return {NormalizedTarget{"*", std::nullopt}, std::nullopt};
+    return refused("the request target * is for OPTIONS only");
+  }
+  NormalizedTarget result;
+  std::string_view rest = target;
+  if (!rest.starts_with('/')) {
+    // absolute-form (RFC 9112 §3.2.2): the authority becomes the Host, the rest the target.
+    const std::size_t scheme_end = rest.find("://");
+    const std::string_view scheme = rest.substr(0, scheme_end);
+    if (scheme_end == std::string_view::npos || !(ascii::iequals(scheme, "http") || ascii::iequals(scheme, "https"))) {
+      return refused("the request target must be an absolute path, or an absolute http or https URI");
+    }
+    rest.remove_prefix(scheme_end + 3);
+    const std::size_t authority_end = rest.find_first_of("/?#");
+    const std::string_view authority = rest.substr(0, authority_end);
+    if (authority.empty() || !is_valid_host_port(authority)) return refused("the request target's authority is not host[:port]");
+    result.authority = std::string(authority);
+    rest = authority_end == std::string_view::npos ? std::string_view() : rest.substr(authority_end);
+  }
+  if (rest.find('#') != std::string_view::npos) return refused("the request target carries a fragment");
+  const std::size_t question = rest.find('?');
+  const std::string_view raw_path = rest.substr(0, question);
+  const std::string_view query = question == std::string_view::npos ? std::string_view() : rest.substr(question);
+
+  std::string path;
+  path.reserve(raw_path.size() + 1);
+  if (!raw_path.starts_with('/')) path.push_back('/');  // "http://svc" or "http://svc?x"
+  for (std::size_t i = 0; i < raw_path.size(); ++i) {
+    const char c = raw_path[i];
+    if (c == '\\' || c == '\0') return refused("the request path holds a backslash or NUL");
+    if (c != '%') {
+      path.push_back(c);
+      continue;
+    }
+    const int high = i + 2 < raw_path.size() ? hex_value(raw_path[i + 1]) : -1;
+    const int low = i + 2 < raw_path.size() ? hex_value(raw_path[i + 2]) : -1;
+    if (high < 0 || low < 0) return refused("the request path holds a malformed percent-encoding");
+    const char decoded = static_cast<char>(high * 16 + low);
+    if (decoded == '/' || decoded == '\\' || decoded == '\0') {
+      return refused("the request path holds an encoded '/', '\\' or NUL, which cannot be normalized safely");
+    }
+    if (is_unreserved(decoded)) {
+      path.push_back(decoded);
+    } else {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      path.push_back('%');
+      path.push_back(kHex[high]);
+      path.push_back(kHex[low]);
+    }
+    i += 2;
+  }
+  result.target = without_dot_segments(path);
+  result.target.append(query);
+  return {std::move(result), std::nullopt};
+}
+
+}  // namespace idem::core

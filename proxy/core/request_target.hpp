@@ -1,0 +1,34 @@
+#pragma once
+// The request target as the upstream will see it, RFC 3986 §6 and RFC 9112 §3.2: routes are
+// matched on this, and it is what is forwarded, so a spelling the upstream reads as /orders
+// (`/%6Frders`, `/orders/./x/..`, `//orders`, `http://svc/orders`) cannot skip the route that
+// guards /orders. Pure.
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/problem.hpp"
+
+namespace idem::core {
+
+struct NormalizedTarget {
+  std::string target;                    // origin-form ("/path?query"), or "*" for OPTIONS *
+  std::optional<std::string> authority;  // set for an absolute-form target: the Host to forward
+};
+
+// Absolute-form (http/https) becomes origin-form; in the path, percent-encoded unreserved
+// characters are decoded and other percent-encodings upper-cased, dot segments are removed and
+// runs of '/' become one. Refused (400, the problem): any other form, a fragment, a malformed
+// percent-encoding, and what cannot be normalized safely (an encoded '/' or '\', any '\', NUL).
+// The query is kept as sent.
+struct TargetResult {
+  std::optional<NormalizedTarget> normalized;
+  std::optional<Problem> problem;
+};
+TargetResult normalize_request_target(std::string_view target, std::string_view method);
+
+// uri-host [ ":" port ] (RFC 9110 §7.2): a reg-name, an IPv4 address or a bracketed IP literal;
+// nothing that could carry a path, user info or a second host.
+bool is_valid_host_port(std::string_view authority);
+
+}  // namespace idem::core

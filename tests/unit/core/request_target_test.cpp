@@ -1,0 +1,58 @@
+// Request-target normalization, RFC 3986 §6 and RFC 9112 §3.2.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/request_target.hpp"
+
+namespace idem::core {
+namespace {
+
+std::string normalized(std::string_view target, std::string_view method = "POST") {
+  const TargetResult result = normalize_request_target(target, method);
+  // "the request is invalid: <why>" -> "400 <why>"
+  if (result.problem) return std::to_string(result.problem->status) + " " + result.problem->detail.substr(result.problem->detail.find(": ") + 2);
+  return result.normalized->target + (result.normalized->authority ? " @" + *result.normalized->authority : "");
+}
+
+TEST(RequestTarget, SpellingsOfOnePathBecomeThatPath) {
+  EXPECT_EQ(normalized("/orders"), "/orders");
+  EXPECT_EQ(normalized("/orders?x=%2F&y"), "/orders?x=%2F&y") << "the query is kept as sent";
+  EXPECT_EQ(normalized("/%6Frders"), "/orders");
+  EXPECT_EQ(normalized("/%6frders/%7e%2D"), "/orders/~-");
+  EXPECT_EQ(normalized("/orders/%c3%a9"), "/orders/%C3%A9");
+  EXPECT_EQ(normalized("/x/../orders"), "/orders");
+  EXPECT_EQ(normalized("/x/%2e%2e/orders"), "/orders");
+  EXPECT_EQ(normalized("/../../orders"), "/orders");
+  EXPECT_EQ(normalized("/./orders/."), "/orders/");
+  EXPECT_EQ(normalized("/orders/./"), "/orders/");
+  EXPECT_EQ(normalized("//orders"), "/orders");
+  EXPECT_EQ(normalized("/orders//42///refunds"), "/orders/42/refunds");
+  EXPECT_EQ(normalized("/"), "/");
+  EXPECT_EQ(normalized("/.."), "/");
+}
+
+TEST(RequestTarget, AbsoluteFormBecomesOriginFormWithItsAuthority) {
+  EXPECT_EQ(normalized("http://svc/orders"), "/orders @svc");
+  EXPECT_EQ(normalized("HTTPS://svc:8443/%6Frders?a=1"), "/orders?a=1 @svc:8443");
+  EXPECT_EQ(normalized("http://svc"), "/ @svc");
+  EXPECT_EQ(normalized("http://svc?q"), "/?q @svc");
+  EXPECT_EQ(normalized("http://u@svc/orders"), "400 the request target's authority is not host[:port]");
+  EXPECT_EQ(normalized("ftp://svc/orders"), "400 the request target must be an absolute path, or an absolute http or https URI");
+  EXPECT_EQ(normalized("svc:443", "CONNECT"), "400 the request target must be an absolute path, or an absolute http or https URI");
+}
+
+TEST(RequestTarget, WhatCannotBeNormalizedSafelyIsRefused) {
+  for (const std::string_view target : {"/orders%2Fx", "/orders%2fx", "/orders%5Cx", "/orders%00", "/orders\\x"}) {
+    EXPECT_TRUE(normalized(target).starts_with("400 the request path holds")) << target << ": " << normalized(target);
+  }
+  for (const std::string_view target : {"/orders%", "/orders%4", "/orders%zz"}) {
+    EXPECT_EQ(normalized(target), "400 the request path holds a malformed percent-encoding") << target;
+  }
+  EXPECT_EQ(normalized("/orders#frag"), "400 the request target carries a fragment");
+  EXPECT_EQ(normalized("*", "OPTIONS"), "*");
+  EXPECT_EQ(normalized("*"), "400 the request target * is for OPTIONS only");
+}
+
+}  // namespace
+}  // namespace idem::core
