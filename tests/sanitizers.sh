@@ -23,7 +23,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 fi
 
 IDEM_SANITIZER_DIR=$IDEM_REPO/tests/sanitizers
-IDEM_FUZZ_TARGETS=(idempotency_key canonical_json config_load route_match)
+IDEM_FUZZ_TARGETS=(idempotency_key canonical_json config_load route_match request_head)
 
 # Both sanitizers run the whole suite except what measures or validates rather than tests code:
 # the benchmark smoke (timing under a sanitizer means nothing) and the offline manifest checks.

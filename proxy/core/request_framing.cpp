@@ -84,10 +84,9 @@ std::optional<Problem> request_framing_problem(const RequestHead& head) {
       if (!is_digit(c)) return refused("Content-Length must be a decimal number (digits only, one value)");
     }
   }
-  if (head.version >= 11) {
-    if (host_lines == 0) return refused("an HTTP/1.1 request must carry a Host field");
-    if (host_lines > 1) return refused("more than one Host field");
-  }
+  // RFC 9112 §3.2: more than one Host is refused in any version; none only in HTTP/1.1.
+  if (host_lines > 1) return refused("more than one Host field");
+  if (head.version >= 11 && host_lines == 0) return refused("an HTTP/1.1 request must carry a Host field");
   if (host_lines == 1 && !host.empty() && !is_valid_host_port(host)) return refused("Host is not a valid host[:port]");
   if (head.method == "TRACE" && (transfer_encoding || (length_lines == 1 && length.find_first_not_of('0') != std::string_view::npos))) {
     return refused("a TRACE request carries no content");

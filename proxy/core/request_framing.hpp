@@ -23,7 +23,7 @@ struct RequestHead {
 //   - Transfer-Encoding (§6.1): only in HTTP/1.1; only `chunked`, once, as the final coding
 //     (anything else is 501); never with Content-Length (§6.3).
 //   - Content-Length (§6.2, RFC 9110 §8.6): one field line, one value, digits only.
-//   - Host (§3.2): exactly one in HTTP/1.1, a syntactically valid authority.
+//   - Host (§3.2): never more than one, exactly one in HTTP/1.1, a syntactically valid authority.
 //   - Field values (RFC 9110 §5.5): no control characters but HTAB.
 //   - TRACE carries no content (RFC 9110 §9.3.8).
 std::optional<Problem> request_framing_problem(const RequestHead& head);

@@ -53,6 +53,8 @@ TEST(RequestFraming, Http11HasExactlyOneWellFormedHost) {
   EXPECT_EQ(refusal(head({})), "400 the request is invalid: an HTTP/1.1 request must carry a Host field");
   EXPECT_EQ(refusal(head({}, 10)), "accepted");
   EXPECT_EQ(refusal(head({{"Host", "a"}, {"Host", "a"}})), "400 the request is invalid: more than one Host field");
+  EXPECT_EQ(refusal(head({{"Host", "a"}, {"Host", "b"}}, 10)), "400 the request is invalid: more than one Host field")
+      << "found by fuzz_request_head: HTTP/1.0 with two Host lines";
   for (const std::string_view good : {"api.example.com", "api:8080", "10.0.0.1:443", "[::1]", "[2001:db8::1]:8443", ""}) {
     EXPECT_EQ(refusal(head({{"Host", good}})), "accepted") << good;
   }
