@@ -360,7 +360,9 @@ fi
 loadgen first-c16 "${KEYED[@]}" "${CLOSED[@]}" --connections 16 --keys unique
 
 # pgbench: the proxy's claim and complete statements, taken from proxy/store/pg/sql.hpp as they are
-# now, with the parameters written in (same table, same shapes: a fresh key per transaction).
+# now, with the parameters written in (same table, same shapes: a fresh key per transaction), as for
+# the bench's routes: ttl 1h, lease 30s, unknown_outcome lock (an unsettled claim also keeps the
+# default unknown_retention, 7d).
 # pgbench takes any ":name" for a variable, even inside a string literal: no colon in the literals.
 sql_constant() {
   sed -n "/inline constexpr const char\* $1 = R\"sql(/,/^)sql\";/p" "$REPO/proxy/store/pg/sql.hpp" | sed '1d;$d'
@@ -376,11 +378,13 @@ write_pgbench_script() {
     echo '\set seq random(1, 9000000000000000000)'
     printf '%s;\n' "$claim" | sed -e "s/\\\$1/'bench-pgbench'/g" -e "s/\\\$2/$key/g" \
       -e "s/\\\$3/'v1_0000000000000000000000000000000000000000000000000000000000000000'/g" -e "s/\\\$4/$owner/g" \
-      -e "s/\\\$5/3600000::bigint/g" -e "s/\\\$6/30000::bigint/g" -e "s/\\\$7/false/g"
+      -e "s/\\\$5/3600000::bigint/g" -e "s/\\\$6/30000::bigint/g" -e "s/\\\$7/false/g" \
+      -e "s/\\\$8/604800000::bigint/g"
     printf '%s;\n' "$complete" | sed -e "s/\\\$1/'bench-pgbench'/g" -e "s/\\\$2/$key/g" -e "s/\\\$3/$owner/g" \
       -e "s/\\\$4/'completed'/g" -e "s/\\\$5/200/g" \
       -e "s/\\\$6/convert_to('Content-Type: application\\/json' || chr(13) || chr(10), 'UTF8')/g" \
-      -e "s/\\\$7/convert_to('{\"ok\"' || chr(58) || 'true,\"id\"' || chr(58) || '12345}', 'UTF8')/g"
+      -e "s/\\\$7/convert_to('{\"ok\"' || chr(58) || 'true,\"id\"' || chr(58) || '12345}', 'UTF8')/g" \
+      -e "s/\\\$8/3600000::bigint/g"
   } >"$WORK/claim_complete.pgbench"
 }
 write_pgbench_script

@@ -35,6 +35,17 @@ function durationSeconds(text, fallbackSeconds) {
   return match ? (Number(match[1]) * DURATION_UNITS_MS[match[2]]) / 1000 : Number.NaN;
 }
 
+// idemproxy's drain_timeout when its config sets none: the timing model's longest exchange plus its
+// 1 s margin (README "Timing"): 2 × store.postgres.query_timeout + store.postgres.acquire_timeout +
+// upstream.connect_timeout (twice for an https upstream: TCP, then the TLS handshake) +
+// upstream.timeout + 1 s. Each timeout falls back to idemproxy's default (37 s with all of them).
+function defaultDrainSeconds(config) {
+  const postgres = config.store?.postgres ?? {};
+  const connects = String(config.upstream?.url ?? "").startsWith("https://") ? 2 : 1;
+  return 2 * durationSeconds(postgres.query_timeout, 2) + durationSeconds(postgres.acquire_timeout, 1) +
+    connects * durationSeconds(config.upstream?.connect_timeout, 1) + durationSeconds(config.upstream?.timeout, 30) + 1;
+}
+
 // "0.0.0.0:8080", "[::]:8080" -> 8080
 function portOf(address) {
   const match = /:(\d+)$/.exec(String(address ?? ""));
@@ -306,7 +317,7 @@ function checkInvariants(docs) {
     const preStop = (pod.containers ?? []).reduce((sum, c) => sum + (c.lifecycle?.preStop?.sleep?.seconds ?? 0), 0) +
       (sidecar.lifecycle?.preStop?.sleep?.seconds ?? 0);
     const upstreamTimeout = durationSeconds(config.upstream?.timeout, 30);
-    const drain = durationSeconds(config.drain_timeout, 30);
+    const drain = durationSeconds(config.drain_timeout, defaultDrainSeconds(config));
     if (!(grace >= preStop + upstreamTimeout + drain)) {
       const seconds = (value) => (Number.isNaN(value) ? "(unreadable)" : `${value}s`);
       fail(doc, `terminationGracePeriodSeconds ${grace} < preStop ${preStop}s + upstream.timeout ${seconds(upstreamTimeout)} + drain_timeout ${seconds(drain)}`);

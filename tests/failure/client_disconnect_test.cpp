@@ -34,7 +34,7 @@ void expect_retry_replays_single_execution(ProxyRig& rig, const std::string& key
 }
 
 TEST_F(ClientDisconnect, ClosedRightAfterSendingTheUpstreamStillRunsOnceAndTheRetryReplays) {
-  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "2s"}, {"LEASE", "4s"}}));
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "2s"}, {"LEASE", "6s"}}));
   const std::string key = unique_key("hangup-fin");
   {
     RawClientSocket socket(rig.proxy_port());
@@ -46,7 +46,7 @@ TEST_F(ClientDisconnect, ClosedRightAfterSendingTheUpstreamStillRunsOnceAndTheRe
 }
 
 TEST_F(ClientDisconnect, ResetWhileTheUpstreamWorksDoesNotCancelTheExecutionOrItsRecord) {
-  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "2s"}, {"LEASE", "4s"}}));
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "2s"}, {"LEASE", "6s"}}));
   const std::string key = unique_key("hangup-rst");
   {
     RawClientSocket socket(rig.proxy_port());

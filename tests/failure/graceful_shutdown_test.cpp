@@ -27,7 +27,7 @@ struct Sent {
 };
 
 TEST_F(GracefulShutdown, SigtermDuringSteadyLoadFinishesEveryAcceptedRequestAndExitsZero) {
-  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "3s"}, {"LEASE", "6s"}, {"DRAIN_TIMEOUT", "10s"}}));
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "3s"}, {"LEASE", "7s"}, {"DRAIN_TIMEOUT", "10s"}}));
   const std::uint16_t port = rig.proxy_port();
   constexpr int kClients = 6;
   constexpr int kMaxRequestsPerClient = 100;  // bound; the drain ends every loop long before
@@ -121,7 +121,7 @@ std::future<HttpResponse> start_slow_request(ProxyRig& rig, const std::string& k
 }
 
 TEST_F(GracefulShutdown, SecondSignalExitsAtOnceAndTheAbandonedRequestKeepsItsLease) {
-  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "5s"}, {"LEASE", "8s"}, {"DRAIN_TIMEOUT", "10s"}}));
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "5s"}, {"LEASE", "9s"}, {"DRAIN_TIMEOUT", "10s"}}));
   const std::string key = unique_key("second-signal");
   auto answer = start_slow_request(rig, key, 3000ms);
   ASSERT_EQ(rig.upstream_count(key), 1u);
@@ -145,7 +145,7 @@ TEST_F(GracefulShutdown, SecondSignalExitsAtOnceAndTheAbandonedRequestKeepsItsLe
 }
 
 TEST_F(GracefulShutdown, DrainTimeoutEndsTheProcessWithStatusOne) {
-  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "5s"}, {"LEASE", "8s"}, {"DRAIN_TIMEOUT", "1s"}}));
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "5s"}, {"LEASE", "9s"}, {"DRAIN_TIMEOUT", "1s"}}));
   const std::string key = unique_key("drain-timeout");
   auto answer = start_slow_request(rig, key, 4000ms);
   ASSERT_EQ(rig.upstream_count(key), 1u);

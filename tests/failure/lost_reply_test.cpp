@@ -95,7 +95,8 @@ std::string seen(const std::set<int>& statuses) {
 class LostReply : public FailureTest {
  protected:
   // The rig on the suite's Postgres through a fault proxy. The claim deadline is 1 s (the rig's
-  // query, connect and acquire timeouts).
+  // query and connect timeouts; its acquire timeout is 500 ms). The 10 s lease is above the
+  // timing model's shortest (5 s with the rig's timeouts) unless a test raises the store's.
   ProxyRig& start_behind_fault_proxy(std::map<std::string, std::string> variables = {}) {
     postgres_proxy_ = std::make_unique<FaultProxy>("127.0.0.1", suite_postgres_port());
     variables.emplace("LEASE", "10s");
@@ -348,7 +349,8 @@ TEST_F(LostReply, MarkUnknownReplyLostStillLocksTheKey) {
 // unprotected exactly when the store is busiest.
 TEST_F(LostReply, SaturatedPoolOnAFailOpenRouteIs503AndForwardsNothing) {
   ProxyRig& rig = start_behind_fault_proxy(
-      {{"WORKERS", "1"}, {"POOL_SIZE", "1"}, {"PG_QUERY_TIMEOUT", "5s"}, {"PG_ACQUIRE_TIMEOUT", "300ms"}});
+      // Lease: the timing model's shortest with these store timeouts, 2 × 5s + 300ms + 500ms + 1s + 1s.
+      {{"WORKERS", "1"}, {"POOL_SIZE", "1"}, {"PG_QUERY_TIMEOUT", "5s"}, {"PG_ACQUIRE_TIMEOUT", "300ms"}, {"LEASE", "12800ms"}});
   // The pool's connection is up before the delay starts (the delay would also slow its handshake).
   const std::string warm = unique_key("saturated-warm");
   ASSERT_EQ(send(rig.proxy_port(), keyed_post("/open", warm)).status, 200);
@@ -404,7 +406,7 @@ TEST_F(LostReply, UnreachableStoreOnAFailOpenRouteForwardsUnchecked) {
 class LostUpstreamReply : public LostReply {
  protected:
   ProxyRig& start_with_upstream_behind_fault_proxy() {
-    RigOptions options = rig_options({{"LEASE", "3s"}});
+    RigOptions options = rig_options({{"LEASE", "5s"}});
     options.route_upstream = [this](std::uint16_t upstream_port) {
       upstream_proxy_ = std::make_unique<FaultProxy>("127.0.0.1", upstream_port);
       return upstream_proxy_->port();
@@ -459,9 +461,9 @@ TEST_F(LostUpstreamReply, ResponseLostOnARetryRouteIsTakenOverAfterTheLeaseAndRu
   EXPECT_EQ(lost.status, 502) << describe(lost);
   const HttpResponse early = send(rig.proxy_port(), keyed_post("/retry", key));
   EXPECT_EQ(early.status, 409) << "taken over within the lease: " << describe(early);
-  const Retries retries = retry_until_executed(rig.proxy_port(), keyed_post("/retry", key), sent_at, 8s);
+  const Retries retries = retry_until_executed(rig.proxy_port(), keyed_post("/retry", key), sent_at, 10s);
   EXPECT_EQ(retries.last.status, 200) << "seen: " << seen(retries.statuses) << describe(retries.last);
-  EXPECT_GE(retries.settled_ms, 2900) << "taken over before the 3 s lease lapsed";
+  EXPECT_GE(retries.settled_ms, 4900) << "taken over before the 5 s lease lapsed";
   EXPECT_EQ(rig.upstream_count(key), 2u) << "retry mode runs it exactly once more";
 }
 

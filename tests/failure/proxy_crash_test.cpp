@@ -14,7 +14,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr auto kLease = 3s;
+// The shortest lease the timing model allows with the rig's store timeouts and a 2 s upstream
+// timeout (proxy_rig.hpp): 2 s + 4 s.
+constexpr auto kLease = 6s;
 constexpr auto kUpstreamWork = 1500ms;
 
 class ProxyCrash : public FailureTest {};
@@ -33,7 +35,7 @@ bool wait_until_upstream_received(const ProxyRig& rig, std::initializer_list<std
 }
 
 TEST_F(ProxyCrash, KilledMidRequestThen409WithinLeaseThenLockRefusesAndRetryReExecutes) {
-  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "2s"}, {"LEASE", "3s"}}));
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "2s"}, {"LEASE", "6s"}}));
   const std::string lock_key = unique_key("crash-lock");
   const std::string retry_key = unique_key("crash-retry");
   const std::string delay = std::to_string(kUpstreamWork.count());

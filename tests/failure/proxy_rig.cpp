@@ -59,11 +59,11 @@ routes:
 
 const std::map<std::string, std::string>& default_variables() {
   static const std::map<std::string, std::string> defaults{
-      {"UPSTREAM_TIMEOUT", "1s"},     {"LEASE", "2s"},
+      {"UPSTREAM_TIMEOUT", "1s"},     {"LEASE", "5s"},
       {"DRAIN_TIMEOUT", "10s"},       {"WAIT_TIMEOUT", "5s"},
       {"WORKERS", "2"},               {"POOL_SIZE", "4"},
       {"PG_CONNECT_TIMEOUT", "1s"},   {"PG_QUERY_TIMEOUT", "1s"},
-      {"PG_ACQUIRE_TIMEOUT", "1s"},   {"UPSTREAM_MAX_CONNECTIONS", "64"},
+      {"PG_ACQUIRE_TIMEOUT", "500ms"}, {"UPSTREAM_MAX_CONNECTIONS", "64"},
       {"MAX_WAITING", "1024"},       {"REAPER_INTERVAL", "0s"},
       {"STORE_REDIS", ""},           {"TTL", "1h"},
   };

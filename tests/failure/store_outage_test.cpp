@@ -32,8 +32,8 @@ int count_occurrences(const std::string& logs, std::string_view first, std::stri
   return count;
 }
 
-// The claim deadline: PG_CONNECT_TIMEOUT, PG_QUERY_TIMEOUT and PG_ACQUIRE_TIMEOUT are all 1 s in
-// the rig's config, plus 1 s for scheduling on a loaded test machine.
+// The claim deadline: PG_CONNECT_TIMEOUT and PG_QUERY_TIMEOUT are 1 s and PG_ACQUIRE_TIMEOUT 500 ms
+// in the rig's config, plus 1 s for scheduling on a loaded test machine.
 constexpr auto kClaimDeadline = 2000ms;
 
 struct Exchange {
@@ -260,7 +260,7 @@ TEST_F(StoreOutage, PostgresLostBeforeTheCompletionWriteClientGetsTheResponseAnd
 // proxy has to ask for synchronous_commit = on in its own sessions; this test passes once it does.
 TEST_F(StoreOutage, AnsweredRequestSurvivesAPostgresCrashWhateverTheServersCommitSetting) {
   PrivatePostgres& postgres = start_private_postgres(CommitMode::asynchronous);
-  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "2s"}}, postgres.dsn()));
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "5s"}}, postgres.dsn()));
   // The WAL writer flushes asynchronous commits within 3 x wal_writer_delay (600 ms): by now the
   // schema is on disk, and only the requests below are at stake.
   std::this_thread::sleep_for(1s);

@@ -19,7 +19,7 @@ class Timing : public FailureTest {};
 // time left named; the request completes, is stored and replays; it ran once. After the lease
 // of a request that never finished, the same command releases.
 TEST_F(Timing, ReleaseWithinTheLeaseIsRefusedAndTheRequestRunsOnce) {
-  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "4s"}, {"LEASE", "6s"}}));
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "4s"}, {"LEASE", "8s"}}));
   const std::string key = unique_key("release-in-lease");
   auto first = std::async(std::launch::async, [&] {
     return send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Delay-Ms", "2000"), 10s);
@@ -40,7 +40,7 @@ TEST_F(Timing, ReleaseWithinTheLeaseIsRefusedAndTheRequestRunsOnce) {
 }
 
 TEST_F(Timing, ReleaseAfterALapsedLeaseSucceeds) {
-  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "2s"}}));
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "5s"}}));
   const std::string key = unique_key("release-lapsed");
   // The proxy dies mid-request: the record stays in flight, its lease lapses.
   auto first = std::async(std::launch::async, [&] {
@@ -51,7 +51,7 @@ TEST_F(Timing, ReleaseAfterALapsedLeaseSucceeds) {
   first.get();
   rig.start_proxy();
   EXPECT_EQ(rig.release("lock", key).exit_status, 4) << "released within the lease";
-  std::this_thread::sleep_for(2200ms);
+  std::this_thread::sleep_for(5200ms);  // past the 5 s lease, counted from the claim
   const RunResult released = rig.release("lock", key);
   EXPECT_EQ(released.exit_status, 0) << released.stdout_text << released.stderr_text;
   const HttpResponse retried = send(rig.proxy_port(), keyed_post("/lock", key));
@@ -62,11 +62,11 @@ TEST_F(Timing, ReleaseAfterALapsedLeaseSucceeds) {
 // Expiry does not end "never executed twice": a record marked unknown keeps answering 502 past
 // its ttl (for unknown_retention, default 7 days), and the reaper leaves it alone meanwhile.
 TEST_F(Timing, AnUnknownOutcomeStillAnswers502AfterItsTtl) {
-  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "2s"}, {"TTL", "3s"}, {"REAPER_INTERVAL", "200ms"}}));
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "5s"}, {"TTL", "6s"}, {"REAPER_INTERVAL", "200ms"}}));
   const std::string key = unique_key("unknown-past-ttl");
   const HttpResponse timed_out = send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Hang", "1"));
   EXPECT_EQ(timed_out.status, 504) << describe(timed_out);
-  std::this_thread::sleep_for(3500ms);  // past the ttl; the reaper ran a dozen times
+  std::this_thread::sleep_for(6500ms);  // past the ttl; the reaper ran dozens of times
   const HttpResponse retried = send(rig.proxy_port(), keyed_post("/lock", key));
   EXPECT_EQ(retried.status, 502) << describe(retried);
   EXPECT_EQ(problem_slug(retried), "outcome-unknown") << describe(retried);

@@ -15,7 +15,7 @@ using namespace std::chrono_literals;
 class UpstreamFailure : public FailureTest {};
 
 TEST_F(UpstreamFailure, HangPastTimeoutIs504ThenLockedUnknownUntilReleasedThenExecutesOnce) {
-  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "2s"}}));
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "5s"}}));
   const std::string key = unique_key("hang-lock");
 
   const auto sent_at = std::chrono::steady_clock::now();
@@ -51,7 +51,7 @@ TEST_F(UpstreamFailure, HangPastTimeoutIs504ThenLockedUnknownUntilReleasedThenEx
 }
 
 TEST_F(UpstreamFailure, HangPastTimeoutOnRetryRouteStaysInFlightUntilTheLeaseThenExecutesAgain) {
-  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "2s"}}));
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "5s"}}));
   const std::string key = unique_key("hang-retry");
 
   const auto sent_at = std::chrono::steady_clock::now();
@@ -65,7 +65,7 @@ TEST_F(UpstreamFailure, HangPastTimeoutOnRetryRouteStaysInFlightUntilTheLeaseThe
   EXPECT_EQ(rig.inspect("retry", key).state, "in_flight");
   EXPECT_EQ(rig.upstream_count(key), 1u);
 
-  std::this_thread::sleep_until(sent_at + 2s + 300ms);
+  std::this_thread::sleep_until(sent_at + 5s + 300ms);  // past the 5 s lease
   const HttpResponse executed = send(rig.proxy_port(), keyed_post("/retry", key));
   EXPECT_EQ(executed.status, 200) << describe(executed);
   EXPECT_FALSE(is_replay(executed));
@@ -93,7 +93,7 @@ TEST_F(UpstreamFailure, UnreachableUpstreamIs502AndReleasesTheKeySoTheRetryExecu
 }
 
 TEST_F(UpstreamFailure, ConnectionDroppedAfterTheRequestWasSentIsAnUnknownOutcome) {
-  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "2s"}}));
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "5s"}}));
   const std::string key = unique_key("reset");
 
   const HttpResponse dropped = send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Reset", "1"));
@@ -110,7 +110,7 @@ TEST_F(UpstreamFailure, ConnectionDroppedAfterTheRequestWasSentIsAnUnknownOutcom
 
 TEST_F(UpstreamFailure, EveryUpstreamConnectionBusyIs503AndReleasesTheKey) {
   ProxyRig& rig = start_rig(
-      rig_options({{"UPSTREAM_TIMEOUT", "3s"}, {"LEASE", "6s"}, {"WORKERS", "1"}, {"UPSTREAM_MAX_CONNECTIONS", "1"}}));
+      rig_options({{"UPSTREAM_TIMEOUT", "3s"}, {"LEASE", "7s"}, {"WORKERS", "1"}, {"UPSTREAM_MAX_CONNECTIONS", "1"}}));
   const std::string busy_key = unique_key("pool-busy");
   const std::string key = unique_key("pool-full");
   auto busy = std::async(std::launch::async, [&] {

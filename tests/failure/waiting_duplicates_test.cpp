@@ -18,7 +18,7 @@ using namespace std::chrono_literals;
 class WaitingDuplicates : public FailureTest {};
 
 TEST_F(WaitingDuplicates, FiftyConcurrentDuplicatesGetTheSameBytesFromOneExecution) {
-  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "2s"}, {"LEASE", "4s"}, {"WAIT_TIMEOUT", "5s"}}));
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "2s"}, {"LEASE", "6s"}, {"WAIT_TIMEOUT", "5s"}}));
   const std::string key = unique_key("wait");
   constexpr int kDuplicates = 50;
 
@@ -64,7 +64,7 @@ std::future<HttpResponse> start_first(ProxyRig& rig, const std::string& key, std
 // wait_timeout: here after ~170 ms of a 300 ms wait_timeout. A first request finishing in that
 // gap leaves its duplicate with a 409 it was configured to wait out.
 TEST_F(WaitingDuplicates, DuplicateWaitingPastWaitTimeoutGets409ThenTheReplayLater) {
-  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "3s"}, {"LEASE", "6s"}, {"WAIT_TIMEOUT", "300ms"}}));
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "3s"}, {"LEASE", "7s"}, {"WAIT_TIMEOUT", "300ms"}}));
   const std::string key = unique_key("wait-timeout");
   auto first = start_first(rig, key, 1500ms);
   ASSERT_EQ(rig.upstream_count(key), 1u);
@@ -88,7 +88,7 @@ TEST_F(WaitingDuplicates, DuplicateWaitingPastWaitTimeoutGets409ThenTheReplayLat
 }
 
 TEST_F(WaitingDuplicates, DuplicatesBeyondMaxWaitingGet409AtOnce) {
-  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "3s"}, {"LEASE", "6s"}, {"MAX_WAITING", "2"}}));
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "3s"}, {"LEASE", "7s"}, {"MAX_WAITING", "2"}}));
   const std::string key = unique_key("wait-cap");
   auto first = start_first(rig, key, 1500ms);
   ASSERT_EQ(rig.upstream_count(key), 1u);

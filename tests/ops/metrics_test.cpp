@@ -144,13 +144,15 @@ TEST_F(OpsMetrics, BucketBoundsAreWrittenInShortestForm) {
 
 // The reaper's deletions are counted: on a database of its own (the one record this test writes
 // is the only one to expire), the record past its ttl is deleted, counted once, and the key is free
-// again.
+// again. The lease is the timing model's shortest with the fixture's timeouts and a 500 ms upstream
+// timeout (2 × query 1 s + acquire 500 ms + connect 1 s + upstream 500 ms + margin 1 s = 5 s); the
+// ttl has to exceed it.
 class OpsReaperMetrics : public ProxyTest {
  protected:
   ProxyOptions proxy_options() const override {
     const std::string defaults = "defaults: { ttl: 1h, lease: 10s }";
     std::string text(default_config_template());
-    text.replace(text.find(defaults), defaults.size(), "defaults: { ttl: 1500ms, lease: 1s }");
+    text.replace(text.find(defaults), defaults.size(), "defaults: { ttl: 5500ms, lease: 5s }");
     ProxyOptions options;
     options.config_template = text + "reaper: { interval: 250ms, batch: 100 }\n";
     options.variables["UPSTREAM_TIMEOUT"] = "500ms";
@@ -167,7 +169,7 @@ TEST_F(OpsReaperMetrics, ExpiredRecordsAreDeletedAndCounted) {
   EXPECT_EQ(metric_value(admin_get(admin, "/metrics").body, "idemproxy_reaper_deleted_total"), 0.0);
   EXPECT_TRUE(eventually(
       [&] { return metric_value(admin_get(admin, "/metrics").body, "idemproxy_reaper_deleted_total") == 1.0; },
-      std::chrono::seconds(6)))
+      std::chrono::seconds(10)))
       << "the expired record was not deleted\n" << proxy().diagnostics();
   const auto deletions = events(proxy().proxy_process()->stderr_text(), "reaper_deleted");
   ASSERT_EQ(deletions.size(), 1u) << proxy().proxy_process()->stderr_text();

@@ -152,11 +152,13 @@ TEST_F(OpsReload, InvalidFileIsRejectedWithFileLineColumnAndTheOldRoutesKeepWork
 
 // upstream is restart-only, so a reload's routes are checked against the running upstream, not
 // against the file's. Running with timeout 5s, a file that says timeout 1s and gives a route a
-// 2s lease is refused (that lease would lapse while the running upstream may still be working on
-// the request, and a retry could run it again); the old routes stay; the refusal is counted.
+// 6s lease is refused: the file's own timeouts would allow it (2 × query 1s + acquire 500ms +
+// connect 1s + upstream 1s + margin 1s = 5.5s), the running ones need 9.5s (that lease would lapse
+// while the running upstream may still be working on the request, and a retry could run it
+// again); the old routes stay; the refusal is counted.
 TEST_F(OpsReload, RoutesAreCheckedAgainstTheRunningUpstreamNotTheFiles) {
   Process& process = *proxy().proxy_process();
-  std::string text = with_extra_route(proxy().config_text(), std::string(kNewRoute) + "    lease: 2s\n");
+  std::string text = with_extra_route(proxy().config_text(), std::string(kNewRoute) + "    lease: 6s\n");
   const std::string running_timeout = "timeout: 5s }";
   ASSERT_NE(text.find(running_timeout), std::string::npos) << text;
   text.replace(text.find(running_timeout), running_timeout.size(), "timeout: 1s }");
@@ -168,7 +170,10 @@ TEST_F(OpsReload, RoutesAreCheckedAgainstTheRunningUpstreamNotTheFiles) {
   bool named = false;
   for (const auto& issue : events(process.stderr_text(), "config_issue")) {
     const std::string message = string_field(issue, "issue").value_or("");
-    named |= message.find("lease (2s) must exceed the running upstream.timeout (5s)") != std::string::npos;
+    named |= message.find("route \"new-path\": lease (6s) must be at least the longest exchange of the running upstream "
+                          "and store plus a 1s margin (9500ms = 2 × store.postgres.query_timeout 1s + "
+                          "store.postgres.acquire_timeout 500ms + upstream.connect_timeout 1s + upstream.timeout 5s + "
+                          "margin 1s)") != std::string::npos;
   }
   EXPECT_TRUE(named) << process.stderr_text();
   EXPECT_EQ(send(new_path_without_key()).status, 200) << "the refused route is in force";

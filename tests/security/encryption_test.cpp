@@ -19,7 +19,8 @@ constexpr std::string_view kKeyVariable = "IDEM_TEST_KEY_1";
 // Fixed test key (32 bytes, 64 hex digits): nothing here is secret.
 constexpr std::string_view kKeyHex = "5f3a9c0e7b21d4486a1fe03c92b75d6e0c4a18f27e93b65d10a8c4e2f7365b91";
 constexpr std::string_view kFixtureStoreLine =
-    "store: { postgres: { dsn: ${PG_DSN}, pool_size: 4, prepared_statements: \"${IDEMPROXY_TEST_PG_PREPARED:-true}\" } }";
+    "store: { postgres: { dsn: ${PG_DSN}, pool_size: 4, prepared_statements: \"${IDEMPROXY_TEST_PG_PREPARED:-true}\", "
+    "query_timeout: 1s, acquire_timeout: 500ms } }";
 
 class SecurityEncryption : public ProxyTest {
  protected:
@@ -29,7 +30,7 @@ class SecurityEncryption : public ProxyTest {
     if (at == std::string::npos) throw std::runtime_error("fixture config has no store line");
     text.replace(at, kFixtureStoreLine.size(),
                  "store:\n"
-                 "  postgres: { dsn: ${PG_DSN}, pool_size: 4 }\n"
+                 "  postgres: { dsn: ${PG_DSN}, pool_size: 4, query_timeout: 1s, acquire_timeout: 500ms }\n"
                  "  encryption:\n"
                  "    current_key: k1\n"
                  "    keys: [ { id: k1, env: " + std::string(kKeyVariable) + " } ]");

@@ -39,6 +39,9 @@ constexpr std::chrono::seconds kEventuallyWithin{10};
 
 // One worker, so that the upstream connection pool is one pool (the keep-alive test counts its
 // connections). ${LISTENER_TLS} and ${UPSTREAM_TLS} are whole YAML lines or empty.
+// The lease is the timing model's shortest for an https upstream, which spends connect_timeout
+// twice (TCP, then the TLS handshake): 2 × query 1s + acquire 500ms + 2 × connect 2s + upstream 5s
+// + margin 1s = 12.5s, rounded up.
 constexpr std::string_view kConfigTemplate = R"(# rendered by tests/security/tls_test.cpp
 listen: 127.0.0.1:${PROXY_PORT}
 workers: 1
@@ -49,8 +52,8 @@ upstream:
   connect_timeout: 2s
   timeout: 5s
 ${UPSTREAM_TLS}
-store: { postgres: { dsn: ${PG_DSN}, pool_size: 2 } }
-defaults: { ttl: 1h, lease: 10s }
+store: { postgres: { dsn: ${PG_DSN}, pool_size: 2, query_timeout: 1s, acquire_timeout: 500ms } }
+defaults: { ttl: 1h, lease: 13s }
 routes:
   - name: orders
     match: { method: POST, path: /orders }

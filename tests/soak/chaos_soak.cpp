@@ -40,7 +40,9 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr milliseconds kLease{2'000};
+// The timing model's shortest lease with the rig's store timeouts and a 1 s upstream timeout
+// (failure/proxy_rig.hpp): 1 s + 4 s.
+constexpr milliseconds kLease{5'000};
 constexpr milliseconds kAttemptTimeout{5'000};
 constexpr milliseconds kFirstBackoff{50};
 constexpr milliseconds kMaxBackoff{500};
@@ -156,7 +158,7 @@ LogicalRequest run_logical_request(std::uint16_t port, std::mt19937_64& random, 
 
 int run(const Options& options) {
   RigOptions rig_options;
-  rig_options.variables = {{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", "2s"}, {"POOL_SIZE", "8"}};
+  rig_options.variables = {{"UPSTREAM_TIMEOUT", "1s"}, {"LEASE", std::to_string(kLease.count()) + "ms"}, {"POOL_SIZE", "8"}};
   rig_options.pg_dsn = options.pg_dsn;
   ProxyRig rig(rig_options);
   try {

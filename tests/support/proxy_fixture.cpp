@@ -24,7 +24,9 @@ listen: 127.0.0.1:${PROXY_PORT}
 workers: 2
 admin: { listen: "127.0.0.1:0" }
 upstream: { url: "http://127.0.0.1:${UPSTREAM_PORT}", connect_timeout: 1s, timeout: ${UPSTREAM_TIMEOUT} }
-store: { postgres: { dsn: ${PG_DSN}, pool_size: 4, prepared_statements: "${IDEMPROXY_TEST_PG_PREPARED:-true}" } }
+# Store timeouts below the defaults keep the timing model's shortest lease (README "Timing") under
+# the 10s lease with a 5s upstream: 2 × 1s + 500ms + 1s + 5s + 1s margin = 9.5s.
+store: { postgres: { dsn: ${PG_DSN}, pool_size: 4, prepared_statements: "${IDEMPROXY_TEST_PG_PREPARED:-true}", query_timeout: 1s, acquire_timeout: 500ms } }
 defaults: { ttl: 1h, lease: 10s }
 routes:
   - name: orders

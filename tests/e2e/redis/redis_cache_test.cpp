@@ -30,15 +30,18 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// Both proxies use this; ${...} filled per test (see Settings). The `short` route's ttl is under
-// a second, so its records are never worth copying to Redis.
+// Both proxies use this; ${...} filled per test (see Settings). The store's timeouts are below
+// their defaults so that leases stay short: the timing model's shortest lease here is
+// 2 × query 1s + acquire 500ms + connect 1s + upstream 400ms + margin 1s = 4.9s. The `short`
+// route's records live only just past that lease (kShortTtl), so in their last seconds they are
+// no longer worth copying to Redis.
 constexpr std::string_view kConfigTemplate = R"(# e2e config rendered by tests/e2e/redis/redis_cache_test.cpp
 listen: 127.0.0.1:${PROXY_PORT}
 workers: 2
 admin: { listen: "127.0.0.1:0" }
 upstream: { url: "http://127.0.0.1:${UPSTREAM_PORT}", connect_timeout: 1s, timeout: 400ms }
 store:
-  postgres: { dsn: ${PG_DSN}, pool_size: 4 }
+  postgres: { dsn: ${PG_DSN}, pool_size: 4, query_timeout: 1s, acquire_timeout: 500ms }
   redis:
     address: "127.0.0.1:${REDIS_PORT}"
     password: "${REDIS_PASSWORD}"
@@ -59,10 +62,11 @@ routes:
     release_statuses: [503]
   - name: short
     match: { method: POST, path: /short }
-    lease: 500ms
-    ttl: 900ms
+    lease: 5s
+    ttl: 5500ms
 limits: { max_request_body: 1MiB }
 )";
+constexpr auto kShortTtl = 5500ms;  // the `short` route's ttl
 
 constexpr std::string_view kEncryption = R"(  encryption:
     current_key: k1
@@ -413,7 +417,8 @@ TEST_F(RedisReplayCache, EncryptedValuesAreUnreadableAndCorruptOnesFallBack) {
   EXPECT_EQ(b_->redis_hits(), 2.0) << b_->metrics();
 }
 
-// (f) The copy never outlives the record; records with under a second to live are not copied.
+// (f) The copy never outlives the record; records with under a second to live (after the
+// one-second margin taken off every copy) are not copied.
 TEST_F(RedisReplayCache, CopyExpiresNoLaterThanTheRecord) {
   start_pair();
   const std::string key = unique_key("redis-ttl");
@@ -433,12 +438,31 @@ TEST_F(RedisReplayCache, CopyExpiresNoLaterThanTheRecord) {
   EXPECT_GT(pttl, 3'500'000) << "about the route's ttl of 1h";
   EXPECT_LE(pttl, expires_at_ms - now_ms) << "Redis keeps the copy no longer than Postgres keeps the record";
 
-  const double writes = a_->redis_writes();
-  const HttpResponse short_lived = a_->send(HttpRequest::post("/short", "{}").with("Idempotency-Key", unique_key("s")));
+  // No ttl a lease allows is that short from the start (it must exceed the lease, which the timing
+  // model bounds below), so the short record is replayed near its end instead: A copies it when it
+  // completes, with seconds to live; that copy is taken away, and B, asked for it with about 1.5 s
+  // left, replays it from Postgres and must not offer it to Redis.
+  const std::string short_key = unique_key("s");
+  const HttpRequest short_request = HttpRequest::post("/short", "{}").with("Idempotency-Key", short_key);
+  const double a_writes = a_->redis_writes();
+  const auto short_sent_at = Clock::now();
+  const HttpResponse short_lived = a_->send(short_request);
   ASSERT_EQ(short_lived.status, 200) << describe(short_lived);
+  ASSERT_TRUE(eventually([&] { return a_->redis_writes() >= a_writes + 1; }, 5s)) << a_->metrics();
+  ASSERT_TRUE(eventually([&] { return redis_keys(client).size() == 2u; }, 2s));
+  for (const std::string& copy : redis_keys(client)) {
+    if (copy != stored[0]) client.command({"DEL", copy});
+  }
+  ASSERT_EQ(redis_keys(client).size(), 1u);
+  std::this_thread::sleep_until(short_sent_at + kShortTtl - 1500ms);
+  const double b_writes = b_->redis_writes();
+  const HttpResponse late = b_->send(short_request);
+  ASSERT_EQ(late.status, 200) << describe(late);
+  EXPECT_TRUE(is_replay(late)) << "the short record expired before its late replay: " << describe(late);
   std::this_thread::sleep_for(200ms);
-  EXPECT_EQ(a_->redis_writes(), writes);
+  EXPECT_EQ(b_->redis_writes(), b_writes);
   EXPECT_EQ(redis_keys(client).size(), 1u) << "a record with under a second left is not copied";
+  EXPECT_EQ(a_->harness().upstream_count(short_key), 1u);
 }
 
 // A released record (release_statuses) never reaches Redis: the retry executes again.
