@@ -89,5 +89,35 @@ TEST_F(ProxyCrash, KilledMidRequestThen409WithinLeaseThenLockRefusesAndRetryReEx
   EXPECT_EQ(rig.upstream_count(retry_key), 2u);
 }
 
+// The proxy dies mid-request on a lock route and nothing ever settles the record: its request may
+// have run, so it is an unknown outcome and lasts as long as one (ttl + unknown_retention), not
+// just its ttl. With the reaper sweeping every 200 ms, a retry past the ttl still gets 502 and
+// nothing runs again (README "Timing").
+TEST_F(ProxyCrash, AnUnsettledLockRecordStillAnswers502PastItsTtl) {
+  constexpr auto kTtl = 7s;
+  ProxyRig& rig = start_rig(rig_options({{"UPSTREAM_TIMEOUT", "2s"}, {"LEASE", "6s"}, {"TTL", "7s"}, {"REAPER_INTERVAL", "200ms"}}));
+  const std::string key = unique_key("crash-unsettled");
+  const auto sent_at = std::chrono::steady_clock::now();
+  auto first = std::async(std::launch::async, [&] {
+    return send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Delay-Ms", std::to_string(kUpstreamWork.count())));
+  });
+  ASSERT_TRUE(wait_until_upstream_received(rig, {key}, 1000ms)) << "the upstream never got the request";
+  rig.kill_proxy();
+  EXPECT_FALSE(first.get().ok());
+  rig.start_proxy();
+
+  std::this_thread::sleep_until(sent_at + kTtl + 1s);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const HttpResponse refused = send(rig.proxy_port(), keyed_post("/lock", key));
+    EXPECT_EQ(refused.status, 502) << describe(refused);
+    EXPECT_EQ(problem_slug(refused), "outcome-unknown") << describe(refused);
+  }
+  EXPECT_EQ(rig.upstream_count(key), 1u) << "a request whose outcome is unknown ran again at its ttl";
+  const RecordInspection record = rig.inspect("lock", key);
+  EXPECT_EQ(record.state, "unknown") << "an in-flight record whose lease lapsed reads as unknown";
+  EXPECT_GE(record.expires_at_ms - record.created_at_ms, std::chrono::milliseconds(kTtl + std::chrono::hours(24)).count())
+      << "expected ttl + unknown_retention (7 days by default)";
+}
+
 }  // namespace
 }  // namespace idem::test::failure

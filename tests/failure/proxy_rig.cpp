@@ -174,9 +174,13 @@ RecordInspection ProxyRig::inspect(std::string_view route, std::string_view key)
   if (const auto* state = record.if_contains("state"); state != nullptr && state->is_string()) {
     inspection.state = std::string(state->as_string());
   }
-  if (const auto* lease = record.if_contains("lease_expires_at_ms"); lease != nullptr && lease->is_int64()) {
-    inspection.lease_expires_at_ms = lease->as_int64();
-  }
+  const auto number = [&](std::string_view name) -> std::int64_t {
+    const auto* value = record.if_contains(name);
+    return value != nullptr && value->is_int64() ? value->as_int64() : 0;
+  };
+  inspection.lease_expires_at_ms = number("lease_expires_at_ms");
+  inspection.created_at_ms = number("created_at_ms");
+  inspection.expires_at_ms = number("expires_at_ms");
   return inspection;
 }
 

@@ -63,6 +63,8 @@ struct RecordInspection {
   std::optional<int> exit_status;  // 0 found, 3 absent, nullopt timed out
   std::string state;               // "in_flight", "completed", "too_large", "unknown"; empty if absent
   std::int64_t lease_expires_at_ms = 0;
+  std::int64_t created_at_ms = 0;
+  std::int64_t expires_at_ms = 0;
   std::string output;  // stdout + stderr, for assertion messages
 };
 
