@@ -89,6 +89,30 @@ TEST_F(Cli, CheckReportsEveryProblemWithFileLineAndColumn) {
   EXPECT_TRUE(reported(7)) << "unknown key on line 7 not reported:\n" << output;
 }
 
+// --check applies the timing model (README "Timing"): the case, an https upstream with a
+// 30 s timeout and a 1 s connect timeout under a 31 s lease, is refused with the budget spelled
+// out at the lease's position.
+TEST_F(Cli, CheckRefusesALeaseShorterThanTheLongestExchangeWithItsFormula) {
+  const auto path = write_config("lease.yaml",
+                                 "listen: 127.0.0.1:18080\n"                                                           // 1
+                                 "upstream: { url: \"https://127.0.0.1:18081\", timeout: 30s, tls: { verify: false } }\n"  // 2
+                                 "store: { postgres: { dsn: \"host=127.0.0.1 port=1\" } }\n"                          // 3
+                                 "routes:\n"                                                                         // 4
+                                 "  - name: pay\n"                                                                   // 5
+                                 "    match: { method: POST, path: /pay }\n"                                        // 6
+                                 "    scope: { headers: [X-Tenant-Id] }\n"                                          // 7
+                                 "    lease: 31s\n");                                                               // 8
+  const auto result = run({"--config", path.string(), "--check"});
+  ASSERT_TRUE(result.exit_status.has_value()) << "--check did not finish";
+  EXPECT_NE(*result.exit_status, 0) << output_of(result);
+  EXPECT_NE(output_of(result).find(path.string() +
+                                   ":8:12: route \"pay\": lease (31s) must be at least the longest exchange plus a 1s margin "
+                                   "(38s = 2 × store.postgres.query_timeout 2s + store.postgres.acquire_timeout 1s + "
+                                   "2 × upstream.connect_timeout 1s + upstream.timeout 30s + margin 1s)"),
+            std::string::npos)
+      << output_of(result);
+}
+
 // --check: an unreadable file is an error too.
 TEST_F(Cli, CheckFailsOnAMissingFile) {
   const auto result = run({"--config", (dir_.path() / "missing.yaml").string(), "--check"});
