@@ -130,6 +130,13 @@ class ConfigReader {
   std::optional<std::vector<int>> read_statuses(const Field& field, std::string_view path);
   void read_routes(const Field& field, const core::RoutePolicy& defaults, const PolicyOrigin& defaults_origin, Config& config);
   void read_match(const Field& field, std::string_view path, const core::RoutePolicy& policy, core::RouteMatch& match);
+  // A timeout the timing model counts: a malformed one leaves the model's rules unchecked
+  // (its own error is reported) rather than checked against a default.
+  void read_exchange_timeout(const Field& field, std::string_view path, std::chrono::milliseconds& target) {
+    const auto timeout = yaml_.duration(field, path, false);
+    exchange_timeouts_valid_ = exchange_timeouts_valid_ && timeout.has_value();
+    assign(timeout, target);
+  }
   // Defaults drain_timeout from the timing model, or warns when the file's is shorter.
   void check_drain_timeout(Config& config);
   void check_route(const core::Route& route, std::string_view path, const YAML::Mark& route_mark, const PolicyOrigin& origin,
@@ -331,16 +338,8 @@ void ConfigReader::read_upstream(const Field& field, UpstreamConfig& upstream) {
       }
     }
   }
-  if (const Field* f = fields->find("connect_timeout")) {
-    const auto timeout = yaml_.duration(*f, "upstream.connect_timeout", false);
-    exchange_timeouts_valid_ = exchange_timeouts_valid_ && timeout.has_value();
-    assign(timeout, upstream.connect_timeout);
-  }
-  if (const Field* f = fields->find("timeout")) {
-    const auto timeout = yaml_.duration(*f, "upstream.timeout", false);
-    exchange_timeouts_valid_ = exchange_timeouts_valid_ && timeout.has_value();
-    assign(timeout, upstream.timeout);
-  }
+  if (const Field* f = fields->find("connect_timeout")) read_exchange_timeout(*f, "upstream.connect_timeout", upstream.connect_timeout);
+  if (const Field* f = fields->find("timeout")) read_exchange_timeout(*f, "upstream.timeout", upstream.timeout);
   if (const Field* f = fields->find("max_connections")) {
     if (auto count = yaml_.integer(*f, "upstream.max_connections", 1, kMaxUpstreamConnections)) upstream.max_connections = *count;
   }
@@ -416,16 +415,8 @@ void ConfigReader::read_store(const Field* field, const YAML::Mark& top_level, S
   if (const Field* f = fields->find("connect_timeout")) {
     assign(yaml_.duration(*f, "store.postgres.connect_timeout", false), postgres.connect_timeout);
   }
-  if (const Field* f = fields->find("query_timeout")) {
-    const auto timeout = yaml_.duration(*f, "store.postgres.query_timeout", false);
-    exchange_timeouts_valid_ = exchange_timeouts_valid_ && timeout.has_value();
-    assign(timeout, postgres.query_timeout);
-  }
-  if (const Field* f = fields->find("acquire_timeout")) {
-    const auto timeout = yaml_.duration(*f, "store.postgres.acquire_timeout", false);
-    exchange_timeouts_valid_ = exchange_timeouts_valid_ && timeout.has_value();
-    assign(timeout, postgres.acquire_timeout);
-  }
+  if (const Field* f = fields->find("query_timeout")) read_exchange_timeout(*f, "store.postgres.query_timeout", postgres.query_timeout);
+  if (const Field* f = fields->find("acquire_timeout")) read_exchange_timeout(*f, "store.postgres.acquire_timeout", postgres.acquire_timeout);
   if (const Field* f = fields->find("prepared_statements")) {
     assign(yaml_.boolean(*f, "store.postgres.prepared_statements"), postgres.prepared_statements);
   }

@@ -15,6 +15,8 @@ constexpr bool iequals(std::string_view a, std::string_view b) {
 
 constexpr bool is_ows(char c) { return c == ' ' || c == '\t'; }
 
+constexpr bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
 // RFC 9110 OWS (spaces and tabs) removed from both ends.
 constexpr std::string_view trim_ows(std::string_view s) {
   while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);

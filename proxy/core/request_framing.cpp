@@ -8,8 +8,6 @@
 namespace idem::core {
 namespace {
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
 // RFC 9110 §5.5: field-content is VCHAR, obs-text, SP and HTAB. The parser already refused CR,
 // LF and NUL; a vertical tab or another control character is what some parsers read as white
 // space ("Transfer-Encoding:\vchunked") and others do not.
@@ -81,7 +79,7 @@ std::optional<Problem> request_framing_problem(const RequestHead& head) {
   if (length_lines == 1) {
     if (length.empty()) return refused("Content-Length is empty");
     for (const char c : length) {
-      if (!is_digit(c)) return refused("Content-Length must be a decimal number (digits only, one value)");
+      if (!ascii::is_digit(c)) return refused("Content-Length must be a decimal number (digits only, one value)");
     }
   }
   // RFC 9112 §3.2: more than one Host is refused in any version; none only in HTTP/1.1.

@@ -7,8 +7,6 @@
 namespace idem::core {
 namespace {
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -17,7 +15,7 @@ int hex_value(char c) {
 }
 
 bool is_unreserved(char c) {
-  return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '.' || c == '_' || c == '~';
+  return ascii::is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '.' || c == '_' || c == '~';
 }
 
 TargetResult refused(std::string_view why) { return {std::nullopt, bad_request_problem(why)}; }
@@ -58,7 +56,7 @@ bool is_valid_host_port(std::string_view host) {
     const std::size_t close = host.find(']');
     if (close == std::string_view::npos || close == 1) return false;
     for (const char c : host.substr(1, close - 1)) {
-      if (!(is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.')) return false;
+      if (!(ascii::is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.')) return false;
     }
     const std::string_view rest = host.substr(close + 1);
     if (!rest.empty() && rest.front() != ':') return false;
@@ -69,7 +67,7 @@ bool is_valid_host_port(std::string_view host) {
     const std::string_view name = host.substr(0, colon);
     if (name.empty()) return false;
     for (const char c : name) {
-      const bool unreserved = is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '.' ||
+      const bool unreserved = ascii::is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '.' ||
                               c == '_' || c == '~';
       const bool sub_delim = c == '!' || c == '$' || c == '&' || c == '\'' || c == '(' || c == ')' || c == '*' ||
                              c == '+' || c == ';' || c == '=';
@@ -82,7 +80,7 @@ bool is_valid_host_port(std::string_view host) {
   }
   if (port.size() > 5) return false;
   for (const char c : port) {
-    if (!is_digit(c)) return false;
+    if (!ascii::is_digit(c)) return false;
   }
   return true;
 }
