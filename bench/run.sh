@@ -379,7 +379,7 @@ write_pgbench_script() {
     printf '%s;\n' "$claim" | sed -e "s/\\\$1/'bench-pgbench'/g" -e "s/\\\$2/$key/g" \
       -e "s/\\\$3/'v1_0000000000000000000000000000000000000000000000000000000000000000'/g" -e "s/\\\$4/$owner/g" \
       -e "s/\\\$5/3600000::bigint/g" -e "s/\\\$6/30000::bigint/g" -e "s/\\\$7/false/g" \
-      -e "s/\\\$8/604800000::bigint/g"
+      -e "s/\\\$8/604800000::bigint/g" -e "s/\\\$9/'bench-pgbench-v1'/g"
     printf '%s;\n' "$complete" | sed -e "s/\\\$1/'bench-pgbench'/g" -e "s/\\\$2/$key/g" -e "s/\\\$3/$owner/g" \
       -e "s/\\\$4/'completed'/g" -e "s/\\\$5/200/g" \
       -e "s/\\\$6/convert_to('Content-Type: application\\/json' || chr(13) || chr(10), 'UTF8')/g" \

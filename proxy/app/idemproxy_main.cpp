@@ -59,7 +59,8 @@ constexpr std::string_view kUsage =
     "  --migrate      apply the database schema (idempotent; safe from several pods at once)\n"
     "  --inspect      print the record of KEY on ROUTE as JSON (state, fingerprint, times, status)\n"
     "  --release      release an 'unknown' or in-flight record so the next retry executes\n"
-    "  --header       a scope header of the original request (e.g. 'X-Tenant-Id: acme'), repeatable\n"
+    "  --header       a scope header of the original request (e.g. 'X-Tenant-Id: acme'), repeatable;\n"
+    "                 its Host ('Host: api.example.com') on a route that scopes keys by host\n"
     "  --version      print the version\n"
     "\n"
     "Signals: SIGTERM/SIGINT drain and exit 0 (a second one exits at once).\n";

@@ -67,7 +67,7 @@ struct KeyTarget {
   bool release = false;
 };
 
-// /admin/keys/{route}/{key}[/release][?scope=...]
+// /admin/keys/{route}/{key}[/release][?scope=...|?host=...]
 std::optional<KeyTarget> parse_key_target(const admin::Request& request, const RuntimeConfig& runtime,
                                           std::string& error) {
   std::string_view target = request.target();
@@ -114,10 +114,24 @@ std::optional<KeyTarget> parse_key_target(const admin::Request& request, const R
     out.scope = *scope;
     return out;
   }
-  // The scope exactly as the proxy computes it, from the scope headers sent to this endpoint.
+  // The scope exactly as the proxy computes it, from the scope headers sent to this endpoint and
+  // the original request's host in ?host= (this request's own Host names the admin listener).
+  std::optional<std::string> host;
+  if (query.starts_with("host=")) {
+    host = percent_decode(query.substr(5));
+    if (!host) {
+      error = "bad percent-encoding in host";
+      return std::nullopt;
+    }
+  }
   HeaderPairs headers;
   for (const auto& field : request) headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
-  out.scope = scope_for(found->policy, headers);
+  std::optional<std::string> scope = scope_for(found->policy, headers, host);
+  if (!scope) {
+    error = "route \"" + out.route + "\" scopes keys by host: name the original request's host with ?host=";
+    return std::nullopt;
+  }
+  out.scope = std::move(*scope);
   return out;
 }
 

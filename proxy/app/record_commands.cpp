@@ -16,10 +16,22 @@
 namespace idem::app {
 namespace {
 
+// The record's scope; nullopt (and said why on stderr) when the command cannot name it.
 std::optional<std::string> scope_of(const config::Config& config, const RecordCommand& command) {
   for (const core::Route& route : config.routes) {
-    if (route.policy.name == command.route) return scope_for(route.policy, command.headers);
+    if (route.policy.name != command.route) continue;
+    std::optional<std::string_view> host;  // the Host the original request carried
+    for (const auto& [name, value] : command.headers) {
+      if (boost::beast::iequals(name, "Host")) host = value;
+    }
+    std::optional<std::string> scope = scope_for(route.policy, command.headers, host);
+    if (!scope) {
+      std::cerr << "idemproxy: route '" << command.route
+                << "' scopes keys by host: name the original request's host with --header 'Host: <host>'\n";
+    }
+    return scope;
   }
+  std::cerr << "idemproxy: no route named '" << command.route << "' in the configuration\n";
   return std::nullopt;
 }
 
@@ -27,10 +39,7 @@ std::optional<std::string> scope_of(const config::Config& config, const RecordCo
 
 int run_record_command(const config::Config& config, const RecordCommand& command) {
   const std::optional<std::string> scope = scope_of(config, command);
-  if (!scope) {
-    std::cerr << "idemproxy: no route named '" << command.route << "' in the configuration\n";
-    return 1;
-  }
+  if (!scope) return 1;
   boost::asio::io_context io;
   store::pg::PoolOptions pool;
   pool.dsn = config.store.postgres.dsn;

@@ -4,12 +4,15 @@
 #include <chrono>
 #include <optional>
 
+#include "core/request_target.hpp"
 #include "fingerprint/fingerprint.hpp"
 #include "log/log.hpp"
 
 namespace idem::app {
 
-std::string scope_for(const core::RoutePolicy& policy, const HeaderPairs& headers) {
+std::optional<std::string> scope_for(const core::RoutePolicy& policy, const HeaderPairs& headers,
+                                     std::optional<std::string_view> host) {
+  if (policy.scope_host && !host) return std::nullopt;
   std::vector<std::pair<std::string_view, std::optional<std::string>>> values;
   for (const std::string& name : policy.scope_headers) {
     std::optional<std::string> joined;
@@ -20,7 +23,7 @@ std::string scope_for(const core::RoutePolicy& policy, const HeaderPairs& header
     }
     values.emplace_back(name, std::move(joined));
   }
-  return fingerprint::record_scope(policy.name, values);
+  return fingerprint::request_scope(policy, core::scope_host(host.value_or("")), values).scope;
 }
 
 std::string record_json(std::string_view route, std::string_view scope, std::string_view key, const store::RecordInfo& info) {

@@ -45,8 +45,8 @@ const Keys kPolicyKeys = {"key_header",       "key",              "max_key_lengt
                           "max_stored_body",  "scope",            "fingerprint",     "release_statuses",
                           "store_set_cookie", "unknown_outcome",  "store_unavailable", "in_flight", "wait_timeout",
                           "unknown_retention"};
-const Keys kMatchKeys = {"method", "path"};
-const Keys kScopeKeys = {"headers"};
+const Keys kMatchKeys = {"method", "path", "case_insensitive", "trailing_slash"};
+const Keys kScopeKeys = {"headers", "host"};
 const Keys kFingerprintKeys = {"headers", "ignore_json"};
 
 Keys route_keys() {
@@ -464,6 +464,7 @@ void ConfigReader::read_policy(const Fields& fields, std::string_view path, core
         origin.scope_valid = origin.scope_valid && names.has_value();
         assign(std::move(names), policy.scope_headers);
       }
+      if (const Field* host = scope->find("host")) assign(yaml_.boolean(*host, at("scope.host")), policy.scope_host);
     } else {
       origin.scope_valid = false;
     }
@@ -676,6 +677,12 @@ void ConfigReader::read_match(const Field& field, std::string_view path, const c
     }
   } else {
     issues_.error(fields->mark(), join_path(path, "path") + " is required (e.g. path: /orders)");
+  }
+  if (const Field* f = fields->find("case_insensitive")) {
+    assign(yaml_.boolean(*f, join_path(path, "case_insensitive")), match.case_insensitive);
+  }
+  if (const Field* f = fields->find("trailing_slash")) {
+    assign(yaml_.boolean(*f, join_path(path, "trailing_slash")), match.trailing_slash);
   }
 }
 

@@ -13,6 +13,7 @@ namespace idem::core {
 struct ClaimResult {
   bool claimed = false;
   Record existing;  // meaningful when !claimed
+  bool existing_under_legacy_scope = false;  // the record found is the claim's legacy_scope one
 };
 
 enum class Action {

@@ -1,5 +1,6 @@
 #include "core/request_target.hpp"
 
+#include <algorithm>
 #include <vector>
 
 #include "core/ascii.hpp"
@@ -83,6 +84,15 @@ bool is_valid_host_port(std::string_view host) {
     if (!ascii::is_digit(c)) return false;
   }
   return true;
+}
+
+std::string scope_host(std::string_view host) {
+  // A bracketed IP literal holds ':' of its own: the port is what follows ']'.
+  const std::size_t name_end = host.starts_with('[') ? host.find(']') + 1 : host.find(':');
+  std::string name(host.substr(0, std::min(name_end, host.size())));
+  for (char& c : name) c = ascii::to_lower(c);
+  if (name.size() > 1 && name.back() == '.') name.pop_back();
+  return name;
 }
 
 TargetResult normalize_request_target(std::string_view target, std::string_view method) {

@@ -31,4 +31,10 @@ TargetResult normalize_request_target(std::string_view target, std::string_view 
 // nothing that could carry a path, user info or a second host.
 bool is_valid_host_port(std::string_view authority);
 
+// The host a record's scope holds for a request whose Host is `host`: one spelling per host, so
+// a retry that spells it differently is still the same request. Lower case (host names are
+// case-insensitive, RFC 3986 §3.2.2), one trailing '.' of a name dropped, and no port: tenants
+// are told apart by host name, while replicas and listeners on other ports share one key space.
+std::string scope_host(std::string_view host);
+
 }  // namespace idem::core

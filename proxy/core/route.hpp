@@ -16,6 +16,9 @@ enum class InFlightPolicy { reject, wait };         // [2/6]
 struct RouteMatch {
   std::vector<std::string> methods;  // upper case; empty = any method
   std::string path;                  // "/orders", "/orders/{id}/refunds", "/api/*"
+  // For upstreams whose router works that way (so a spelling it accepts cannot skip the route):
+  bool case_insensitive = false;  // literal segments match in any ASCII case (/Orders is /orders)
+  bool trailing_slash = false;    // one trailing '/' is ignored (/orders/ is /orders)
 };
 
 struct RoutePolicy {
@@ -24,6 +27,9 @@ struct RoutePolicy {
   std::string key_header = "Idempotency-Key";
   std::size_t max_key_length = 255;
   std::vector<std::string> scope_headers;                          // values hashed into the scope
+  // The request's host (its Host without the port) is part of the scope: an upstream that serves
+  // tenants by host name gets one key space per host. Off: every host shares one (the v1 scope).
+  bool scope_host = true;
   std::vector<std::string> fingerprint_headers = {"Content-Type"};  // values hashed into the fingerprint
   std::vector<std::string> ignore_json;                            // JSON Pointers left out of the fingerprint
   std::vector<int> release_statuses = {408, 425, 429, 503};        // "not processed, try later"

@@ -4,6 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "core/ascii.hpp"
+
 namespace idem::core {
 namespace {
 
@@ -58,12 +60,19 @@ RouteTable::RouteTable(std::vector<Route> routes) : routes_(std::move(routes)) {
 
 const Route* RouteTable::match(std::string_view method, std::string_view path) const {
   for (const Route& route : routes_) {
-    if (method_matches(route.match, method) && path_matches(route.match.path, path)) return &route;
+    if (method_matches(route.match, method) && route_matches_path(route.match, path)) return &route;
   }
   return nullptr;
 }
 
-bool path_matches(std::string_view pattern, std::string_view path) {
+bool route_matches_path(const RouteMatch& match, std::string_view path) {
+  if (path_matches(match.path, path, match.case_insensitive)) return true;
+  // "/orders/" is "/orders"; "/" stays "/" (it has no segment to drop a slash from).
+  return match.trailing_slash && path.size() > 1 && path.back() == '/' &&
+         path_matches(match.path, path.substr(0, path.size() - 1), match.case_insensitive);
+}
+
+bool path_matches(std::string_view pattern, std::string_view path, bool case_insensitive) {
   if (pattern.empty() || pattern.front() != '/' || path.empty() || path.front() != '/') return false;
   Segments pattern_segments(pattern);
   Segments path_segments(path);
@@ -72,7 +81,9 @@ bool path_matches(std::string_view pattern, std::string_view path) {
     if (expected == kWildcard && pattern_segments.done()) return true;  // the rest, even nothing
     if (path_segments.done()) return false;
     const std::string_view actual = path_segments.next();
-    const bool segment_matches = is_param_segment(expected) ? !actual.empty() : expected == actual;
+    const bool segment_matches = is_param_segment(expected) ? !actual.empty()
+                                 : case_insensitive      ? ascii::iequals(expected, actual)
+                                                         : expected == actual;
     if (!segment_matches) return false;
   }
   return path_segments.done();

@@ -3,7 +3,8 @@
 // Path patterns: literal segments, `{name}` matches exactly one non-empty segment, and a final
 // `*` segment matches the rest of the path (zero or more segments): `/api/*` matches `/api`,
 // `/api/` and `/api/a/b`. The query string is never part of the match.
-// A trailing slash is significant: `/orders` does not match `/orders/` (list both routes if needed).
+// A trailing slash is significant and literal segments are case-sensitive, unless the route's
+// match says `trailing_slash` / `case_insensitive` (RouteMatch).
 #include <string_view>
 #include <vector>
 
@@ -26,7 +27,9 @@ class RouteTable {
 };
 
 // True when `pattern` (see above) matches `path`. Exposed for tests and config validation.
-bool path_matches(std::string_view pattern, std::string_view path);
+bool path_matches(std::string_view pattern, std::string_view path, bool case_insensitive = false);
+// The route's pattern with its matching options.
+bool route_matches_path(const RouteMatch& match, std::string_view path);
 // Empty string when `pattern` is a valid path pattern, else why not (for config errors).
 std::string path_pattern_error(std::string_view pattern);
 

@@ -12,6 +12,8 @@
 //                                        or: frame("h-") frame(lower-case name)
 //                then frame("json") frame(JCS canonical body) or frame("raw") frame(body bytes)
 //   scope:       "idemproxy-scope-v1" then the header frames as above, in the route's order
+// v2 scope (a route that scopes by host): "idemproxy-scope-v2" frame(host) then the header
+//   frames as in v1. The host is passed already normalized (lower case, no port).
 // tests/unit/fingerprint/fingerprint_test.cpp pins golden values of both.
 
 namespace idem::fingerprint {
@@ -21,6 +23,7 @@ namespace {
 // future v2 pre-image never equals a v1 one. Changing either string changes every stored value.
 constexpr std::string_view kFingerprintDomain = "idemproxy-fingerprint-v1";
 constexpr std::string_view kScopeDomain = "idemproxy-scope-v1";
+constexpr std::string_view kHostScopeDomain = "idemproxy-scope-v2";
 
 // Frame tags. A present header contributes its tag, name and value; an absent one only its tag
 // and name, so "absent" differs from every value including the empty one.
@@ -110,6 +113,21 @@ std::string record_scope(std::string_view route_name,
   FramedDigest digest(kScopeDomain);
   for (const auto& [name, value] : scope_values) digest.header(name, value);
   return scope + "/v1:" + digest.finish_hex();
+}
+
+std::string host_scope(std::string_view route_name, std::string_view host,
+                            const std::vector<std::pair<std::string_view, std::optional<std::string>>>& scope_values) {
+  FramedDigest digest(kHostScopeDomain);
+  digest.frame(host);
+  for (const auto& [name, value] : scope_values) digest.header(name, value);
+  return std::string(route_name) + "/v2:" + digest.finish_hex();
+}
+
+RequestScope request_scope(const core::RoutePolicy& policy, std::string_view host,
+                           const std::vector<std::pair<std::string_view, std::optional<std::string>>>& scope_values) {
+  std::string unscoped = record_scope(policy.name, scope_values);
+  if (!policy.scope_host) return {std::move(unscoped), {}};
+  return {host_scope(policy.name, host, scope_values), std::move(unscoped)};
 }
 
 bool is_json_media_type(std::string_view content_type) {

@@ -33,6 +33,22 @@ std::string request_fingerprint(const RequestFacts& facts, const std::vector<std
 std::string record_scope(std::string_view route_name,
                          const std::vector<std::pair<std::string_view, std::optional<std::string>>>& scope_values);
 
+// Scope of a record on a route that scopes by the request's host: "<route>/v2:<hex>" over the
+// normalized host (core::scope_host) and the scope header values. The v1 form above
+// stays the scope of routes that opt out, and the legacy scope a claim also probes (records made
+// before the host joined the scope keep matching during their ttl).
+std::string host_scope(std::string_view route_name, std::string_view host,
+                            const std::vector<std::pair<std::string_view, std::optional<std::string>>>& scope_values);
+
+// The scope a request's record is claimed under on a route, and the legacy scope the claim also
+// probes (empty when the route's scope has one form only). `host` is the normalized one.
+struct RequestScope {
+  std::string scope;
+  std::string legacy_scope;
+};
+RequestScope request_scope(const core::RoutePolicy& policy, std::string_view host,
+                           const std::vector<std::pair<std::string_view, std::optional<std::string>>>& scope_values);
+
 bool is_json_media_type(std::string_view content_type);
 
 }  // namespace idem::fingerprint

@@ -16,6 +16,7 @@
 #include "core/decision.hpp"
 #include "core/failure_policy.hpp"
 #include "core/problem.hpp"
+#include "core/request_target.hpp"
 #include "core/stored_headers.hpp"
 #include "crypto/sha256.hpp"
 #include "fingerprint/fingerprint.hpp"
@@ -136,7 +137,10 @@ class IdempotentExchange {
 
   asio::awaitable<Response> run(std::string key, std::string_view path, std::string_view query) {
     executor_ = co_await asio::this_coro::executor;
-    claim_.scope = fingerprint::record_scope(policy_.name, collect_headers(request_, policy_.scope_headers));
+    fingerprint::RequestScope scope = fingerprint::request_scope(
+        policy_, core::scope_host(request_[beast_http::field::host]), collect_headers(request_, policy_.scope_headers));
+    claim_.scope = std::move(scope.scope);
+    claim_.legacy_scope = std::move(scope.legacy_scope);
     claim_.key = std::move(key);
     claim_.fingerprint = fingerprint_of(path, query);
     claim_.owner = crypto::random_token();

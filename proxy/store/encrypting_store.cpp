@@ -22,10 +22,12 @@ EncryptingStore::EncryptingStore(Store& inner, std::shared_ptr<const crypto::Key
 }
 
 void EncryptingStore::claim(const ClaimRequest& request, ClaimHandler handler) {
-  inner_.claim(request, [keyring = keyring_, scope = request.scope, key = request.key, handler = std::move(handler)](
-                            StoreError error, core::ClaimResult result) {
+  inner_.claim(request, [keyring = keyring_, scope = request.scope, legacy_scope = request.legacy_scope, key = request.key,
+                         handler = std::move(handler)](StoreError error, core::ClaimResult result) {
     if (error != StoreError::ok || result.claimed) return handler(error, std::move(result));
-    const Unsealed unsealed = unseal_response(*keyring, scope, key, result.existing.response);
+    // A response is sealed under the scope of its record (authenticated data).
+    const std::string& sealed_under = result.existing_under_legacy_scope ? legacy_scope : scope;
+    const Unsealed unsealed = unseal_response(*keyring, sealed_under, key, result.existing.response);
     switch (unsealed.outcome) {
       case UnsealOutcome::plaintext:
       case UnsealOutcome::opened:
@@ -33,7 +35,7 @@ void EncryptingStore::claim(const ClaimRequest& request, ClaimHandler handler) {
       case UnsealOutcome::unknown_key:
       case UnsealOutcome::malformed:
       case UnsealOutcome::not_authentic:
-        log::error("record_corrupt", {{"scope", scope},
+        log::error("record_corrupt", {{"scope", sealed_under},
                                       {"key_sha256", key_hash(key)},
                                       {"key_id", unsealed.key_id},
                                       {"reason", unseal_outcome_name(unsealed.outcome)}});

@@ -15,11 +15,34 @@ std::chrono::milliseconds until(std::chrono::steady_clock::time_point from, std:
 MemoryStore::MemoryStore(const core::Clock& clock)
     : clock_(clock), clock_at_construction_(clock.now()), epoch_at_construction_(std::chrono::system_clock::now()) {}
 
+bool MemoryStore::is_live(const Entry& entry, TimePoint now) {
+  return entry.expires_at > now || (entry.state == core::RecordState::in_flight && entry.lease_expires_at > now);
+}
+
+core::Record MemoryStore::existing_record(const Entry& entry, TimePoint now) {
+  core::Record record;
+  record.fingerprint = entry.fingerprint;
+  record.state = entry.state;
+  record.response = entry.response;
+  if (entry.state == core::RecordState::in_flight) record.lease_remaining = until(now, entry.lease_expires_at);
+  record.expires_in = until(now, entry.expires_at);
+  return record;
+}
+
 void MemoryStore::claim(const ClaimRequest& request, ClaimHandler handler) {
   core::ClaimResult result;
   {
     const std::lock_guard lock(mutex_);
     const TimePoint now = clock_.now();
+    if (!request.legacy_scope.empty()) {
+      const auto legacy = records_.find(ScopedKey{request.legacy_scope, request.key});
+      if (legacy != records_.end() && is_live(legacy->second, now)) {
+        result.existing = existing_record(legacy->second, now);
+        result.existing_under_legacy_scope = true;
+        handler(StoreError::ok, std::move(result));
+        return;
+      }
+    }
     auto [it, inserted] = records_.try_emplace(ScopedKey{request.scope, request.key});
     Entry& entry = it->second;
     // Same rule as the Postgres claim: an expired record counts as absent; a lapsed lease is taken
@@ -41,13 +64,7 @@ void MemoryStore::claim(const ClaimRequest& request, ClaimHandler handler) {
       result.claimed = true;
       result.existing.expires_in = request.ttl;
     } else {
-      result.existing.fingerprint = entry.fingerprint;
-      result.existing.state = entry.state;
-      result.existing.response = entry.response;
-      if (entry.state == core::RecordState::in_flight) {
-        result.existing.lease_remaining = until(now, entry.lease_expires_at);
-      }
-      result.existing.expires_in = until(now, entry.expires_at);
+      result.existing = existing_record(entry, now);
     }
   }
   handler(StoreError::ok, std::move(result));  // outside the lock: the handler may call us again

@@ -37,6 +37,10 @@ struct ClaimRequest {
   // so it lasts as long as an `unknown` record would, and no claim replaces it at its ttl. complete
   // and mark_unknown set the expiry from the claim's time again.
   std::chrono::milliseconds unsettled_retention{0};
+  // The scope the same request had before its route's scope changed form (the authority joined
+  // it): a live record there is answered as the existing record and nothing is claimed, so
+  // records made before the upgrade keep matching during their ttl. Empty: none.
+  std::string legacy_scope{};
 };
 
 struct CompleteRequest {

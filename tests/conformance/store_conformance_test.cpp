@@ -423,6 +423,50 @@ TYPED_TEST(StoreConformance, AnUnsettledInFlightRecordOutlivesItsTtlUntilComplet
   EXPECT_EQ(this->harness_.force_release(this->record_key("k1")), StoreError::ok) << "the operator can release it";
 }
 
+// A route whose scope changed form (the host joined it) claims under the new scope and probes the
+// legacy one: a live record there is the answer, and nothing is claimed; an expired one, or none,
+// leaves the claim as usual. The probe never takes a legacy record over or writes under it.
+TYPED_TEST(StoreConformance, ALiveRecordUnderTheLegacyScopeIsTheAnswerAndNothingIsClaimed) {
+  const std::string legacy_scope = this->scope_;
+  this->scope_ = fresh_scope("conformance-v2");
+  store::ClaimRequest old_claim = this->claim_request("k1", "owner-1");
+  old_claim.scope = legacy_scope;
+  old_claim.ttl = 300ms;
+  ASSERT_TRUE(this->harness_.claim(old_claim).result.claimed);
+  store::CompleteRequest old_completion = this->complete_request("k1", "owner-1", binary_response());
+  old_completion.scope = legacy_scope;
+  old_completion.ttl = old_claim.ttl;
+  ASSERT_EQ(this->harness_.complete(old_completion), StoreError::ok);
+
+  store::ClaimRequest retry = this->claim_request("k1", "owner-2");
+  retry.legacy_scope = legacy_scope;
+  const ClaimOutcome replayed = this->harness_.claim(retry);
+  ASSERT_EQ(replayed.error, StoreError::ok);
+  EXPECT_FALSE(replayed.result.claimed) << "the retry of a record made under the legacy scope executed again";
+  EXPECT_TRUE(replayed.result.existing_under_legacy_scope);
+  EXPECT_EQ(replayed.result.existing.state, RecordState::completed);
+  EXPECT_EQ(replayed.result.existing.response.body, binary_response().body);
+  EXPECT_EQ(replayed.result.existing.response.headers, binary_response().headers);
+  EXPECT_FALSE(this->harness_.holds(this->record_key("k1"))) << "the probe wrote under the new scope";
+
+  // Another key: no legacy record, so the claim is an ordinary one under the new scope.
+  store::ClaimRequest fresh = this->claim_request("k2", "owner-3");
+  fresh.legacy_scope = legacy_scope;
+  const ClaimOutcome claimed = this->harness_.claim(fresh);
+  ASSERT_EQ(claimed.error, StoreError::ok);
+  EXPECT_TRUE(claimed.result.claimed);
+  const ClaimOutcome duplicate = this->harness_.claim(fresh);
+  EXPECT_FALSE(duplicate.result.claimed);
+  EXPECT_FALSE(duplicate.result.existing_under_legacy_scope);
+  EXPECT_EQ(duplicate.result.existing.state, RecordState::in_flight);
+
+  // Once the legacy record expired, the key is claimed under the new scope.
+  this->harness_.let_time_pass(400ms);
+  store::ClaimRequest after_expiry = this->claim_request("k1", "owner-4");
+  after_expiry.legacy_scope = legacy_scope;
+  EXPECT_TRUE(this->harness_.claim(after_expiry).result.claimed);
+}
+
 // A claim replaces an expired record, but never one in flight whose lease still runs (a ttl
 // shorter than the lease, from a config that changed under it): its request may be executing.
 TYPED_TEST(StoreConformance, AnInFlightRecordWithinItsLeaseIsNeverReplacedEvenPastItsTtl) {

@@ -1,15 +1,20 @@
 // The request validator end to end (core/request_framing.hpp): heads that RFC 9112 says to refuse,
 // sent as raw bytes. Each is answered 400 (501 for a transfer coding the proxy does not
-// implement) with problem+json, the connection is closed, nothing reaches the upstream (its own
-// counter says 0), and a well-formed request is served afterwards. The published smuggling
-// classes are here: CL.TE, TE.CL, TE.TE obfuscations, malformed Content-Length values.
+// implement) with problem+json, the connection is closed, nothing reaches the upstream (not one
+// byte through the capturing proxy in front of it, and its own counter says 0), and a
+// well-formed request is served afterwards. The published smuggling classes are here: CL.TE,
+// TE.CL, TE.TE obfuscations, malformed Content-Length values. Accepted heads are checked against
+// the exact bytes the upstream received.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "e2e/e2e_support.hpp"
+#include "support/eventually.hpp"
+#include "support/fault_proxy.hpp"
 
 namespace idem::test::e2e {
 namespace {
@@ -25,10 +30,49 @@ std::string post_plain(const std::string& fields, const std::string& body) {
   return "POST /plain/x HTTP/1.1\r\nHost: svc\r\n" + fields + "\r\n" + body;
 }
 
+// A route for an upstream that routes case-insensitively and ignores a trailing slash.
+constexpr std::string_view kLooseRoute =
+    "  - name: loose\n"
+    "    match: { method: POST, path: /loose, case_insensitive: true, trailing_slash: true }\n";
+
 class RequestFraming : public ProxyTest {
  protected:
+  ProxyOptions proxy_options() const override {
+    ProxyOptions options;
+    std::string text(default_config_template());
+    text.insert(text.find("limits:"), kLooseRoute);
+    options.config_template = std::move(text);
+    // Every byte the proxy sends the upstream passes through the capture.
+    options.route_upstream = [this](std::uint16_t upstream_port) {
+      capture_ = std::make_unique<FaultProxy>("127.0.0.1", upstream_port);
+      return capture_->port();
+    };
+    return options;
+  }
+
+  // What the upstream received since the last call (it reads each request whole before it answers).
+  std::string take_captured() {
+    std::string captured = capture_->forwarded_to_server();
+    capture_->clear_forwarded();
+    return captured;
+  }
+
+  // Sends `bytes` (one request, ending the connection) and expects the upstream to have received
+  // exactly `forwarded` and the client a response starting with `response_start`.
+  void expect_forwarded(const std::string& name, const std::string& bytes, const std::string& forwarded,
+                        const std::string& response_start = "HTTP/1.1 200 ") {
+    SCOPED_TRACE(name);
+    take_captured();
+    const RawExchange exchange = raw_exchange(proxy().proxy_port(), bytes, std::chrono::seconds(5));
+    ASSERT_TRUE(exchange.error.empty()) << exchange.error;
+    EXPECT_TRUE(exchange.received.starts_with(response_start)) << exchange.received.substr(0, 300);
+    EXPECT_EQ(take_captured(), forwarded);
+  }
+
   void expect_refused(const RawCase& raw) {
     SCOPED_TRACE(raw.name);
+    take_captured();
+    const std::uint64_t executed_before = upstream_total();
     const RawExchange exchange = raw_exchange(proxy().proxy_port(), raw.bytes, std::chrono::seconds(5));
     ASSERT_TRUE(exchange.error.empty()) << exchange.error;
     // "HTTP/1.1 400 " (or 1.0 for an HTTP/1.0 request).
@@ -43,7 +87,8 @@ class RequestFraming : public ProxyTest {
     ASSERT_LT(length_at, head_end) << exchange.received;
     const std::size_t length = std::stoul(exchange.received.substr(length_at + 16));
     EXPECT_EQ(exchange.received.size(), head_end + 4 + length) << "more than one response:\n" << exchange.received;
-    EXPECT_EQ(upstream_total(), 0u) << "a refused request reached the upstream";
+    EXPECT_EQ(upstream_total(), executed_before) << "a refused request reached the upstream";
+    EXPECT_EQ(capture_->forwarded_to_server(), "") << "bytes of a refused request reached the upstream";
   }
 
   void expect_served_afterwards() {
@@ -56,6 +101,8 @@ class RequestFraming : public ProxyTest {
     for (const RawCase& raw : cases) expect_refused(raw);
     expect_served_afterwards();
   }
+
+  mutable std::unique_ptr<FaultProxy> capture_;  // made when the harness knows the upstream's port
 };
 
 // The second request a disagreeing parser would see hidden in the body.
@@ -149,6 +196,118 @@ TEST_F(RequestFraming, WellFormedVariantsAreServed) {
     EXPECT_NE(exchange.received.substr(9, 3), "400") << bytes << "\n" << exchange.received.substr(0, 300);
   }
   EXPECT_EQ(upstream_total(), accepted.size());
+}
+
+// What the upstream receives for an accepted request to the pass-through route: the client's
+// end-to-end fields in order, then this hop's X-Forwarded-Proto and X-Forwarded-For, then the
+// body's length (the proxy reads the whole body first, so a chunked body arrives de-chunked).
+std::string forwarded_post(const std::string& target, const std::string& fields, const std::string& body,
+                           const std::string& forwarded_for = "127.0.0.1") {
+  return "POST " + target + " HTTP/1.1\r\n" + fields + "X-Forwarded-Proto: http\r\nX-Forwarded-For: " + forwarded_for +
+         "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+TEST_F(RequestFraming, AcceptedHeadsReachTheUpstreamAsExactlyTheseBytes) {
+  const std::string close = "Connection: close\r\n";
+  expect_forwarded("Content-Length body",
+                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n" + close + "\r\nhello",
+                   forwarded_post("/plain/x", "Host: svc\r\nContent-Type: text/plain\r\n", "hello"));
+  expect_forwarded("chunked body, de-chunked",
+                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n" + close + "\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+                   forwarded_post("/plain/x", "Host: svc\r\n", "hello world"));
+  expect_forwarded("chunk extensions dropped",
+                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n" + close + "\r\n5;name=value\r\nhello\r\n0;last\r\n\r\n",
+                   forwarded_post("/plain/x", "Host: svc\r\n", "hello"));
+  expect_forwarded("request trailers dropped",
+                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n" + close +
+                       "\r\n5\r\nhello\r\n0\r\nAuthorization: Bearer smuggled\r\n\r\n",
+                   forwarded_post("/plain/x", "Host: svc\r\n", "hello"));
+  expect_forwarded("Content-Length with a leading zero",
+                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nContent-Length: 005\r\n" + close + "\r\nhello",
+                   forwarded_post("/plain/x", "Host: svc\r\n", "hello"));
+  expect_forwarded("mixed-case chunked with OWS",
+                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding:  cHuNkEd \t\r\n" + close + "\r\n2\r\nhi\r\n0\r\n\r\n",
+                   forwarded_post("/plain/x", "Host: svc\r\n", "hi"));
+  expect_forwarded("fields a Connection line names are hop-by-hop",
+                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nX-Secret: a\r\nX-Kept: b\r\nConnection: close, X-Secret\r\nContent-Length: 0\r\n\r\n",
+                   forwarded_post("/plain/x", "Host: svc\r\nX-Kept: b\r\n", ""));
+  expect_forwarded("every Connection line counts",
+                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nX-One: 1\r\nX-Two: 2\r\nConnection: X-One\r\nConnection: close, X-Two\r\nContent-Length: 0\r\n\r\n",
+                   forwarded_post("/plain/x", "Host: svc\r\n", ""));
+  expect_forwarded("the standard hop-by-hop fields",
+                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nKeep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\nTE: trailers\r\n"
+                   "Upgrade: websocket\r\nContent-Length: 0\r\n" + close + "\r\n",
+                   forwarded_post("/plain/x", "Host: svc\r\n", ""));
+  expect_forwarded("X-Forwarded-For lines joined, this hop appended",
+                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nX-Forwarded-For: 203.0.113.7\r\nX-Forwarded-For: 10.0.0.2\r\nContent-Length: 0\r\n" + close + "\r\n",
+                   forwarded_post("/plain/x", "Host: svc\r\n", "", "203.0.113.7, 10.0.0.2, 127.0.0.1"));
+  expect_forwarded("a client's X-Forwarded-Proto is replaced",
+                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nX-Forwarded-Proto: https\r\nContent-Length: 0\r\n" + close + "\r\n",
+                   forwarded_post("/plain/x", "Host: svc\r\n", ""));
+  expect_forwarded("absolute form becomes origin form, its authority the Host",
+                   "POST http://Other.Example:8080/plain/x?q=1 HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n" + close + "\r\n",
+                   forwarded_post("/plain/x?q=1", "Host: Other.Example:8080\r\n", ""));
+  expect_forwarded("the path normalized, the query as sent",
+                   "POST /a/./b/../../%70lain//x?path=%2F..%2F&%41 HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n" + close + "\r\n",
+                   forwarded_post("/plain/x?path=%2F..%2F&%41", "Host: svc\r\n", ""));
+  expect_forwarded("percent-encodings other than unreserved upper-cased",
+                   "POST /plain/x%3a%c3%a9 HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n" + close + "\r\n",
+                   forwarded_post("/plain/x%3A%C3%A9", "Host: svc\r\n", ""));
+  expect_forwarded("Expect: 100-continue is answered here, not forwarded",
+                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nExpect: 100-continue\r\nContent-Length: 2\r\n" + close + "\r\nhi",
+                   forwarded_post("/plain/x", "Host: svc\r\n", "hi"), "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 ");
+  expect_forwarded("HTTP/1.0 is forwarded as HTTP/1.0, kept alive to the upstream",
+                   "POST /plain/x HTTP/1.0\r\nHost: svc\r\nContent-Length: 2\r\n\r\nhi",
+                   "POST /plain/x HTTP/1.0\r\nHost: svc\r\nX-Forwarded-Proto: http\r\nX-Forwarded-For: 127.0.0.1\r\n"
+                   "Connection: keep-alive\r\nContent-Length: 2\r\n\r\nhi",
+                   "HTTP/1.0 200 ");
+  // RFC 9112 §5.2 lets a server replace obs-fold with SP before interpreting the value.
+  expect_forwarded("obs-fold becomes one space",
+                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nX-Folded: a\r\n b\r\nContent-Length: 0\r\n" + close + "\r\n",
+                   forwarded_post("/plain/x", "Host: svc\r\nX-Folded: a b\r\n", ""));
+}
+
+// Two requests in one write: both reach the upstream, in order, each exactly once, and the client
+// gets two responses in order.
+TEST_F(RequestFraming, PipelinedRequestsAreForwardedInOrderEachOnce) {
+  take_captured();
+  const std::string first = "POST /plain/one HTTP/1.1\r\nHost: svc\r\nContent-Length: 1\r\n\r\n1";
+  const std::string second = "POST /plain/two HTTP/1.1\r\nHost: svc\r\nContent-Length: 1\r\nConnection: close\r\n\r\n2";
+  const RawExchange exchange = raw_exchange(proxy().proxy_port(), first + second, std::chrono::seconds(5));
+  ASSERT_TRUE(exchange.error.empty()) << exchange.error;
+  const std::size_t first_response = exchange.received.find("HTTP/1.1 200 ");
+  const std::size_t second_response = exchange.received.find("HTTP/1.1 200 ", first_response + 1);
+  EXPECT_EQ(first_response, 0u) << exchange.received;
+  EXPECT_NE(second_response, std::string::npos) << exchange.received;
+  EXPECT_EQ(take_captured(), forwarded_post("/plain/one", "Host: svc\r\n", "1") + forwarded_post("/plain/two", "Host: svc\r\n", "2"));
+}
+
+TEST_F(RequestFraming, MalformedFieldSyntaxIsRefused) {
+  run({
+      {"bare LF line ending", "POST /plain/x HTTP/1.1\nHost: svc\nContent-Length: 0\n\n", 400},
+      {"NUL in a value", post_plain(std::string("X-Note: a\0b\r\nContent-Length: 0\r\n", 30), ""), 400},
+      {"space before the colon", post_plain("Content-Length : 0\r\n", ""), 400},
+      {"a field name with a space", post_plain("X Note: a\r\nContent-Length: 0\r\n", ""), 400},
+      {"a field line without a colon", post_plain("X-Note\r\nContent-Length: 0\r\n", ""), 400},
+      {"Content-Length beyond 64 bits", post_plain("Content-Length: 99999999999999999999999\r\n", ""), 400},
+  });
+}
+
+// A route for an upstream that routes case-insensitively and ignores a trailing slash: those
+// spellings reach its handler, so they are guarded too, and forwarded as sent.
+TEST_F(RequestFraming, LooseRoutesGuardTheSpellingsTheirUpstreamAccepts) {
+  for (const std::string target : {"/loose", "/LOOSE", "/Loose/", "/%4Coose/"}) {
+    SCOPED_TRACE(target);
+    const RawExchange unkeyed = raw_exchange(
+        proxy().proxy_port(), "POST " + target + " HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        std::chrono::seconds(5));
+    EXPECT_NE(unkeyed.received.find("urn:idemproxy:problem:key-missing"), std::string::npos) << unkeyed.received.substr(0, 400);
+  }
+  EXPECT_EQ(upstream_total(), 0u);
+  const std::string key = unique_key("loose");
+  expect_forwarded("a keyed spelling is forwarded as sent",
+                   "POST /LOOSE/ HTTP/1.1\r\nHost: svc\r\nIdempotency-Key: " + key + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                   forwarded_post("/LOOSE/", "Host: svc\r\nIdempotency-Key: " + key + "\r\n", ""));
 }
 
 // Route bypass: spellings a common upstream router reads as /orders are matched (and forwarded)

@@ -162,7 +162,8 @@ RunResult ProxyRig::run_command(std::vector<std::string> args, std::string_view 
 }
 
 RecordInspection ProxyRig::inspect(std::string_view route, std::string_view key) const {
-  const RunResult result = run_command({"--inspect", std::string(route), std::string(key)}, "inspect");
+  // The rig's clients send Host 127.0.0.1:<port>; the routes scope keys by host.
+  const RunResult result = run_command({"--inspect", std::string(route), std::string(key), "--header", "Host: 127.0.0.1"}, "inspect");
   RecordInspection inspection;
   inspection.exit_status = result.exit_status;
   inspection.output = describe_run(result);
@@ -185,7 +186,7 @@ RecordInspection ProxyRig::inspect(std::string_view route, std::string_view key)
 }
 
 RunResult ProxyRig::release(std::string_view route, std::string_view key) const {
-  return run_command({"--release", std::string(route), std::string(key)}, "release");
+  return run_command({"--release", std::string(route), std::string(key), "--header", "Host: 127.0.0.1"}, "release");
 }
 
 std::string ProxyRig::proxy_logs() const {

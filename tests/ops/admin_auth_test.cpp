@@ -22,7 +22,7 @@ void expect_token_enforced(ProxyHarness& proxy, const std::string& token) {
   const std::string key = unique_key("admin-auth");
   ASSERT_EQ(send(proxy.proxy_port(), order(key, e2e::kOrderBody, kTenant)).status, 200);
   const std::vector<std::pair<std::string, std::string>> scope{{"X-Tenant-Id", std::string(kTenant)}};
-  const std::string record = "/admin/keys/orders/" + key;
+  const std::string record = "/admin/keys/orders/" + key + "?host=127.0.0.1";  // the routes scope keys by host
 
   for (const std::string& target : {std::string("/metrics"), record}) {
     const HttpResponse anonymous = admin_get(admin, target, std::nullopt, scope);
@@ -41,7 +41,7 @@ void expect_token_enforced(ProxyHarness& proxy, const std::string& token) {
   }
 
   // A release without the token changes nothing (it is refused before any store call).
-  const HttpResponse release = admin_post(admin, record + "/release", std::nullopt, scope);
+  const HttpResponse release = admin_post(admin, "/admin/keys/orders/" + key + "/release?host=127.0.0.1", std::nullopt, scope);
   EXPECT_EQ(release.status, 401) << describe(release);
   EXPECT_TRUE(events(proxy.proxy_process()->stderr_text(), "admin_release").empty())
       << "an unauthenticated release reached the handler";

@@ -17,6 +17,9 @@ namespace {
 using e2e::order;
 
 constexpr std::string_view kTenant = "acme";
+// The routes scope keys by host: the admin API names the original request's host (the test
+// clients send Host 127.0.0.1:<port>; the port is not part of the scope).
+constexpr const char* kOriginalHost = "?host=127.0.0.1";
 
 std::vector<std::pair<std::string, std::string>> tenant(std::string_view value = kTenant) {
   return {{"X-Tenant-Id", std::string(value)}};
@@ -55,7 +58,7 @@ TEST_F(OpsAdminKeys, InspectShowsACompletedRecordWithoutItsBodyAndReleaseLeavesI
   ASSERT_EQ(first.status, 200) << describe(first);
   ASSERT_NE(first.body.find(marker), std::string::npos) << describe(first);
 
-  const HttpResponse inspected = admin_get(admin, "/admin/keys/orders/" + key, std::nullopt, tenant());
+  const HttpResponse inspected = admin_get(admin, "/admin/keys/orders/" + key + kOriginalHost, std::nullopt, tenant());
   ASSERT_EQ(inspected.status, 200) << describe(inspected);
   EXPECT_EQ(inspected.header("Content-Type"), "application/json");
   const auto record = parse_object(inspected);
@@ -76,14 +79,14 @@ TEST_F(OpsAdminKeys, InspectShowsACompletedRecordWithoutItsBodyAndReleaseLeavesI
   EXPECT_EQ(string_field(parse_object(by_scope), "state"), "completed");
 
   // Another tenant's scope, or a key nobody used: no record.
-  e2e::expect_problem(admin_get(admin, "/admin/keys/orders/" + key, std::nullopt, tenant("other-tenant")), 404,
+  e2e::expect_problem(admin_get(admin, "/admin/keys/orders/" + key + kOriginalHost, std::nullopt, tenant("other-tenant")), 404,
                       "not-found");
-  e2e::expect_problem(admin_get(admin, "/admin/keys/orders/" + unique_key("never-used"), std::nullopt, tenant()), 404,
+  e2e::expect_problem(admin_get(admin, "/admin/keys/orders/" + unique_key("never-used") + kOriginalHost, std::nullopt, tenant()), 404,
                       "not-found");
-  e2e::expect_problem(admin_get(admin, "/admin/keys/no-such-route/" + key, std::nullopt, tenant()), 404, "not-found");
+  e2e::expect_problem(admin_get(admin, "/admin/keys/no-such-route/" + key + kOriginalHost, std::nullopt, tenant()), 404, "not-found");
 
   // A completed record is never released: 404, and it still replays without a second execution.
-  e2e::expect_problem(admin_post(admin, "/admin/keys/orders/" + key + "/release", std::nullopt, tenant()), 404,
+  e2e::expect_problem(admin_post(admin, "/admin/keys/orders/" + key + "/release" + kOriginalHost, std::nullopt, tenant()), 404,
                       "not-found");
   const HttpResponse replay = send(order(key, R"({"note":")" + marker + "\"}", kTenant).with("X-Test-Echo", "1"));
   EXPECT_EQ(replay.status, 200) << describe(replay);
@@ -122,7 +125,7 @@ TEST_F(OpsAdminKeysUnknownOutcome, ReleaseLetsTheRetryExecute) {
   std::string state;
   EXPECT_TRUE(eventually(
       [&] {
-        const HttpResponse inspected = admin_get(admin, record, std::nullopt, tenant());
+        const HttpResponse inspected = admin_get(admin, record + kOriginalHost, std::nullopt, tenant());
         state = inspected.status == 200 ? string_field(parse_object(inspected), "state").value_or("") : "";
         return state == "unknown";
       },
@@ -133,9 +136,9 @@ TEST_F(OpsAdminKeysUnknownOutcome, ReleaseLetsTheRetryExecute) {
   e2e::expect_problem(send(order(key, e2e::kOrderBody, kTenant)), 502, "outcome-unknown");
   EXPECT_EQ(upstream_count(key), 1u);
 
-  const HttpResponse released = admin_post(admin, record + "/release", std::nullopt, tenant());
+  const HttpResponse released = admin_post(admin, record + "/release" + kOriginalHost, std::nullopt, tenant());
   EXPECT_EQ(released.status, 200) << describe(released);
-  e2e::expect_problem(admin_get(admin, record, std::nullopt, tenant()), 404, "not-found");
+  e2e::expect_problem(admin_get(admin, record + kOriginalHost, std::nullopt, tenant()), 404, "not-found");
 
   const HttpResponse retry = send(order(key, e2e::kOrderBody, kTenant));
   EXPECT_EQ(retry.status, 200) << describe(retry);
@@ -168,7 +171,7 @@ TEST_F(OpsAdminKeysUnknownOutcome, ReleaseWithinTheLeaseIsRefusedWithTheLeaseLef
                           [&] { return send(order(key, e2e::kOrderBody, kTenant).with("X-Test-Delay-Ms", "800")); });
   ASSERT_TRUE(eventually([&] { return upstream_count(key) == 1; }, std::chrono::seconds(3)));
 
-  const HttpResponse refused = admin_post(admin, record + "/release", std::nullopt, tenant());
+  const HttpResponse refused = admin_post(admin, record + "/release" + kOriginalHost, std::nullopt, tenant());
   e2e::expect_problem(refused, 409, "release-refused-in-flight");
   const auto retry_after = refused.header("Retry-After");
   ASSERT_TRUE(retry_after.has_value()) << describe(refused);

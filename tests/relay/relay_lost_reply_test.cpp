@@ -30,6 +30,7 @@
 #include "support/ports.hpp"
 #include "support/proxy_fixture.hpp"
 #include "support/random_hex.hpp"
+#include "support/raw_upstream.hpp"
 #include "support/redis_client.hpp"
 
 namespace idem::test::relay {
@@ -344,6 +345,42 @@ TEST_F(RelayLostWebhookReply, SlowConsumerAnsweringConflictIsRetriedNotParked) {
   EXPECT_EQ(stopped_field(log, "parked"), 0);
   expect_outbox_settled();
   EXPECT_TRUE(error_lines(log).empty()) << joined(error_lines(log));
+}
+
+// The webhook sink reads responses as strictly as the proxy does: an answer whose framing cannot
+// be trusted (two framings, two lengths) is never taken as a delivery. The consumer may have run
+// it, so it is one attempt charged and a redelivery with the same webhook-id; the aggregate's
+// later rows wait for it (order kept), and nothing is parked. A 204 that claims a length has no
+// body: the bytes after it never become the answer to the next delivery.
+TEST_F(RelayLostWebhookReply, AnAnswerWithUntrustworthyFramingIsNotADeliveryAndIsRedelivered) {
+  RawUpstream consumer;
+  const std::string target = "/webhooks/order";
+  consumer.script_next(target, {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", true});
+  consumer.script_next(target, {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok", true});
+  consumer.script_next(target, {"HTTP/1.1 204 No Content\r\nContent-Length: 40\r\n\r\nHTTP/1.1 500 Internal\r\nContent-Length: 0\r\n\r\n", false});
+  const auto ids = schema_->insert("order", "f1", 4, "created");
+  settings_.concurrency = 1;
+  settings_.http_url = "http://127.0.0.1:" + std::to_string(consumer.port()) + "/webhooks/{event_type}";
+  const RelayRunner runner(dir_->path(), settings_);
+  Process relay = runner.start("relay");
+  ASSERT_TRUE(drained(10s)) << relay.describe();
+  ASSERT_EQ(relay.terminate(10s), 0) << relay.describe();
+
+  // Deliveries in the order the consumer received them: the first row three times (two refused
+  // answers, then the 204), then each later row once.
+  std::vector<std::string> delivered;
+  const std::string received = consumer.received();
+  const std::string marker = "webhook-id: ";
+  for (std::size_t at = received.find(marker); at != std::string::npos; at = received.find(marker, at + 1)) {
+    const std::size_t value = at + marker.size();
+    delivered.push_back(received.substr(value, received.find("\r\n", value) - value));
+  }
+  std::vector<std::string> expected(3, std::to_string(ids[0]));
+  for (std::size_t i = 1; i < ids.size(); ++i) expected.push_back(std::to_string(ids[i]));
+  EXPECT_EQ(delivered, expected) << relay.describe();
+  EXPECT_EQ(attempts_of(ids[0]), 2) << "each refused answer is one attempt charged";
+  EXPECT_EQ(rows_with_attempts(), 1);
+  expect_outbox_settled();
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "e2e/e2e_support.hpp"
 
@@ -272,6 +273,37 @@ TEST_F(SecurityMaxConnections, ThirdConnectionGets503UntilOneCloses) {
   const auto again = second.send(plain_get());
   ASSERT_TRUE(again.ok()) << again.error;
   EXPECT_EQ(again.status, 200) << describe(again);
+}
+
+// Every refusal path gives its connection slot back: more refused requests than
+// max_connections, one kind after another (framing, target, TRACE with content, a bad chunk, a
+// head cut off), then a good request is served on a fresh connection and SIGTERM drains to exit 0.
+TEST_F(SecurityMaxConnections, RefusedRequestsGiveBackTheirSlotsAndTheProxyStillDrains) {
+  const auto port = proxy().proxy_port();
+  const std::vector<std::string> refused = {
+      "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
+      "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: gzip\r\n\r\n",
+      "TRACE /plain/x HTTP/1.1\r\nHost: svc\r\nContent-Length: 5\r\n\r\nhello",
+      "POST /orders%2F HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n\r\n",
+      "POST /plain/x HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: 0\r\n\r\n",
+      "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffffff\r\n",
+      "POST /orders HTTP/1.1\r\nHost: svc\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",  // key missing
+      "GARBAGE\r\n\r\n",
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (const std::string& bytes : refused) {
+      const RawExchange exchange = raw_exchange(port, bytes, 5s);
+      ASSERT_TRUE(exchange.error.empty()) << exchange.error;
+      EXPECT_TRUE(exchange.received.starts_with("HTTP/1.1 4") || exchange.received.starts_with("HTTP/1.1 5"))
+          << bytes << "\n" << exchange.received.substr(0, 200);
+      EXPECT_EQ(exchange.received.find("too-many-connections"), std::string::npos)
+          << "a refused request kept its slot:\n" << bytes;
+    }
+  }
+  const auto served = test::send(port, plain_get());
+  ASSERT_TRUE(served.ok()) << served.error;
+  EXPECT_EQ(served.status, 200) << describe(served);
+  EXPECT_EQ(proxy().stop_proxy(10s), 0) << "the proxy did not drain cleanly after the refusals";
 }
 
 }  // namespace

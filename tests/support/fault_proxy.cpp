@@ -102,6 +102,8 @@ struct FaultProxy::Impl {
   mutable std::mutex fired_mutex;
   mutable std::condition_variable fired_changed;
   std::size_t fired = 0;  // guarded by fired_mutex
+  mutable std::mutex forwarded_mutex;
+  std::string forwarded;  // guarded by forwarded_mutex: client->server bytes as written
 
   std::thread thread;
 };
@@ -330,6 +332,10 @@ class FaultProxy::Impl::Connection : public std::enable_shared_from_this<Connect
       }
     }
     forwarded_ += count;
+    {
+      const std::lock_guard lock(proxy_.forwarded_mutex);
+      proxy_.forwarded.append(client_buf_.data(), count);
+    }
     asio::async_write(server_, asio::buffer(client_buf_.data(), count),
                       [self = shared_from_this(), reset_when_written](const boost::system::error_code& ec,
                                                                       std::size_t) {
@@ -634,6 +640,16 @@ void FaultProxy::reset_all() {
 
 void FaultProxy::set_refusing(bool on) {
   impl_->run_on_io([&] { impl_->refusing = on; });
+}
+
+std::string FaultProxy::forwarded_to_server() const {
+  const std::lock_guard lock(impl_->forwarded_mutex);
+  return impl_->forwarded;
+}
+
+void FaultProxy::clear_forwarded() {
+  const std::lock_guard lock(impl_->forwarded_mutex);
+  impl_->forwarded.clear();
 }
 
 std::size_t FaultProxy::connections_accepted() const { return impl_->accepted.load(); }

@@ -84,6 +84,11 @@ class FaultProxy {
   void set_refusing(bool on);
 
   // Connections accepted since construction, refused ones included.
+  // Every byte written to the server so far, on every connection, in the order written: what the
+  // dependency received (a capture of the exact bytes a binary sent through the proxy).
+  std::string forwarded_to_server() const;
+  void clear_forwarded();
+
   std::size_t connections_accepted() const;
   // Connections not yet closed (hung and blackholed ones count; refused ones never do).
   std::size_t open_connections() const;

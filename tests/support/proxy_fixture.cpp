@@ -107,7 +107,7 @@ ProxyHarness::~ProxyHarness() { stop(); }
 std::string ProxyHarness::render_config() const {
   std::map<std::string, std::string> variables{
       {"PROXY_PORT", std::to_string(proxy_port_)},
-      {"UPSTREAM_PORT", std::to_string(upstream_port_)},
+      {"UPSTREAM_PORT", std::to_string(configured_upstream_port_)},
       {"UPSTREAM_TIMEOUT", "5s"},
       {"PG_DSN", yaml_quoted(pg_dsn())},
   };
@@ -124,6 +124,7 @@ void ProxyHarness::start() {
   } else {
     upstream_port_ = options_.upstream_port != 0 ? options_.upstream_port : free_port();
   }
+  configured_upstream_port_ = options_.route_upstream ? options_.route_upstream(upstream_port_) : upstream_port_;
   config_path_ = work_dir_.path() / "idemproxy.yaml";
   bool migrated = false;
   std::string last_failure;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,6 +42,9 @@ struct ProxyOptions {
   // nothing listens on, until start_upstream_now()).
   std::uint16_t upstream_port = 0;
   std::vector<std::pair<std::string, std::string>> env;  // extra environment for idemproxy
+  // Given the upstream's port, the port the proxy is told to use instead (e.g. a FaultProxy's in
+  // front of it, capturing what the upstream receives); unset: the upstream's own.
+  std::function<std::uint16_t(std::uint16_t upstream_port)> route_upstream;
 };
 
 class ProxyHarness {
@@ -76,6 +80,7 @@ class ProxyHarness {
 
  private:
   std::string render_config() const;
+  std::uint16_t configured_upstream_port_ = 0;  // what the config names: route_upstream's port, or the upstream's
 
   ProxyOptions options_;
   TempDir work_dir_;

@@ -31,7 +31,7 @@ std::optional<core::RecordState> parse_state_column(std::string_view value) {
 
 Statement claim_statement(const ClaimRequest& request) {
   Statement statement{.name = "claim", .sql = sql::kClaim, .params = {}};
-  statement.params.reserve(8);
+  statement.params.reserve(9);
   statement.params.push_back(Param::text(request.scope));
   statement.params.push_back(Param::text(request.key));
   statement.params.push_back(Param::text(request.fingerprint));
@@ -40,6 +40,7 @@ Statement claim_statement(const ClaimRequest& request) {
   statement.params.push_back(Param::int8(request.lease.count()));
   statement.params.push_back(Param::boolean(request.take_over_lapsed_lease));
   statement.params.push_back(Param::int8(request.unsettled_retention.count()));
+  statement.params.push_back(request.legacy_scope.empty() ? Param::null(oid::text) : Param::text(request.legacy_scope));
   return statement;
 }
 
@@ -117,6 +118,9 @@ DecodedClaim decode_claim_row(const PGresult* result, int row) {
   core::Record& record = claim.existing;
   record.expires_in = std::chrono::milliseconds(*expires_in);
   if (claim.claimed) return {std::move(claim), {}};
+  const auto legacy = columns.boolean(sql::claim_col_legacy);
+  if (!legacy) return {std::nullopt, "claim: bad legacy column"};
+  claim.existing_under_legacy_scope = *legacy;
 
   const auto fingerprint = columns.text(sql::claim_col_fingerprint);
   const auto state_text = columns.text(sql::claim_col_state);

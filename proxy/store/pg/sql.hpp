@@ -20,13 +20,16 @@ enum ClaimColumn : int {
   claim_col_response_body,     // bytea, NULL unless completed
   claim_col_lease_remaining,   // int8 milliseconds by the database clock, NULL unless in_flight
   claim_col_expires_in,        // int8 milliseconds until expires_at by the database clock
+  claim_col_legacy,            // bool: the row is the live record under the legacy scope $9
   claim_column_count,
 };
 
 // Claim: ONE statement, ONE round trip, the primary key as arbiter.
 // $1 scope text, $2 key text, $3 fingerprint text, $4 owner text, $5 ttl_ms int8,
 // $6 lease_ms int8, $7 take_over_lapsed_lease bool, $8 unsettled_retention_ms int8 (the new
-// in-flight record expires ttl + $8 from now: see ClaimRequest::unsettled_retention).
+// in-flight record expires ttl + $8 from now: see ClaimRequest::unsettled_retention),
+// $9 legacy_scope text or NULL (ClaimRequest::legacy_scope: a live record there is returned as
+// the existing one and nothing is inserted; one more primary-key probe, none when NULL).
 //
 // The INSERT either creates the in-flight record, or replaces the conflicting one when it has
 // expired (unless it is in flight with its lease running: its request may be executing, whatever
@@ -39,12 +42,20 @@ enum ClaimColumn : int {
 // while this statement waits on it, the second SELECT reads this statement's older snapshot and
 // finds no live row, so the statement returns NO row. The caller runs it again (bounded).
 inline constexpr const char* kClaim = R"sql(
-WITH claimed AS (
+WITH legacy AS (
+  SELECT r.fingerprint, r.state, r.response_status, r.response_headers, r.response_body,
+         (extract(epoch FROM r.lease_expires_at - now()) * 1000)::bigint AS lease_remaining_ms,
+         (extract(epoch FROM r.expires_at - now()) * 1000)::bigint AS expires_in_ms
+    FROM idempotency_records AS r
+   WHERE r.scope = $9 AND r.key = $2
+     AND (r.expires_at > now() OR (r.state = 'in_flight' AND r.lease_expires_at > now()))
+), claimed AS (
   INSERT INTO idempotency_records AS r
     (scope, key, fingerprint, state, owner, created_at, lease_expires_at, expires_at)
-  VALUES ($1, $2, $3, 'in_flight', $4, now(),
-          now() + $6 * interval '1 millisecond',
-          now() + ($5 + $8) * interval '1 millisecond')
+  SELECT $1, $2, $3, 'in_flight', $4, now(),
+         now() + $6 * interval '1 millisecond',
+         now() + ($5 + $8) * interval '1 millisecond'
+   WHERE NOT EXISTS (SELECT 1 FROM legacy)
   ON CONFLICT (scope, key) DO UPDATE
     SET fingerprint = excluded.fingerprint,
         state = excluded.state,
@@ -64,16 +75,21 @@ WITH claimed AS (
             (extract(epoch FROM r.expires_at - now()) * 1000)::bigint AS expires_in_ms
 )
 SELECT claimed, fingerprint, state, response_status, response_headers, response_body, lease_remaining_ms,
-       expires_in_ms
+       expires_in_ms, false AS legacy
   FROM claimed
+UNION ALL
+SELECT false, fingerprint, state, response_status, response_headers, response_body, lease_remaining_ms,
+       expires_in_ms, true
+  FROM legacy
 UNION ALL
 SELECT false, r.fingerprint, r.state, r.response_status, r.response_headers, r.response_body,
        (extract(epoch FROM r.lease_expires_at - now()) * 1000)::bigint,
-       (extract(epoch FROM r.expires_at - now()) * 1000)::bigint
+       (extract(epoch FROM r.expires_at - now()) * 1000)::bigint, false
   FROM idempotency_records AS r
  WHERE r.scope = $1 AND r.key = $2
    AND (r.expires_at > now() OR (r.state = 'in_flight' AND r.lease_expires_at > now()))
    AND NOT EXISTS (SELECT 1 FROM claimed)
+   AND NOT EXISTS (SELECT 1 FROM legacy)
 )sql";
 
 // Complete: the in-flight record owned by $3 takes its final state and response. 0 rows: not ours.

@@ -429,7 +429,7 @@ TEST_F(RedisReplayCache, CopyExpiresNoLaterThanTheRecord) {
   const std::int64_t pttl = client.command({"PTTL", stored[0]}).integer;
 
   const HttpResponse inspected =
-      ops::admin_get(a_->admin_port(), "/admin/keys/orders/" + key, std::nullopt, {{"X-Tenant-Id", "t1"}});
+      ops::admin_get(a_->admin_port(), "/admin/keys/orders/" + key + "?host=127.0.0.1", std::nullopt, {{"X-Tenant-Id", "t1"}});
   ASSERT_EQ(inspected.status, 200) << describe(inspected);
   const auto record = boost::json::parse(inspected.body).as_object();
   const std::int64_t expires_at_ms = record.at("expires_at_ms").as_int64();
@@ -499,7 +499,7 @@ TEST_F(RedisReplayCache, OperatorReleaseNeedsNothingDeletedFromRedis) {
   expect_problem(b_->send(order(key)), 502, "outcome-unknown");
 
   const HttpResponse released =
-      ops::admin_post(b_->admin_port(), "/admin/keys/orders/" + key + "/release", std::nullopt, {{"X-Tenant-Id", "t1"}});
+      ops::admin_post(b_->admin_port(), "/admin/keys/orders/" + key + "/release?host=127.0.0.1", std::nullopt, {{"X-Tenant-Id", "t1"}});
   ASSERT_EQ(released.status, 200) << describe(released);
   const HttpResponse executed = execute_on_a(key);
   EXPECT_EQ(a_->harness().upstream_count(key), 2u) << "released, so the retry executed";

@@ -46,7 +46,7 @@ std::vector<ErrorCase> error_cases() {
        "test.yaml:3:3: unknown key \"max_body\" in limits (expected one of: max_request_body, max_response_body, "
        "max_header_bytes, max_request_line, header_timeout, body_timeout, idle_timeout, write_timeout, max_waiting, max_headers, max_connections)"},
       {"unknown_match_key", kStore + "routes:\n  - name: a\n    match: { path: /a, verb: POST }\n    scope: { headers: [Authorization] }\n",
-       "test.yaml:4:24: unknown key \"verb\" in routes[0].match (expected one of: method, path)"},
+       "test.yaml:4:24: unknown key \"verb\" in routes[0].match (expected one of: method, path, case_insensitive, trailing_slash)"},
       {"duplicate_key", kStore + "workers: 2\nworkers: 4\n",
        "test.yaml:3:1: duplicate key \"workers\" at the top level (first given at line 2)"},
       {"bad_duration", kStore + "defaults:\n  ttl: 5x\n",

@@ -54,5 +54,17 @@ TEST(RequestTarget, WhatCannotBeNormalizedSafelyIsRefused) {
   EXPECT_EQ(normalized("*"), "400 the request target * is for OPTIONS only");
 }
 
+TEST(ScopeHost, OneSpellingPerHost) {
+  EXPECT_EQ(scope_host("Tenant-A.API.test"), "tenant-a.api.test");
+  EXPECT_EQ(scope_host("tenant-a.api.test:8443"), "tenant-a.api.test");
+  EXPECT_EQ(scope_host("tenant-a.api.test."), "tenant-a.api.test");
+  EXPECT_EQ(scope_host("tenant-a.api.test.:443"), "tenant-a.api.test");
+  EXPECT_EQ(scope_host("[2001:DB8::1]:8080"), "[2001:db8::1]");
+  EXPECT_EQ(scope_host("[::1]"), "[::1]");
+  EXPECT_EQ(scope_host("127.0.0.1:8080"), "127.0.0.1");
+  EXPECT_EQ(scope_host(""), "");
+  EXPECT_NE(scope_host("tenant-a.api.test"), scope_host("tenant-b.api.test"));
+}
+
 }  // namespace
 }  // namespace idem::core

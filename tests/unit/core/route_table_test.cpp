@@ -117,6 +117,27 @@ TEST(RouteTable, MethodListRestrictsTheRoute) {
   EXPECT_EQ(matched(table, "post", "/orders"), "");  // methods are case-sensitive
 }
 
+// For upstreams whose router ignores case or a trailing slash: those spellings reach the same
+// handler, so they must not skip the route that guards it.
+TEST(RouteTable, CaseInsensitiveAndTrailingSlashRoutesMatchTheSpellingsTheirUpstreamAccepts) {
+  Route loose = make_route("loose", {"POST"}, "/orders/{id}/refunds");
+  loose.match.case_insensitive = true;
+  loose.match.trailing_slash = true;
+  const RouteTable table({loose, make_route("strict", {"POST"}, "/api/orders")});
+  for (const std::string_view path : {"/orders/7/refunds", "/ORDERS/7/Refunds", "/orders/7/refunds/", "/Orders/AbC/REFUNDS/"}) {
+    EXPECT_EQ(matched(table, "POST", path), "loose") << path;
+  }
+  EXPECT_EQ(matched(table, "POST", "/orders/7/refunds//"), "") << "one trailing slash only";
+  EXPECT_EQ(matched(table, "POST", "/orders//refunds/"), "") << "a parameter still needs a segment";
+  EXPECT_EQ(matched(table, "POST", "/API/orders"), "") << "the default stays case-sensitive";
+  EXPECT_EQ(matched(table, "POST", "/api/orders/"), "") << "the default keeps the trailing slash significant";
+
+  Route root = make_route("root", {}, "/");
+  root.match.trailing_slash = true;
+  EXPECT_TRUE(route_matches_path(root.match, "/"));
+  EXPECT_FALSE(route_matches_path(root.match, "/x/"));
+}
+
 TEST(RouteTable, EmptyMethodListMatchesAnyMethod) {
   const RouteTable table({make_route("any", {}, "/orders")});
   EXPECT_EQ(matched(table, "DELETE", "/orders"), "any");

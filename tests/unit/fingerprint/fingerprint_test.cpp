@@ -268,6 +268,33 @@ TEST(Scope, DifferentValuesIsolateTenants) {
   EXPECT_NE(no_tenant, "create-order/-");
 }
 
+TEST(Scope, TheHostIsPartOfTheScopeUnlessTheRouteOptsOut) {
+  core::RoutePolicy policy;
+  policy.name = "create-order";
+  const HeaderValues tenant = {{"X-Tenant-Id", std::string("a")}};
+  const RequestScope at_a = request_scope(policy, "tenant-a.api.test", tenant);
+  const RequestScope at_b = request_scope(policy, "tenant-b.api.test", tenant);
+  EXPECT_NE(at_a.scope, at_b.scope);
+  EXPECT_TRUE(at_a.scope.starts_with("create-order/v2:")) << at_a.scope;
+  // The legacy scope is the one made before the host joined it: the same for every host.
+  EXPECT_EQ(at_a.legacy_scope, record_scope("create-order", tenant));
+  EXPECT_EQ(at_a.legacy_scope, at_b.legacy_scope);
+  // The host and the header values are framed apart.
+  EXPECT_NE(request_scope(policy, "a", {{"X-Tenant-Id", std::string("bc")}}).scope,
+            request_scope(policy, "ab", {{"X-Tenant-Id", std::string("c")}}).scope);
+  // A route without scope headers still gets one key space per host.
+  core::RoutePolicy webhooks;
+  webhooks.name = "webhooks";
+  EXPECT_NE(request_scope(webhooks, "a", {}).scope, request_scope(webhooks, "b", {}).scope);
+  EXPECT_EQ(request_scope(webhooks, "a", {}).legacy_scope, "webhooks/-");
+
+  policy.scope_host = false;
+  const RequestScope opted_out = request_scope(policy, "tenant-a.api.test", tenant);
+  EXPECT_EQ(opted_out.scope, record_scope("create-order", tenant));
+  EXPECT_EQ(opted_out.scope, request_scope(policy, "tenant-b.api.test", tenant).scope);
+  EXPECT_TRUE(opted_out.legacy_scope.empty());
+}
+
 TEST(Scope, ValueBoundariesCount) {
   EXPECT_NE(record_scope("r", {{"A", std::string("x")}, {"B", std::string("y")}}),
             record_scope("r", {{"A", std::string("xy")}, {"B", std::string("")}}));

@@ -1,0 +1,116 @@
+// The response side of framing, against an upstream that sends exactly the bytes each case
+// scripts (support/raw_upstream.hpp). A response RFC 9112 says not to trust (two framings,
+// malformed lengths or chunks, a bad status line, a body cut short) is never stored or passed on
+// as the answer: the client gets 502 `upstream-bad-response`, and since the upstream read the
+// request (its own counter says so), the outcome is unknown: the record is locked and a retry
+// gets 502 `outcome-unknown`, never a second execution. Well-framed oddities (a body delimited by
+// the close, a 204 that claims a length) are served, and never poison the pooled connection for
+// the next request.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "e2e/e2e_support.hpp"
+#include "support/raw_upstream.hpp"
+
+namespace idem::test::e2e {
+namespace {
+
+// POST /orders/{id}/refunds: the "refunds" route (key required, lock on an unknown outcome).
+std::string refunds_target(std::string_view id) { return "/orders/" + std::string(id) + "/refunds"; }
+
+HttpRequest refund(std::string_view id, std::string_view key) {
+  return HttpRequest::post(refunds_target(id), R"({"amount":1})")
+      .with("Idempotency-Key", std::string(key))
+      .with("X-Tenant-Id", "t1")
+      .with("Content-Type", "application/json");
+}
+
+class UpstreamFraming : public ProxyTest {
+ protected:
+  ProxyOptions proxy_options() const override {
+    ProxyOptions options;
+    options.start_upstream = false;
+    options.upstream_port = raw_.port();
+    return options;
+  }
+
+  RawUpstream raw_;
+};
+
+TEST_F(UpstreamFraming, UntrustworthyResponsesAre502AndTheOutcomeStaysUnknownNeverRunTwice) {
+  struct Case {
+    std::string id;
+    std::string reply;
+  };
+  const std::vector<Case> cases = {
+      {"cl-and-te", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
+      {"te-and-cl", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n"},
+      {"two-lengths", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc"},
+      {"signed-length", "HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nab"},
+      {"list-length", "HTTP/1.1 200 OK\r\nContent-Length: 2, 3\r\n\r\nab"},
+      {"bad-chunk-size", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n"},
+      {"overflowing-chunk", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffffff\r\nab\r\n0\r\n\r\n"},
+      {"bad-status-code", "HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n"},
+      {"not-http", "SSH-2.0-OpenSSH_9.2\r\n\r\n"},
+      {"space-before-colon", "HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\nab"},
+  };
+  for (const Case& c : cases) raw_.script(refunds_target(c.id), RawUpstream::Reply{c.reply, true});
+  // Cut short: the length promises 10 bytes, the connection closes after 5.
+  raw_.script(refunds_target("cut-short"), RawUpstream::Reply{"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", true});
+
+  std::vector<std::string> ids;
+  for (const Case& c : cases) ids.push_back(c.id);
+  ids.emplace_back("cut-short");
+  for (const std::string& id : ids) {
+    SCOPED_TRACE(id);
+    const std::string key = unique_key(id);
+    const HttpResponse first = send(refund(id, key));
+    expect_problem(first, 502, "upstream-bad-response");
+    EXPECT_EQ(raw_.executions(refunds_target(id)), 1u);
+    const HttpResponse retry = send(refund(id, key));
+    expect_problem(retry, 502, "outcome-unknown");
+    EXPECT_EQ(raw_.executions(refunds_target(id)), 1u) << "the retry of an unknown outcome executed again";
+  }
+}
+
+// A body delimited by the closing of the connection (HTTP/1.0 style) is a complete response:
+// stored and replayed byte for byte, with the length the proxy now knows.
+TEST_F(UpstreamFraming, ABodyEndedByTheCloseIsStoredWithItsLength) {
+  raw_.script(refunds_target("close-delimited"),
+              RawUpstream::Reply{"HTTP/1.0 201 Created\r\nContent-Type: text/plain\r\n\r\nall of it", true});
+  const std::string key = unique_key("close-delimited");
+  const HttpResponse first = send(refund("close-delimited", key));
+  ASSERT_EQ(first.status, 201) << describe(first);
+  EXPECT_EQ(first.body, "all of it");
+  EXPECT_EQ(first.header("Content-Length"), "9");
+  const HttpResponse replay = send(refund("close-delimited", key));
+  EXPECT_TRUE(is_replay(replay)) << describe(replay);
+  EXPECT_EQ(replay.status, 201);
+  EXPECT_EQ(replay.body, "all of it");
+  EXPECT_EQ(raw_.executions(refunds_target("close-delimited")), 1u);
+}
+
+// A 204 has no body whatever its fields say (RFC 9110 §15.3.5): bytes after its head are not a
+// body, and whatever they are, the next request on that upstream connection gets its own answer.
+TEST_F(UpstreamFraming, BytesAfterABodilessResponseNeverBecomeTheNextAnswer) {
+  raw_.script(refunds_target("no-content"),
+              RawUpstream::Reply{"HTTP/1.1 204 No Content\r\nContent-Length: 40\r\n\r\n"
+                                 "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged",
+                                 false});
+  raw_.script(refunds_target("next"), RawUpstream::Reply{"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nreal", false});
+  const HttpResponse no_content = send(refund("no-content", unique_key("no-content")));
+  EXPECT_EQ(no_content.status, 204) << describe(no_content);
+  EXPECT_EQ(no_content.body, "");
+  for (int i = 0; i < 3; ++i) {
+    const HttpResponse next = send(refund("next", unique_key("next")));
+    EXPECT_EQ(next.status, 200) << describe(next);
+    EXPECT_EQ(next.body, "real") << "an answer forged by the bytes after a 204 was taken for the next request";
+  }
+  EXPECT_EQ(raw_.executions(refunds_target("next")), 3u);
+}
+
+}  // namespace
+}  // namespace idem::test::e2e
