@@ -220,7 +220,17 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
       co_return finish({UpstreamFailure::switched_protocols, {}, {}});
     }
     UpstreamResult result{UpstreamFailure::none, parser->release(), {}};
-    if (result.response.keep_alive() && request.keep_alive() && buffer.size() == 0) {
+    // A 1xx, 204 or 304 has no body whatever its fields say (RFC 9110 §6.4.1); one that still
+    // announces a length or a coding comes from an upstream that may send the bytes anyway, after
+    // we stopped reading: they would be read as the next request's response. Such a connection is
+    // not reused (nor one with bytes already buffered past the response).
+    const unsigned status = result.response.result_int();
+    const bool bodiless_status = status / 100 == 1 || status == 204 || status == 304;
+    const bool announces_body = result.response.count(beast_http::field::transfer_encoding) > 0 ||
+                                (result.response.count(beast_http::field::content_length) > 0 &&
+                                 result.response[beast_http::field::content_length] != "0");
+    const bool stray_body_possible = !head && bodiless_status && announces_body;
+    if (result.response.keep_alive() && request.keep_alive() && buffer.size() == 0 && !stray_body_possible) {
       transport.tcp.expires_never();
       put_idle(std::move(connection));
     }

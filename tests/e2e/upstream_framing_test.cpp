@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "e2e/e2e_support.hpp"
+#include "support/eventually.hpp"
 #include "support/raw_upstream.hpp"
 
 namespace idem::test::e2e {
@@ -94,16 +95,18 @@ TEST_F(UpstreamFraming, ABodyEndedByTheCloseIsStoredWithItsLength) {
 }
 
 // A 204 has no body whatever its fields say (RFC 9110 §15.3.5): bytes after its head are not a
-// body, and whatever they are, the next request on that upstream connection gets its own answer.
+// body, and whatever they are, the next request on that upstream connection gets its own answer,
+// even when they arrive after the proxy stopped reading (an upstream that sends a body anyway).
 TEST_F(UpstreamFraming, BytesAfterABodilessResponseNeverBecomeTheNextAnswer) {
+  const std::string forged = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged";
   raw_.script(refunds_target("no-content"),
-              RawUpstream::Reply{"HTTP/1.1 204 No Content\r\nContent-Length: 40\r\n\r\n"
-                                 "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged",
-                                 false});
+              RawUpstream::Reply{"HTTP/1.1 204 No Content\r\nContent-Length: 40\r\n\r\n", false, forged, std::chrono::milliseconds(100)});
   raw_.script(refunds_target("next"), RawUpstream::Reply{"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nreal", false});
   const HttpResponse no_content = send(refund("no-content", unique_key("no-content")));
   EXPECT_EQ(no_content.status, 204) << describe(no_content);
   EXPECT_EQ(no_content.body, "");
+  // The stray bytes are on that connection before the next request is sent.
+  ASSERT_TRUE(eventually([&] { return raw_.late_writes() == 1; }, std::chrono::seconds(2)));
   for (int i = 0; i < 3; ++i) {
     const HttpResponse next = send(refund("next", unique_key("next")));
     EXPECT_EQ(next.status, 200) << describe(next);

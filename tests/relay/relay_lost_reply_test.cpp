@@ -354,7 +354,7 @@ TEST_F(RelayLostWebhookReply, SlowConsumerAnsweringConflictIsRetriedNotParked) {
 // body: the bytes after it never become the answer to the next delivery.
 TEST_F(RelayLostWebhookReply, AnAnswerWithUntrustworthyFramingIsNotADeliveryAndIsRedelivered) {
   RawUpstream consumer;
-  const std::string target = "/webhooks/order";
+  const std::string target = "/webhooks/created";  // /webhooks/{event_type}
   consumer.script_next(target, {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", true});
   consumer.script_next(target, {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok", true});
   consumer.script_next(target, {"HTTP/1.1 204 No Content\r\nContent-Length: 40\r\n\r\nHTTP/1.1 500 Internal\r\nContent-Length: 0\r\n\r\n", false});

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 namespace idem::test {
@@ -67,6 +68,7 @@ struct RawUpstream::Impl {
   std::map<std::string, std::uint64_t, std::less<>> executions;
   std::string received;
   std::atomic<std::uint64_t> connections{0};
+  std::atomic<std::uint64_t> late_writes{0};
 
   asio::awaitable<void> accept_loop() {
     for (;;) {
@@ -104,6 +106,13 @@ struct RawUpstream::Impl {
         buffer.erase(0, *end);
         auto [write_ec, written] = co_await asio::async_write(*socket, asio::buffer(reply.bytes), asio::as_tuple(asio::use_awaitable));
         (void)written;
+        if (!write_ec && !reply.late_bytes.empty()) {
+          asio::steady_timer timer(io, reply.late_after);
+          co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+          std::tie(write_ec, written) =
+              co_await asio::async_write(*socket, asio::buffer(reply.late_bytes), asio::as_tuple(asio::use_awaitable));
+          if (!write_ec) ++late_writes;
+        }
         if (write_ec || reply.close_after) {
           close_now = true;
           break;
@@ -165,5 +174,7 @@ std::string RawUpstream::received() const {
 }
 
 std::uint64_t RawUpstream::connections() const { return impl_->connections.load(); }
+
+std::uint64_t RawUpstream::late_writes() const { return impl_->late_writes.load(); }
 
 }  // namespace idem::test

@@ -7,6 +7,7 @@
 // connection open for the next request or closes it, as scripted.
 //
 // Threads: its own io thread; every public method may be called from any thread.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,7 +19,9 @@ class RawUpstream {
  public:
   struct Reply {
     std::string bytes;         // written as they are
-    bool close_after = false;  // close the connection once written
+    bool close_after = false;  // close the connection once written (after late_bytes, if any)
+    std::string late_bytes{};  // written `late_after` after `bytes`, in a write of their own
+    std::chrono::milliseconds late_after{0};
   };
 
   // Listens on 127.0.0.1 (a port the kernel picks). Unscripted targets get a well-formed 200.
@@ -39,6 +42,8 @@ class RawUpstream {
   std::string received() const;
   // Connections accepted so far.
   std::uint64_t connections() const;
+  // Replies whose late_bytes were written so far.
+  std::uint64_t late_writes() const;
 
  private:
   struct Impl;
