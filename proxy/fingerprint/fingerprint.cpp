@@ -116,7 +116,7 @@ std::string record_scope(std::string_view route_name,
 }
 
 std::string host_scope(std::string_view route_name, std::string_view host,
-                            const std::vector<std::pair<std::string_view, std::optional<std::string>>>& scope_values) {
+                       const std::vector<std::pair<std::string_view, std::optional<std::string>>>& scope_values) {
   FramedDigest digest(kHostScopeDomain);
   digest.frame(host);
   for (const auto& [name, value] : scope_values) digest.header(name, value);

@@ -38,7 +38,7 @@ std::string record_scope(std::string_view route_name,
 // stays the scope of routes that opt out, and the legacy scope a claim also probes (records made
 // before the host joined the scope keep matching during their ttl).
 std::string host_scope(std::string_view route_name, std::string_view host,
-                            const std::vector<std::pair<std::string_view, std::optional<std::string>>>& scope_values);
+                       const std::vector<std::pair<std::string_view, std::optional<std::string>>>& scope_values);
 
 // The scope a request's record is claimed under on a route, and the legacy scope the claim also
 // probes (empty when the route's scope has one form only). `host` is the normalized one.

@@ -33,41 +33,45 @@ void MemoryStore::claim(const ClaimRequest& request, ClaimHandler handler) {
   core::ClaimResult result;
   {
     const std::lock_guard lock(mutex_);
-    const TimePoint now = clock_.now();
-    if (!request.legacy_scope.empty()) {
-      const auto legacy = records_.find(ScopedKey{request.legacy_scope, request.key});
-      if (legacy != records_.end() && is_live(legacy->second, now)) {
-        result.existing = existing_record(legacy->second, now);
-        result.existing_under_legacy_scope = true;
-        handler(StoreError::ok, std::move(result));
-        return;
-      }
-    }
-    auto [it, inserted] = records_.try_emplace(ScopedKey{request.scope, request.key});
-    Entry& entry = it->second;
-    // Same rule as the Postgres claim: an expired record counts as absent; a lapsed lease is taken
-    // over only when asked, and only by the same request (else the caller must see the mismatch).
-    // An `unknown` record is never taken over: it waits for an operator or its expiry.
-    const bool lease_running = entry.state == core::RecordState::in_flight && entry.lease_expires_at > now;
-    const bool replace = inserted || (entry.expires_at <= now && !lease_running) ||
-                         (request.take_over_lapsed_lease && entry.state == core::RecordState::in_flight &&
-                          entry.lease_expires_at <= now && entry.fingerprint == request.fingerprint);
-    if (replace) {
-      entry = Entry{.fingerprint = request.fingerprint,
-                    .state = core::RecordState::in_flight,
-                    .owner = request.owner,
-                    .created_at = now,
-                    .lease_expires_at = now + request.lease,
-                    .completed_at = {},
-                    .expires_at = now + request.ttl + request.unsettled_retention,
-                    .response = {}};
-      result.claimed = true;
-      result.existing.expires_in = request.ttl;
-    } else {
-      result.existing = existing_record(entry, now);
-    }
+    claim_locked(request, result);
   }
   handler(StoreError::ok, std::move(result));  // outside the lock: the handler may call us again
+}
+
+void MemoryStore::claim_locked(const ClaimRequest& request, core::ClaimResult& result) {
+  const TimePoint now = clock_.now();
+  // A live record under the legacy scope is the answer, as in the Postgres claim; never taken over.
+  if (!request.legacy_scope.empty()) {
+    const auto legacy = records_.find(ScopedKey{request.legacy_scope, request.key});
+    if (legacy != records_.end() && is_live(legacy->second, now)) {
+      result.existing = existing_record(legacy->second, now);
+      result.existing_under_legacy_scope = true;
+      return;
+    }
+  }
+  auto [it, inserted] = records_.try_emplace(ScopedKey{request.scope, request.key});
+  Entry& entry = it->second;
+  // Same rule as the Postgres claim: an expired record counts as absent; a lapsed lease is taken
+  // over only when asked, and only by the same request (else the caller must see the mismatch).
+  // An `unknown` record is never taken over: it waits for an operator or its expiry.
+  const bool lease_running = entry.state == core::RecordState::in_flight && entry.lease_expires_at > now;
+  const bool replace = inserted || (entry.expires_at <= now && !lease_running) ||
+                       (request.take_over_lapsed_lease && entry.state == core::RecordState::in_flight &&
+                        entry.lease_expires_at <= now && entry.fingerprint == request.fingerprint);
+  if (!replace) {
+    result.existing = existing_record(entry, now);
+    return;
+  }
+  entry = Entry{.fingerprint = request.fingerprint,
+                .state = core::RecordState::in_flight,
+                .owner = request.owner,
+                .created_at = now,
+                .lease_expires_at = now + request.lease,
+                .completed_at = {},
+                .expires_at = now + request.ttl + request.unsettled_retention,
+                .response = {}};
+  result.claimed = true;
+  result.existing.expires_in = request.ttl;
 }
 
 std::map<MemoryStore::ScopedKey, MemoryStore::Entry>::iterator MemoryStore::find_owned(

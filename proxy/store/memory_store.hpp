@@ -53,6 +53,8 @@ class MemoryStore final : public Store {
   std::map<ScopedKey, Entry>::iterator find_owned(const std::string& scope, const std::string& key,
                                                   const std::string& owner, core::RecordState or_state);
   std::int64_t epoch_ms(TimePoint time) const;
+  // The claim's decision, with mutex_ held.
+  void claim_locked(const ClaimRequest& request, core::ClaimResult& result);
   // Not expired, or in flight with its lease running (what a claim answers as existing).
   static bool is_live(const Entry& entry, TimePoint now);
   static core::Record existing_record(const Entry& entry, TimePoint now);
