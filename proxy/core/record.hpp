@@ -11,7 +11,7 @@ enum class RecordState {
   in_flight,  // claimed; an execution is (or was) under way; lease_remaining says for how long
   completed,  // response stored; replayable until it expires
   too_large,  // executed with `status`, but the body exceeded max_stored_body: never replayed, never re-run
-  unknown,    // [2/6] request reached the upstream, no answer came back: terminal until released
+  unknown,    // the request reached the upstream, no answer came back: terminal until released
 };
 std::string_view record_state_name(RecordState state);
 

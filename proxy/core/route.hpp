@@ -9,9 +9,9 @@
 namespace idem::core {
 
 enum class KeyRequirement { off, optional, required };
-enum class UnknownOutcome { lock, retry };          // [2/6]: what a lapsed in-flight lease means
-enum class StoreUnavailable { fail_closed, fail_open };  // [2/6]
-enum class InFlightPolicy { reject, wait };         // [2/6]
+enum class UnknownOutcome { lock, retry };               // what a lapsed in-flight lease means
+enum class StoreUnavailable { fail_closed, fail_open };  // no store connection at claim time: 503 or unprotected
+enum class InFlightPolicy { reject, wait };              // a duplicate of an in-flight request: 409 or hold it
 
 struct RouteMatch {
   std::vector<std::string> methods;  // upper case; empty = any method

@@ -171,12 +171,14 @@ TEST_F(Proxying, ClientConnectionIsKeptAlive) {
   EXPECT_EQ(upstream_total(), 3u);
 }
 
-// Garbage on one connection is answered (400) or dropped, and does not disturb the next client.
+// Garbage on one connection is answered 400 problem+json and closed, and does not disturb the
+// next client.
 TEST_F(Proxying, MalformedRequestDoesNotDisturbLaterRequests) {
   const auto exchange = raw_exchange(proxy().proxy_port(), "THIS IS NOT HTTP\r\n\r\n", std::chrono::seconds(3));
   ASSERT_TRUE(exchange.error.empty()) << exchange.error;
-  EXPECT_TRUE(exchange.received.empty() || exchange.received.starts_with("HTTP/1.1 400"))
-      << exchange.received.substr(0, 200);
+  EXPECT_TRUE(exchange.received.starts_with("HTTP/1.1 400 ")) << exchange.received.substr(0, 200);
+  EXPECT_NE(exchange.received.find("application/problem+json"), std::string::npos) << exchange.received.substr(0, 300);
+  EXPECT_TRUE(exchange.peer_closed);
   const auto response = send(order(unique_key("after-garbage")));
   ASSERT_TRUE(response.ok()) << response.error;
   EXPECT_EQ(response.status, 200) << describe(response);
