@@ -35,7 +35,7 @@ IDEM_FUZZ_TARGETS=(idempotency_key canonical_json config_load route_match reques
 # threads sharing the store pool, the replay cache, the metrics, the reloadable config) are in
 # every other e2e test, the concurrency tests and the relay's.
 IDEM_SANITIZED_CTEST_ARGS=(-LE '^(bench|deploy|soak)$' -E '^(e2e_through_pgbouncer|demo_smoke)$')
-IDEM_TSAN_CTEST_ARGS=(-LE '^(bench|deploy|soak|failure)$' -E '^(e2e_through_pgbouncer|demo_smoke)$')
+IDEM_TSAN_CTEST_ARGS=(-LE '^(bench|deploy|soak|e2e-failure)$' -E '^(e2e_through_pgbouncer|demo_smoke)$')
 
 # ":suppressions=FILE" for a sanitizer's *_OPTIONS when tests/sanitizers/NAME.supp exists.
 idem_suppressions() {
