@@ -49,6 +49,11 @@ bool is_hop_by_hop(std::string_view name, std::string_view connection_header) {
   return is_one_of(name, kHopByHopFields) || list_contains(connection_header, name);
 }
 
+bool keeps_connection_open(unsigned version, std::string_view connection_header) {
+  if (list_contains(connection_header, "close")) return false;
+  return version >= 11 || list_contains(connection_header, "keep-alive");
+}
+
 HeaderList filter_for_storage(const HeaderList& headers, const RoutePolicy& policy) {
   // Connection may come as several field lines; together they form one list.
   std::string connection;

@@ -13,6 +13,11 @@ namespace idem::core {
 // Transfer-Encoding, Upgrade, plus any field named in `connection_header` (comma list).
 bool is_hop_by_hop(std::string_view name, std::string_view connection_header);
 
+// Whether a message leaves its connection open (RFC 9112 §9.3), from its version and every
+// Connection line joined into one list: `close` anywhere closes; HTTP/1.0 stays open only with
+// `keep-alive`. (Beast's keep_alive() reads the first Connection line only.)
+bool keeps_connection_open(unsigned version, std::string_view connection_header);
+
 // Drops hop-by-hop fields, Content-Length (recomputed on replay), Idempotency-Transient, and
 // Set-Cookie unless the policy allows it. Authorization/Cookie/Proxy-Authorization are never stored.
 HeaderList filter_for_storage(const HeaderList& headers, const RoutePolicy& policy);

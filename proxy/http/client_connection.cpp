@@ -267,7 +267,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     drop_fields_after(request, header_fields);
     // Only this layer knows the transport; whatever the client claimed is replaced.
     request.set("X-Forwarded-Proto", kIsTls<Stream> ? "https" : "http");
-    const bool client_keep_alive = request.keep_alive();
+    const bool client_keep_alive = keeps_connection_open(request);
     // Logged as received: the handler rewrites the request for the upstream.
     const std::string method{request.method_string()};
     const std::string target{request.target()};

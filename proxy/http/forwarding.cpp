@@ -36,6 +36,14 @@ void strip_hop_by_hop(Message& message) {
 
 }  // namespace
 
+bool keeps_connection_open(const Request& request) {
+  return core::keeps_connection_open(request.version(), joined_field(request, "Connection"));
+}
+
+bool keeps_connection_open(const Response& response) {
+  return core::keeps_connection_open(response.version(), joined_field(response, "Connection"));
+}
+
 void prepare_upstream_request(Request& request, std::string_view client_address) {
   // The connection layer set X-Forwarded-Proto (it alone knows the transport); a client's
   // Connection header naming it must not take it away.

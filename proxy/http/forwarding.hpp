@@ -19,6 +19,11 @@ void prepare_upstream_request(Request& request, std::string_view client_address)
 // removed, framing recomputed (Content-Length) unless it answers a HEAD request.
 void prepare_client_response(Response& response, bool head_request);
 
+// Whether the message leaves its connection open, reading every Connection line (Beast's
+// keep_alive() reads only the first: `Connection: X-A` then `Connection: close` would stay open).
+bool keeps_connection_open(const Request& request);
+bool keeps_connection_open(const Response& response);
+
 // Status, headers and body from the record, plus `Idempotent-Replay: true`.
 Response replay_response(const core::StoredResponse& stored, unsigned version);
 

@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "http/client_stream.hpp"
+#include "http/forwarding.hpp"
 #include "http/tls_context.hpp"
 #include "http/tls_session.hpp"
 #include "log/log.hpp"
@@ -230,7 +231,7 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
                                 (result.response.count(beast_http::field::content_length) > 0 &&
                                  result.response[beast_http::field::content_length] != "0");
     const bool stray_body_possible = !head && bodiless_status && announces_body;
-    if (result.response.keep_alive() && request.keep_alive() && buffer.size() == 0 && !stray_body_possible) {
+    if (keeps_connection_open(result.response) && request.keep_alive() && buffer.size() == 0 && !stray_body_possible) {
       transport.tcp.expires_never();
       put_idle(std::move(connection));
     }

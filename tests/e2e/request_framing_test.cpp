@@ -30,6 +30,14 @@ std::string post_plain(const std::string& fields, const std::string& body) {
   return "POST /plain/x HTTP/1.1\r\nHost: svc\r\n" + fields + "\r\n" + body;
 }
 
+// An accepted request and the exact bytes the upstream must receive for it.
+struct ForwardedCase {
+  std::string name;
+  std::string sent;
+  std::string forwarded;
+  std::string response_start = "HTTP/1.1 200 ";
+};
+
 // A route for an upstream that routes case-insensitively and ignores a trailing slash.
 constexpr std::string_view kLooseRoute =
     "  - name: loose\n"
@@ -57,16 +65,16 @@ class RequestFraming : public ProxyTest {
     return captured;
   }
 
-  // Sends `bytes` (one request, ending the connection) and expects the upstream to have received
-  // exactly `forwarded` and the client a response starting with `response_start`.
-  void expect_forwarded(const std::string& name, const std::string& bytes, const std::string& forwarded,
-                        const std::string& response_start = "HTTP/1.1 200 ") {
-    SCOPED_TRACE(name);
+  // Sends a case's request (it ends the connection) and expects the upstream to have received
+  // exactly its forwarded bytes, and the client a response starting as it says, then the close.
+  void expect_forwarded(const ForwardedCase& forwarded) {
+    SCOPED_TRACE(forwarded.name);
     take_captured();
-    const RawExchange exchange = raw_exchange(proxy().proxy_port(), bytes, std::chrono::seconds(5));
+    const RawExchange exchange = raw_exchange(proxy().proxy_port(), forwarded.sent, std::chrono::seconds(5));
     ASSERT_TRUE(exchange.error.empty()) << exchange.error;
-    EXPECT_TRUE(exchange.received.starts_with(response_start)) << exchange.received.substr(0, 300);
-    EXPECT_EQ(take_captured(), forwarded);
+    EXPECT_TRUE(exchange.received.starts_with(forwarded.response_start)) << exchange.received.substr(0, 300);
+    EXPECT_TRUE(exchange.peer_closed && !exchange.timed_out) << "the connection was not closed as the request asked";
+    EXPECT_EQ(take_captured(), forwarded.forwarded);
   }
 
   void expect_refused(const RawCase& raw) {
@@ -209,62 +217,71 @@ std::string forwarded_post(const std::string& target, const std::string& fields,
 
 TEST_F(RequestFraming, AcceptedHeadsReachTheUpstreamAsExactlyTheseBytes) {
   const std::string close = "Connection: close\r\n";
-  expect_forwarded("Content-Length body",
-                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n" + close + "\r\nhello",
-                   forwarded_post("/plain/x", "Host: svc\r\nContent-Type: text/plain\r\n", "hello"));
-  expect_forwarded("chunked body, de-chunked",
-                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n" + close + "\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
-                   forwarded_post("/plain/x", "Host: svc\r\n", "hello world"));
-  expect_forwarded("chunk extensions dropped",
-                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n" + close + "\r\n5;name=value\r\nhello\r\n0;last\r\n\r\n",
-                   forwarded_post("/plain/x", "Host: svc\r\n", "hello"));
-  expect_forwarded("request trailers dropped",
-                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n" + close +
-                       "\r\n5\r\nhello\r\n0\r\nAuthorization: Bearer smuggled\r\n\r\n",
-                   forwarded_post("/plain/x", "Host: svc\r\n", "hello"));
-  expect_forwarded("Content-Length with a leading zero",
-                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nContent-Length: 005\r\n" + close + "\r\nhello",
-                   forwarded_post("/plain/x", "Host: svc\r\n", "hello"));
-  expect_forwarded("mixed-case chunked with OWS",
-                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding:  cHuNkEd \t\r\n" + close + "\r\n2\r\nhi\r\n0\r\n\r\n",
-                   forwarded_post("/plain/x", "Host: svc\r\n", "hi"));
-  expect_forwarded("fields a Connection line names are hop-by-hop",
-                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nX-Secret: a\r\nX-Kept: b\r\nConnection: close, X-Secret\r\nContent-Length: 0\r\n\r\n",
-                   forwarded_post("/plain/x", "Host: svc\r\nX-Kept: b\r\n", ""));
-  expect_forwarded("every Connection line counts",
-                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nX-One: 1\r\nX-Two: 2\r\nConnection: X-One\r\nConnection: close, X-Two\r\nContent-Length: 0\r\n\r\n",
-                   forwarded_post("/plain/x", "Host: svc\r\n", ""));
-  expect_forwarded("the standard hop-by-hop fields",
-                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nKeep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\nTE: trailers\r\n"
-                   "Upgrade: websocket\r\nContent-Length: 0\r\n" + close + "\r\n",
-                   forwarded_post("/plain/x", "Host: svc\r\n", ""));
-  expect_forwarded("X-Forwarded-For lines joined, this hop appended",
-                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nX-Forwarded-For: 203.0.113.7\r\nX-Forwarded-For: 10.0.0.2\r\nContent-Length: 0\r\n" + close + "\r\n",
-                   forwarded_post("/plain/x", "Host: svc\r\n", "", "203.0.113.7, 10.0.0.2, 127.0.0.1"));
-  expect_forwarded("a client's X-Forwarded-Proto is replaced",
-                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nX-Forwarded-Proto: https\r\nContent-Length: 0\r\n" + close + "\r\n",
-                   forwarded_post("/plain/x", "Host: svc\r\n", ""));
-  expect_forwarded("absolute form becomes origin form, its authority the Host",
-                   "POST http://Other.Example:8080/plain/x?q=1 HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n" + close + "\r\n",
-                   forwarded_post("/plain/x?q=1", "Host: Other.Example:8080\r\n", ""));
-  expect_forwarded("the path normalized, the query as sent",
-                   "POST /a/./b/../../%70lain//x?path=%2F..%2F&%41 HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n" + close + "\r\n",
-                   forwarded_post("/plain/x?path=%2F..%2F&%41", "Host: svc\r\n", ""));
-  expect_forwarded("percent-encodings other than unreserved upper-cased",
-                   "POST /plain/x%3a%c3%a9 HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n" + close + "\r\n",
-                   forwarded_post("/plain/x%3A%C3%A9", "Host: svc\r\n", ""));
-  expect_forwarded("Expect: 100-continue is answered here, not forwarded",
-                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nExpect: 100-continue\r\nContent-Length: 2\r\n" + close + "\r\nhi",
-                   forwarded_post("/plain/x", "Host: svc\r\n", "hi"), "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 ");
-  expect_forwarded("HTTP/1.0 is forwarded as HTTP/1.0, kept alive to the upstream",
-                   "POST /plain/x HTTP/1.0\r\nHost: svc\r\nContent-Length: 2\r\n\r\nhi",
-                   "POST /plain/x HTTP/1.0\r\nHost: svc\r\nX-Forwarded-Proto: http\r\nX-Forwarded-For: 127.0.0.1\r\n"
-                   "Connection: keep-alive\r\nContent-Length: 2\r\n\r\nhi",
-                   "HTTP/1.0 200 ");
-  // RFC 9112 §5.2 lets a server replace obs-fold with SP before interpreting the value.
-  expect_forwarded("obs-fold becomes one space",
-                   "POST /plain/x HTTP/1.1\r\nHost: svc\r\nX-Folded: a\r\n b\r\nContent-Length: 0\r\n" + close + "\r\n",
-                   forwarded_post("/plain/x", "Host: svc\r\nX-Folded: a b\r\n", ""));
+  const std::vector<ForwardedCase> cases = {
+      {"Content-Length body",
+       "POST /plain/x HTTP/1.1\r\nHost: svc\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n" + close + "\r\nhello",
+       forwarded_post("/plain/x", "Host: svc\r\nContent-Type: text/plain\r\n", "hello")},
+      {"chunked body, de-chunked",
+       "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n" + close + "\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+       forwarded_post("/plain/x", "Host: svc\r\n", "hello world")},
+      {"chunk extensions dropped",
+       "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n" + close + "\r\n5;name=value\r\nhello\r\n0;last\r\n\r\n",
+       forwarded_post("/plain/x", "Host: svc\r\n", "hello")},
+      {"request trailers dropped",
+       "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n" + close +
+           "\r\n5\r\nhello\r\n0\r\nAuthorization: Bearer smuggled\r\n\r\n",
+       forwarded_post("/plain/x", "Host: svc\r\n", "hello")},
+      {"Content-Length with a leading zero",
+       "POST /plain/x HTTP/1.1\r\nHost: svc\r\nContent-Length: 005\r\n" + close + "\r\nhello",
+       forwarded_post("/plain/x", "Host: svc\r\n", "hello")},
+      {"mixed-case chunked with OWS",
+       "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding:  cHuNkEd \t\r\n" + close + "\r\n2\r\nhi\r\n0\r\n\r\n",
+       forwarded_post("/plain/x", "Host: svc\r\n", "hi")},
+      {"fields a Connection line names are hop-by-hop",
+       "POST /plain/x HTTP/1.1\r\nHost: svc\r\nX-Secret: a\r\nX-Kept: b\r\nConnection: close, X-Secret\r\nContent-Length: 0\r\n\r\n",
+       forwarded_post("/plain/x", "Host: svc\r\nX-Kept: b\r\n", "")},
+      {"every Connection line counts",
+       "POST /plain/x HTTP/1.1\r\nHost: svc\r\nX-One: 1\r\nX-Two: 2\r\nConnection: X-One\r\nConnection: close, X-Two\r\nContent-Length: 0\r\n\r\n",
+       forwarded_post("/plain/x", "Host: svc\r\n", "")},
+      {"the standard hop-by-hop fields",
+       "POST /plain/x HTTP/1.1\r\nHost: svc\r\nKeep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\nTE: trailers\r\n"
+       "Upgrade: websocket\r\nContent-Length: 0\r\n" + close + "\r\n",
+       forwarded_post("/plain/x", "Host: svc\r\n", "")},
+      {"X-Forwarded-For lines joined, this hop appended",
+       "POST /plain/x HTTP/1.1\r\nHost: svc\r\nX-Forwarded-For: 203.0.113.7\r\nX-Forwarded-For: 10.0.0.2\r\nContent-Length: 0\r\n" + close + "\r\n",
+       forwarded_post("/plain/x", "Host: svc\r\n", "", "203.0.113.7, 10.0.0.2, 127.0.0.1")},
+      {"a client's X-Forwarded-Proto is replaced",
+       "POST /plain/x HTTP/1.1\r\nHost: svc\r\nX-Forwarded-Proto: https\r\nContent-Length: 0\r\n" + close + "\r\n",
+       forwarded_post("/plain/x", "Host: svc\r\n", "")},
+      {"absolute form becomes origin form, its authority the Host",
+       "POST http://Other.Example:8080/plain/x?q=1 HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n" + close + "\r\n",
+       forwarded_post("/plain/x?q=1", "Host: Other.Example:8080\r\n", "")},
+      {"the path normalized, the query as sent",
+       "POST /a/./b/../../%70lain//x?path=%2F..%2F&%41 HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n" + close + "\r\n",
+       forwarded_post("/plain/x?path=%2F..%2F&%41", "Host: svc\r\n", "")},
+      {"percent-encodings other than unreserved upper-cased",
+       "POST /plain/x%3a%c3%a9 HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n" + close + "\r\n",
+       forwarded_post("/plain/x%3A%C3%A9", "Host: svc\r\n", "")},
+      {"Expect: 100-continue is answered here, not forwarded",
+       "POST /plain/x HTTP/1.1\r\nHost: svc\r\nExpect: 100-continue\r\nContent-Length: 2\r\n" + close + "\r\nhi",
+       forwarded_post("/plain/x", "Host: svc\r\n", "hi"), "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 "},
+      {"HTTP/1.0 is forwarded as HTTP/1.0, kept alive to the upstream",
+       "POST /plain/x HTTP/1.0\r\nHost: svc\r\nContent-Length: 2\r\n\r\nhi",
+       "POST /plain/x HTTP/1.0\r\nHost: svc\r\nX-Forwarded-Proto: http\r\nX-Forwarded-For: 127.0.0.1\r\n"
+       "Connection: keep-alive\r\nContent-Length: 2\r\n\r\nhi",
+       "HTTP/1.0 200 "},
+      // RFC 9112 §5.2 lets a server replace obs-fold with SP before interpreting the value.
+      {"obs-fold becomes one space",
+       "POST /plain/x HTTP/1.1\r\nHost: svc\r\nX-Folded: a\r\n b\r\nContent-Length: 0\r\n" + close + "\r\n",
+       forwarded_post("/plain/x", "Host: svc\r\nX-Folded: a b\r\n", "")},
+      {"Host with a port, kept as sent",
+       "POST /plain/x HTTP/1.1\r\nHost: svc:8080\r\nContent-Length: 0\r\n" + close + "\r\n",
+       forwarded_post("/plain/x", "Host: svc:8080\r\n", "")},
+      {"Host an IPv6 literal",
+       "POST /plain/x HTTP/1.1\r\nHost: [::1]:8080\r\nContent-Length: 0\r\n" + close + "\r\n",
+       forwarded_post("/plain/x", "Host: [::1]:8080\r\n", "")},
+  };
+  for (const ForwardedCase& forwarded : cases) expect_forwarded(forwarded);
 }
 
 // Two requests in one write: both reach the upstream, in order, each exactly once, and the client
@@ -305,9 +322,9 @@ TEST_F(RequestFraming, LooseRoutesGuardTheSpellingsTheirUpstreamAccepts) {
   }
   EXPECT_EQ(upstream_total(), 0u);
   const std::string key = unique_key("loose");
-  expect_forwarded("a keyed spelling is forwarded as sent",
+  expect_forwarded({"a keyed spelling is forwarded as sent",
                    "POST /LOOSE/ HTTP/1.1\r\nHost: svc\r\nIdempotency-Key: " + key + "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                   forwarded_post("/LOOSE/", "Host: svc\r\nIdempotency-Key: " + key + "\r\n", ""));
+                    forwarded_post("/LOOSE/", "Host: svc\r\nIdempotency-Key: " + key + "\r\n", "")});
 }
 
 // Route bypass: spellings a common upstream router reads as /orders are matched (and forwarded)

@@ -129,5 +129,17 @@ TEST(HeaderBlock, MalformedBlocksAreRejected) {
   }
 }
 
+// Every Connection line counts (joined by the caller): `close` in any of them closes.
+TEST(KeepsConnectionOpen, CloseAnywhereClosesAndHttp10NeedsKeepAlive) {
+  EXPECT_TRUE(keeps_connection_open(11, ""));
+  EXPECT_TRUE(keeps_connection_open(11, "X-One"));
+  EXPECT_FALSE(keeps_connection_open(11, "X-One, close, X-Two"));
+  EXPECT_FALSE(keeps_connection_open(11, "CLOSE"));
+  EXPECT_FALSE(keeps_connection_open(10, ""));
+  EXPECT_TRUE(keeps_connection_open(10, "Keep-Alive"));
+  EXPECT_FALSE(keeps_connection_open(10, "keep-alive, close"));
+  EXPECT_TRUE(keeps_connection_open(11, "closed"));  // a token, not a substring
+}
+
 }  // namespace
 }  // namespace idem::core
