@@ -270,76 +270,71 @@ TEST_F(LostReply, CompletionDroppedBeforeTheServerIsWrittenByTheRetry) {
   EXPECT_TRUE(logged(rig, "complete_recovered"));
 }
 
-// release and mark_unknown whose answer never comes: the client's answer waits for the store's
-// deadline, then the write is repeated in the background with the same outcome as a reset.
-TEST_F(LostReply, ReleaseReplyHungStillFreesTheKey) {
-  ProxyRig& rig = start_behind_fault_proxy();
-  const std::string key = unique_key("release-hung");
-  postgres_proxy().lose_next_reply(owner_write_of(key), AfterLoss::hang);
-  const HttpResponse declined = send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Status", "503"));
-  ASSERT_TRUE(postgres_proxy().wait_fired(1, 3s)) << describe(declined);
-  EXPECT_EQ(declined.status, 503) << describe(declined);
-  const Retries retries = retry_until_executed(rig.proxy_port(), keyed_post("/lock", key), Clock::now(), 5s);
-  EXPECT_EQ(retries.last.status, 200) << "seen: " << seen(retries.statuses) << describe(retries.last);
-  EXPECT_FALSE(retries.statuses.contains(502));
-  EXPECT_EQ(rig.upstream_count(key), 2u);
-  EXPECT_TRUE(logged(rig, "release_recovered"));
+// release and mark_unknown whose answer is lost (reset, or hung until the store's deadline), or
+// which never reach the server: the write is repeated in the background until the store answers,
+// so the key still comes free (release: the upstream said "not processed", 503) or still turns
+// unknown (mark_unknown: the upstream hung past its timeout), never left to a lapsed lease.
+enum class OwnerWriteFault { reply_lost_reset, reply_lost_hang, dropped_before_the_server };
+
+class LostOwnerWrite : public LostReply {
+ protected:
+  void arm(const std::string& key, OwnerWriteFault fault) {
+    switch (fault) {
+      case OwnerWriteFault::reply_lost_reset: postgres_proxy().lose_next_reply(owner_write_of(key), AfterLoss::reset); break;
+      case OwnerWriteFault::reply_lost_hang: postgres_proxy().lose_next_reply(owner_write_of(key), AfterLoss::hang); break;
+      case OwnerWriteFault::dropped_before_the_server:
+        postgres_proxy().drop_next_request(owner_write_of(key), AfterLoss::reset);
+        break;
+    }
+  }
+
+  void expect_release_frees_the_key(OwnerWriteFault fault) {
+    ProxyRig& rig = start_behind_fault_proxy();
+    const std::string key = unique_key("release");
+    arm(key, fault);
+    const HttpResponse declined = send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Status", "503"));
+    ASSERT_TRUE(postgres_proxy().wait_fired(1, 3s)) << describe(declined);
+    EXPECT_EQ(declined.status, 503) << describe(declined);
+    EXPECT_EQ(problem_slug(declined), "") << "the upstream's own 503 is passed on";
+    EXPECT_EQ(rig.upstream_count(key), 1u);
+
+    const Retries retries = retry_until_executed(rig.proxy_port(), keyed_post("/lock", key), Clock::now(), 5s);
+    EXPECT_EQ(retries.last.status, 200) << "seen: " << seen(retries.statuses) << describe(retries.last);
+    if (fault != OwnerWriteFault::reply_lost_hang) {
+      EXPECT_LT(retries.settled_ms, 2000) << "seen: " << seen(retries.statuses);
+    }
+    EXPECT_FALSE(retries.statuses.contains(502));
+    EXPECT_EQ(rig.upstream_count(key), 2u) << "released means the upstream may be asked again, once";
+    EXPECT_TRUE(logged(rig, "release_recovered"));
+  }
+
+  void expect_mark_unknown_locks_the_key(OwnerWriteFault fault) {
+    ProxyRig& rig = start_behind_fault_proxy();
+    const std::string key = unique_key("mark");
+    arm(key, fault);
+    const HttpResponse timed_out = send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Hang", "1"));
+    ASSERT_TRUE(postgres_proxy().wait_fired(1, 3s)) << describe(timed_out);
+    EXPECT_EQ(timed_out.status, 504) << describe(timed_out);
+    EXPECT_EQ(rig.upstream_count(key), 1u);
+
+    EXPECT_TRUE(eventually([&] { return rig.inspect("lock", key).state == "unknown"; }, 5s, 100ms));
+    const HttpResponse retried = send(rig.proxy_port(), keyed_post("/lock", key));
+    EXPECT_EQ(retried.status, 502) << describe(retried);
+    EXPECT_EQ(problem_slug(retried), "outcome-unknown");
+    EXPECT_EQ(rig.upstream_count(key), 1u);
+    EXPECT_TRUE(logged(rig, "mark_unknown_recovered"));
+  }
+};
+
+TEST_F(LostOwnerWrite, ReleaseReplyLostStillFreesTheKey) { expect_release_frees_the_key(OwnerWriteFault::reply_lost_reset); }
+TEST_F(LostOwnerWrite, ReleaseReplyHungStillFreesTheKey) { expect_release_frees_the_key(OwnerWriteFault::reply_lost_hang); }
+TEST_F(LostOwnerWrite, ReleaseDroppedBeforeTheServerIsRepeatedAndFreesTheKey) {
+  expect_release_frees_the_key(OwnerWriteFault::dropped_before_the_server);
 }
-
-TEST_F(LostReply, MarkUnknownReplyHungStillLocksTheKey) {
-  ProxyRig& rig = start_behind_fault_proxy();
-  const std::string key = unique_key("mark-hung");
-  postgres_proxy().lose_next_reply(owner_write_of(key), AfterLoss::hang);
-  const HttpResponse timed_out = send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Hang", "1"));
-  ASSERT_TRUE(postgres_proxy().wait_fired(1, 3s)) << describe(timed_out);
-  EXPECT_EQ(timed_out.status, 504) << describe(timed_out);
-  EXPECT_TRUE(eventually([&] { return rig.inspect("lock", key).state == "unknown"; }, 5s, 100ms));
-  const HttpResponse retried = send(rig.proxy_port(), keyed_post("/lock", key));
-  EXPECT_EQ(problem_slug(retried), "outcome-unknown") << describe(retried);
-  EXPECT_EQ(rig.upstream_count(key), 1u);
-  EXPECT_TRUE(logged(rig, "mark_unknown_recovered"));
-}
-
-// The upstream said "not processed, try later" (503): the release's reply is lost. The key must
-// still come free without an operator, and the retry execute.
-TEST_F(LostReply, ReleaseReplyLostStillFreesTheKey) {
-  ProxyRig& rig = start_behind_fault_proxy();
-  const std::string key = unique_key("release-lost");
-  postgres_proxy().lose_next_reply(owner_write_of(key), AfterLoss::reset);
-  const HttpResponse declined = send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Status", "503"));
-  ASSERT_TRUE(postgres_proxy().wait_fired(1, 0ms)) << describe(declined);
-  EXPECT_EQ(declined.status, 503) << describe(declined);
-  EXPECT_EQ(problem_slug(declined), "") << "the upstream's own 503 is passed on";
-  EXPECT_EQ(rig.upstream_count(key), 1u);
-
-  const Retries retries = retry_until_executed(rig.proxy_port(), keyed_post("/lock", key), Clock::now(), 5s);
-  EXPECT_EQ(retries.last.status, 200) << "seen: " << seen(retries.statuses) << describe(retries.last);
-  EXPECT_LT(retries.settled_ms, 2000) << "seen: " << seen(retries.statuses);
-  EXPECT_FALSE(retries.statuses.contains(502));
-  EXPECT_EQ(rig.upstream_count(key), 2u) << "released means the upstream may be asked again, once";
-  EXPECT_TRUE(logged(rig, "release_recovered"));
-}
-
-// The upstream hung past its timeout (outcome unknown) and mark_unknown's reply is lost: the
-// record still turns unknown (not a lapsed lease left for chance), and no retry runs it again.
-TEST_F(LostReply, MarkUnknownReplyLostStillLocksTheKey) {
-  ProxyRig& rig = start_behind_fault_proxy();
-  const std::string key = unique_key("mark-lost");
-  postgres_proxy().lose_next_reply(owner_write_of(key), AfterLoss::reset);
-  const HttpResponse timed_out = send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Hang", "1"));
-  ASSERT_TRUE(postgres_proxy().wait_fired(1, 3s)) << describe(timed_out);
-  EXPECT_EQ(timed_out.status, 504) << describe(timed_out);
-  EXPECT_EQ(rig.upstream_count(key), 1u);
-
-  const auto deadline = Clock::now() + 5s;
-  RecordInspection record;
-  while (Clock::now() < deadline && (record = rig.inspect("lock", key)).state != "unknown") std::this_thread::sleep_for(100ms);
-  EXPECT_EQ(record.state, "unknown") << record.output;
-  const HttpResponse retried = send(rig.proxy_port(), keyed_post("/lock", key));
-  EXPECT_EQ(retried.status, 502) << describe(retried);
-  EXPECT_EQ(problem_slug(retried), "outcome-unknown");
-  EXPECT_EQ(rig.upstream_count(key), 1u);
-  EXPECT_TRUE(logged(rig, "mark_unknown_recovered"));
+TEST_F(LostOwnerWrite, MarkUnknownReplyLostStillLocksTheKey) { expect_mark_unknown_locks_the_key(OwnerWriteFault::reply_lost_reset); }
+TEST_F(LostOwnerWrite, MarkUnknownReplyHungStillLocksTheKey) { expect_mark_unknown_locks_the_key(OwnerWriteFault::reply_lost_hang); }
+TEST_F(LostOwnerWrite, MarkUnknownDroppedBeforeTheServerIsRepeatedAndLocksTheKey) {
+  expect_mark_unknown_locks_the_key(OwnerWriteFault::dropped_before_the_server);
 }
 
 // ---- A saturated store -------------------------------------------------------------------------
