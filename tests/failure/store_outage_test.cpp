@@ -20,6 +20,19 @@ using Clock = std::chrono::steady_clock;
 class StoreOutage : public FailureTest {};
 
 // Log lines holding both `first` and `second`.
+// Sends `request` until it is answered with something other than 503 (the store, or the pool of
+// the worker the connection lands on, still reconnecting), for at most `within` after `since`.
+HttpResponse send_while_refused(std::uint16_t port, const HttpRequest& request, Clock::time_point since,
+                                std::chrono::milliseconds within) {
+  HttpResponse response;
+  while (Clock::now() - since < within) {
+    response = send(port, request);
+    if (response.status != 503) break;
+    std::this_thread::sleep_for(200ms);
+  }
+  return response;
+}
+
 int count_occurrences(const std::string& logs, std::string_view first, std::string_view second) {
   int count = 0;
   std::size_t start = 0;
@@ -104,12 +117,7 @@ TEST_F(StoreOutage, PostgresStoppedMidLoadFailClosed503FailOpenForwardsThenRecov
 
   // Recovery: the same proxy process serves a new key again, within the pool's reconnect backoff.
   const std::string new_key = unique_key("after-outage");
-  HttpResponse recovered;
-  while (Clock::now() - restarted_at < 15s) {
-    recovered = send(port, keyed_post("/lock", new_key));
-    if (recovered.status != 503) break;
-    std::this_thread::sleep_for(200ms);
-  }
+  const HttpResponse recovered = send_while_refused(port, keyed_post("/lock", new_key), restarted_at, 15s);
   const long long recovered_ms = elapsed_ms(restarted_at);
   std::this_thread::sleep_for(500ms);
   const std::vector<Exchange> exchanges = load.stop();
@@ -122,12 +130,7 @@ TEST_F(StoreOutage, PostgresStoppedMidLoadFailClosed503FailOpenForwardsThenRecov
   EXPECT_EQ(rig.upstream_count(new_key), 1u);
   // Each worker's pool reconnects on its own backoff: a request that lands on one still
   // reconnecting gets the 503 + Retry-After a client retries on (never a second execution).
-  HttpResponse old_again;
-  while (Clock::now() - restarted_at < 20s) {
-    old_again = send(port, keyed_post("/lock", old_key));
-    if (old_again.status != 503) break;
-    std::this_thread::sleep_for(200ms);
-  }
+  const HttpResponse old_again = send_while_refused(port, keyed_post("/lock", old_key), restarted_at, 20s);
   EXPECT_EQ(old_again.status, 200) << describe(old_again);
   EXPECT_TRUE(is_replay(old_again)) << "a record from before the outage is not replayed: " << describe(old_again);
   EXPECT_EQ(old_again.body, old_first.body);

@@ -2,7 +2,7 @@
 
 #include <atomic>
 #include <boost/asio.hpp>
-#include <charconv>
+#include <boost/beast/http.hpp>
 #include <deque>
 #include <future>
 #include <map>
@@ -18,39 +18,27 @@ namespace idem::test {
 namespace {
 
 namespace asio = boost::asio;
+namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
 
 constexpr std::string_view kDefaultReply = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
 
-// Where the request that starts `buffer` ends (head, blank line, Content-Length bytes), or nullopt
-// while it is incomplete. Its target is set too.
+// Where the request that starts `buffer` ends, read by Beast's parser (the one the proxy reads
+// with), or nullopt while it is incomplete (or not HTTP). Its target is set too.
 std::optional<std::size_t> request_end(std::string_view buffer, std::string& target) {
-  const std::size_t head_end = buffer.find("\r\n\r\n");
-  if (head_end == std::string_view::npos) return std::nullopt;
-  const std::string_view head = buffer.substr(0, head_end + 2);
-  const std::size_t first_space = head.find(' ');
-  const std::size_t second_space = head.find(' ', first_space + 1);
-  target = std::string(head.substr(first_space + 1, second_space - first_space - 1));
-  std::size_t length = 0;
-  std::size_t line_start = head.find("\r\n") + 2;
-  while (line_start < head.size()) {
-    const std::size_t line_end = head.find("\r\n", line_start);
-    const std::string_view line = head.substr(line_start, line_end - line_start);
-    constexpr std::string_view kLength = "content-length:";
-    if (line.size() > kLength.size()) {
-      std::string name(line.substr(0, kLength.size()));
-      for (char& c : name) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-      if (name == kLength) {
-        std::string_view value = line.substr(kLength.size());
-        while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
-        std::from_chars(value.data(), value.data() + value.size(), length);
-      }
-    }
-    line_start = line_end + 2;
+  http::request_parser<http::string_body> parser;
+  parser.eager(true);
+  std::size_t used = 0;
+  while (!parser.is_done() && used < buffer.size()) {
+    boost::system::error_code ec;
+    const std::size_t n = parser.put(asio::buffer(buffer.data() + used, buffer.size() - used), ec);
+    if (ec && ec != http::error::need_more) return std::nullopt;
+    if (n == 0) break;
+    used += n;
   }
-  const std::size_t end = head_end + 4 + length;
-  if (buffer.size() < end) return std::nullopt;
-  return end;
+  if (!parser.is_done()) return std::nullopt;
+  target = std::string(parser.get().target());
+  return used;
 }
 
 }  // namespace

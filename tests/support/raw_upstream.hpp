@@ -1,8 +1,7 @@
 #pragma once
 // An upstream for tests that answers with exactly the bytes a test scripts, malformed ones
 // included (idem-test-upstream, built on Beast, can only send well-formed HTTP). It reads each
-// request as a strict HTTP/1.1 server would (head up to the blank line, then Content-Length bytes;
-// requests here never use chunked), counts it per target (the upstream's own execution counter),
+// request with Beast's parser, counts it per target (the upstream's own execution counter),
 // keeps what it received, and writes the reply scripted for that target, then keeps the
 // connection open for the next request or closes it, as scripted.
 //
