@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "core/stored_headers.hpp"
 #include "http/client_stream.hpp"
 #include "http/tls_context.hpp"
 #include "http/tls_session.hpp"
@@ -256,7 +257,13 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
     }
     const auto& response = parser->get();
     // After a 101 the connection is no longer HTTP: never reused.
-    if (response.result_int() != 101 && response.keep_alive() && !stopped_ && idle_.size() < config_.max_connections) {
+    // Every Connection line counts (Beast's keep_alive() reads the first only).
+    std::string connection;
+    for (const auto& field : response) {
+      if (field.name() == http::field::connection) connection.append(field.value()).append(",");
+    }
+    const bool reusable = response.result_int() != 101 && core::keeps_connection_open(response.version(), connection);
+    if (reusable && !stopped_ && idle_.size() < config_.max_connections) {
       idle_.push_back(std::move(stream));
     } else {
       stream->close();
