@@ -10,7 +10,7 @@ IDEM_PG_BIN=${IDEM_PG_BIN:-/usr/lib/postgresql/15/bin}
 IDEM_PACKAGES=(
   libboost1.81-dev libboost-json1.81-dev libhiredis-dev libyaml-cpp-dev libpq-dev libssl-dev
   googletest libgtest-dev libgmock-dev postgresql-15 redis-server cmake ninja-build g++ ccache
-  pkg-config ca-certificates curl pgbouncer prometheus nginx-light gnuplot-nox jq
+  pkg-config ca-certificates curl pgbouncer prometheus nginx-light gnuplot-nox jq nftables
 )
 
 idem_log() { printf '[%s] %s\n' "${IDEM_SCRIPT:-idemproxy}" "$*" >&2; }

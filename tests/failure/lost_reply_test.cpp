@@ -21,6 +21,7 @@
 #include "support/fault_proxy.hpp"
 #include "support/proxy_fixture.hpp"
 #include "support/redis_client.hpp"
+#include "support/silent_partition.hpp"
 
 namespace idem::test::failure {
 namespace {
@@ -92,6 +93,40 @@ std::string seen(const std::set<int>& statuses) {
   return text;
 }
 
+// How many claims of `key` reached Postgres through `proxy`: in a claim's Bind the fingerprint
+// ("v1:...") follows the key; in an owner write the owner token does.
+std::size_t claims_forwarded(const FaultProxy& proxy, const std::string& key) {
+  const std::string bytes = proxy.forwarded_to_server();
+  std::size_t claims = 0;
+  for (std::size_t at = bytes.find(key); at != std::string::npos; at = bytes.find(key, at + key.size())) {
+    if (bytes.substr(at + key.size(), 16).find("v1:") != std::string::npos) ++claims;
+  }
+  return claims;
+}
+
+// What a fault proxy does to one chosen statement or command.
+enum class StatementFault {
+  reply_lost_reset,           // executed, the answer swallowed, the connection reset
+  reply_lost_hang,            // executed, the answer swallowed, the connection silent
+  dropped_before_the_server,  // never forwarded, the connection reset: certainly not executed
+  slow_past_the_deadline,     // executed, answered 1.5 s late on the same connection
+};
+constexpr auto kPastTheDeadline = 1500ms;  // over the rig's PG_QUERY_TIMEOUT (1 s)
+
+void arm(FaultProxy& proxy, FaultProxy::Matcher matches, StatementFault fault,
+         std::chrono::milliseconds slow_by = kPastTheDeadline) {
+  switch (fault) {
+    case StatementFault::reply_lost_reset: proxy.lose_next_reply(std::move(matches), AfterLoss::reset); return;
+    case StatementFault::reply_lost_hang: proxy.lose_next_reply(std::move(matches), AfterLoss::hang); return;
+    case StatementFault::dropped_before_the_server: proxy.drop_next_request(std::move(matches), AfterLoss::reset); return;
+    case StatementFault::slow_past_the_deadline: proxy.delay_next_reply(std::move(matches), slow_by); return;
+  }
+}
+
+bool answered_at_once(StatementFault fault) {
+  return fault == StatementFault::reply_lost_reset || fault == StatementFault::dropped_before_the_server;
+}
+
 class LostReply : public FailureTest {
  protected:
   // The rig on the suite's Postgres through a fault proxy. The claim deadline is 1 s (the rig's
@@ -103,6 +138,8 @@ class LostReply : public FailureTest {
     return start_rig(rig_options(std::move(variables), dsn_through(*postgres_proxy_)));
   }
   FaultProxy& postgres_proxy() { return *postgres_proxy_; }
+  // The port the proxy connects to for its store (the fault proxy's): the partition's line.
+  std::uint16_t rig_port_to_store() const { return postgres_proxy_->port(); }
 
   // A claim whose reply was lost answers 503 (never forwarded, whatever the route's
   // store_unavailable), then frees its key: the retry executes once, within about a second, and
@@ -221,11 +258,66 @@ TEST_F(LostReply, BlackholedStoreRefusesWithinTheDeadlineThenEveryKeyRunsOnce) {
   }
 }
 
+// A partition at the IP level: every packet between the proxy and its store is dropped (nftables,
+// no RST, no FIN, no ICMP), on the pooled connections and on new ones, while one request is at
+// its upstream. Claims are refused within their deadline and forward nothing; the request that
+// was under way answers its client and stores its completion once the partition heals; then
+// every refused key runs exactly once.
+TEST_F(LostReply, PacketsDroppedSilentlyRefuseWithinTheDeadlineThenEveryKeyRunsOnce) {
+  ProxyRig& rig = start_behind_fault_proxy();
+  const std::string warm = unique_key("partition-warm");
+  ASSERT_EQ(send(rig.proxy_port(), keyed_post("/lock", warm)).status, 200);  // pooled connections open
+
+  const std::string under_way = unique_key("partition-under-way");
+  auto answered = std::async(std::launch::async, [&] {
+    return send(rig.proxy_port(), keyed_post("/lock", under_way).with("X-Test-Delay-Ms", "500"), 10s);
+  });
+  ASSERT_TRUE(eventually([&] { return rig.upstream_count(under_way) == 1; }, 3s, 10ms));
+  SilentPartition partition(rig_port_to_store());
+
+  std::vector<std::string> keys;
+  for (int i = 0; i < 3; ++i) {
+    keys.push_back(unique_key("partitioned"));
+    const auto sent_at = Clock::now();
+    const HttpResponse refused = send(rig.proxy_port(), keyed_post("/lock", keys.back()), 10s);
+    EXPECT_EQ(refused.status, 503) << describe(refused);
+    EXPECT_EQ(problem_slug(refused), "store-unavailable") << describe(refused);
+    EXPECT_LT(elapsed_ms(sent_at), 3000) << "a claim into a partition outlived its deadline";
+    EXPECT_EQ(rig.upstream_count(keys.back()), 0u);
+  }
+  const HttpResponse first = answered.get();
+  EXPECT_EQ(first.status, 200) << describe(first);
+
+  partition.lift();
+  const auto lifted_at = Clock::now();
+  for (const std::string& key : keys) {
+    const Retries retries = retry_until_executed(rig.proxy_port(), keyed_post("/lock", key), lifted_at, 15s);
+    EXPECT_EQ(retries.last.status, 200) << "seen: " << seen(retries.statuses) << describe(retries.last);
+    EXPECT_FALSE(retries.statuses.contains(502)) << "a request that never ran was called an unknown outcome";
+    EXPECT_EQ(rig.upstream_count(key), 1u);
+  }
+  const HttpResponse replayed = send_until_settled(rig.proxy_port(), keyed_post("/lock", under_way), 10s);
+  EXPECT_TRUE(is_replay(replayed)) << describe(replayed);
+  EXPECT_EQ(replayed.body, first.body);
+  EXPECT_EQ(rig.upstream_count(under_way), 1u) << "the request under way when the partition began ran again";
+  EXPECT_EQ(rig.inspect("lock", under_way).state, "completed");
+
+  // The claims refused during the partition must never reach Postgres afterwards: one that did
+  // (retransmitted by the kernel once the network healed) would commit after its fenced release
+  // and lock a key that never ran. TCP retransmits within a few seconds of the heal here.
+  std::this_thread::sleep_until(lifted_at + 6s);
+  for (const std::string& key : keys) {
+    EXPECT_EQ(claims_forwarded(postgres_proxy(), key), 1u) << "only the retry's claim may arrive";
+    EXPECT_EQ(rig.inspect("lock", key).state, "completed");
+    EXPECT_EQ(rig.upstream_count(key), 1u);
+  }
+}
+
 // The completion committed and its reply was lost. The client has its response; the background
 // retry finds its own completion (idempotent for its owner) and says so: no false alarm.
-void expect_lost_completion_is_recovered(LostReply& test, ProxyRig& rig, FaultProxy& postgres, AfterLoss after) {
+void expect_lost_completion_is_recovered(LostReply& test, ProxyRig& rig, FaultProxy& postgres, StatementFault fault) {
   const std::string key = unique_key("completion-lost");
-  postgres.lose_next_reply(completion_of(key), after);
+  arm(postgres, completion_of(key), fault);
   const HttpResponse answered = send(rig.proxy_port(), keyed_post("/lock", key));
   ASSERT_TRUE(postgres.wait_fired(1, 0ms)) << describe(answered);
   EXPECT_EQ(answered.status, 200) << describe(answered);
@@ -246,12 +338,19 @@ void expect_lost_completion_is_recovered(LostReply& test, ProxyRig& rig, FaultPr
 
 TEST_F(LostReply, CompletionReplyLostThenResetIsRecoveredWithoutAFalseAlarm) {
   ProxyRig& rig = start_behind_fault_proxy();
-  expect_lost_completion_is_recovered(*this, rig, postgres_proxy(), AfterLoss::reset);
+  expect_lost_completion_is_recovered(*this, rig, postgres_proxy(), StatementFault::reply_lost_reset);
 }
 
 TEST_F(LostReply, CompletionReplyLostThenHungIsRecoveredWithoutAFalseAlarm) {
   ProxyRig& rig = start_behind_fault_proxy();
-  expect_lost_completion_is_recovered(*this, rig, postgres_proxy(), AfterLoss::hang);
+  expect_lost_completion_is_recovered(*this, rig, postgres_proxy(), StatementFault::reply_lost_hang);
+}
+
+// The completion committed and its answer comes after query_timeout: the driver gave up on it,
+// so it is a lost reply, recovered the same way; the late answer harms nothing.
+TEST_F(LostReply, CompletionReplySlowerThanTheDeadlineIsRecoveredWithoutAFalseAlarm) {
+  ProxyRig& rig = start_behind_fault_proxy();
+  expect_lost_completion_is_recovered(*this, rig, postgres_proxy(), StatementFault::slow_past_the_deadline);
 }
 
 // The completion never reached Postgres (reset under it): the client has its response, the
@@ -270,28 +369,18 @@ TEST_F(LostReply, CompletionDroppedBeforeTheServerIsWrittenByTheRetry) {
   EXPECT_TRUE(logged(rig, "complete_recovered"));
 }
 
-// release and mark_unknown whose answer is lost (reset, or hung until the store's deadline), or
-// which never reach the server: the write is repeated in the background until the store answers,
+// release and mark_unknown whose answer is lost (reset, or hung until the store's deadline),
+// comes after that deadline, or which never reach the server: the write is repeated in the background until the store answers,
 // so the key still comes free (release: the upstream said "not processed", 503) or still turns
 // unknown (mark_unknown: the upstream hung past its timeout), never left to a lapsed lease.
-enum class OwnerWriteFault { reply_lost_reset, reply_lost_hang, dropped_before_the_server };
-
 class LostOwnerWrite : public LostReply {
  protected:
-  void arm(const std::string& key, OwnerWriteFault fault) {
-    switch (fault) {
-      case OwnerWriteFault::reply_lost_reset: postgres_proxy().lose_next_reply(owner_write_of(key), AfterLoss::reset); break;
-      case OwnerWriteFault::reply_lost_hang: postgres_proxy().lose_next_reply(owner_write_of(key), AfterLoss::hang); break;
-      case OwnerWriteFault::dropped_before_the_server:
-        postgres_proxy().drop_next_request(owner_write_of(key), AfterLoss::reset);
-        break;
-    }
-  }
+  void arm_owner_write(const std::string& key, StatementFault fault) { arm(postgres_proxy(), owner_write_of(key), fault); }
 
-  void expect_release_frees_the_key(OwnerWriteFault fault) {
+  void expect_release_frees_the_key(StatementFault fault) {
     ProxyRig& rig = start_behind_fault_proxy();
     const std::string key = unique_key("release");
-    arm(key, fault);
+    arm_owner_write(key, fault);
     const HttpResponse declined = send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Status", "503"));
     ASSERT_TRUE(postgres_proxy().wait_fired(1, 3s)) << describe(declined);
     EXPECT_EQ(declined.status, 503) << describe(declined);
@@ -300,7 +389,7 @@ class LostOwnerWrite : public LostReply {
 
     const Retries retries = retry_until_executed(rig.proxy_port(), keyed_post("/lock", key), Clock::now(), 5s);
     EXPECT_EQ(retries.last.status, 200) << "seen: " << seen(retries.statuses) << describe(retries.last);
-    if (fault != OwnerWriteFault::reply_lost_hang) {
+    if (answered_at_once(fault)) {
       EXPECT_LT(retries.settled_ms, 2000) << "seen: " << seen(retries.statuses);
     }
     EXPECT_FALSE(retries.statuses.contains(502));
@@ -308,10 +397,10 @@ class LostOwnerWrite : public LostReply {
     EXPECT_TRUE(logged(rig, "release_recovered"));
   }
 
-  void expect_mark_unknown_locks_the_key(OwnerWriteFault fault) {
+  void expect_mark_unknown_locks_the_key(StatementFault fault) {
     ProxyRig& rig = start_behind_fault_proxy();
     const std::string key = unique_key("mark");
-    arm(key, fault);
+    arm_owner_write(key, fault);
     const HttpResponse timed_out = send(rig.proxy_port(), keyed_post("/lock", key).with("X-Test-Hang", "1"));
     ASSERT_TRUE(postgres_proxy().wait_fired(1, 3s)) << describe(timed_out);
     EXPECT_EQ(timed_out.status, 504) << describe(timed_out);
@@ -326,15 +415,21 @@ class LostOwnerWrite : public LostReply {
   }
 };
 
-TEST_F(LostOwnerWrite, ReleaseReplyLostStillFreesTheKey) { expect_release_frees_the_key(OwnerWriteFault::reply_lost_reset); }
-TEST_F(LostOwnerWrite, ReleaseReplyHungStillFreesTheKey) { expect_release_frees_the_key(OwnerWriteFault::reply_lost_hang); }
+TEST_F(LostOwnerWrite, ReleaseReplyLostStillFreesTheKey) { expect_release_frees_the_key(StatementFault::reply_lost_reset); }
+TEST_F(LostOwnerWrite, ReleaseReplyHungStillFreesTheKey) { expect_release_frees_the_key(StatementFault::reply_lost_hang); }
 TEST_F(LostOwnerWrite, ReleaseDroppedBeforeTheServerIsRepeatedAndFreesTheKey) {
-  expect_release_frees_the_key(OwnerWriteFault::dropped_before_the_server);
+  expect_release_frees_the_key(StatementFault::dropped_before_the_server);
 }
-TEST_F(LostOwnerWrite, MarkUnknownReplyLostStillLocksTheKey) { expect_mark_unknown_locks_the_key(OwnerWriteFault::reply_lost_reset); }
-TEST_F(LostOwnerWrite, MarkUnknownReplyHungStillLocksTheKey) { expect_mark_unknown_locks_the_key(OwnerWriteFault::reply_lost_hang); }
+TEST_F(LostOwnerWrite, MarkUnknownReplyLostStillLocksTheKey) { expect_mark_unknown_locks_the_key(StatementFault::reply_lost_reset); }
+TEST_F(LostOwnerWrite, MarkUnknownReplyHungStillLocksTheKey) { expect_mark_unknown_locks_the_key(StatementFault::reply_lost_hang); }
 TEST_F(LostOwnerWrite, MarkUnknownDroppedBeforeTheServerIsRepeatedAndLocksTheKey) {
-  expect_mark_unknown_locks_the_key(OwnerWriteFault::dropped_before_the_server);
+  expect_mark_unknown_locks_the_key(StatementFault::dropped_before_the_server);
+}
+TEST_F(LostOwnerWrite, ReleaseReplySlowerThanTheDeadlineIsRepeatedAndFreesTheKey) {
+  expect_release_frees_the_key(StatementFault::slow_past_the_deadline);
+}
+TEST_F(LostOwnerWrite, MarkUnknownReplySlowerThanTheDeadlineIsRepeatedAndLocksTheKey) {
+  expect_mark_unknown_locks_the_key(StatementFault::slow_past_the_deadline);
 }
 
 // ---- A saturated store -------------------------------------------------------------------------
@@ -447,6 +542,43 @@ TEST_F(LostUpstreamReply, ResponseNeverComesIs504AndTheKeyIsUnknown) {
   EXPECT_EQ(rig.upstream_count(key), 1u);
 }
 
+// Slow under upstream.timeout: an ordinary exchange, stored and replayed.
+TEST_F(LostUpstreamReply, ResponseSlowUnderTheTimeoutIsServedAndStored) {
+  ProxyRig& rig = start_with_upstream_behind_fault_proxy();
+  const std::string key = unique_key("upstream-slow");
+  upstream_proxy().delay_next_reply(request_with(key), 500ms);
+  const auto sent_at = Clock::now();
+  const HttpResponse served = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_GE(elapsed_ms(sent_at), 450);
+  ASSERT_TRUE(upstream_proxy().wait_fired(1, 0ms)) << describe(served);
+  EXPECT_EQ(served.status, 200) << describe(served);
+  const HttpResponse replayed = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_TRUE(is_replay(replayed)) << describe(replayed);
+  EXPECT_EQ(replayed.body, served.body);
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+}
+
+// Slower than upstream.timeout: 504 and unknown, as a hang. The late response then arrives on the
+// connection the proxy gave up on; it must never become the answer to a later request.
+TEST_F(LostUpstreamReply, ResponseSlowerThanTheTimeoutIs504AndItsLateBytesAnswerNothingElse) {
+  ProxyRig& rig = start_with_upstream_behind_fault_proxy();
+  const std::string key = unique_key("upstream-too-slow");
+  upstream_proxy().delay_next_reply(request_with(key), 1500ms);
+  const HttpResponse late = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_EQ(late.status, 504) << describe(late);
+  std::this_thread::sleep_for(1s);  // the held response reaches the proxy's side of the socket
+  for (int i = 0; i < 3; ++i) {
+    const std::string other = unique_key("after-the-late-reply");
+    const HttpResponse answered = send(rig.proxy_port(), keyed_post("/lock", other, other).with("X-Test-Echo", "1"));
+    EXPECT_EQ(answered.status, 200) << describe(answered);
+    EXPECT_EQ(answered.body, other) << "another request's answer";
+    EXPECT_EQ(rig.upstream_count(other), 1u);
+  }
+  const HttpResponse retried = send(rig.proxy_port(), keyed_post("/lock", key));
+  EXPECT_EQ(problem_slug(retried), "outcome-unknown") << describe(retried);
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+}
+
 TEST_F(LostUpstreamReply, ResponseLostOnARetryRouteIsTakenOverAfterTheLeaseAndRunsOnceMore) {
   ProxyRig& rig = start_with_upstream_behind_fault_proxy();
   const std::string key = unique_key("upstream-lost-retry");
@@ -481,7 +613,8 @@ class LostRedisReply : public LostReply {
     redis_proxy_ = std::make_unique<FaultProxy>("127.0.0.1", suite_redis_port());
     const std::string redis = "  redis: { address: \"127.0.0.1:" + std::to_string(redis_proxy_->port()) +
                               "\", connect_timeout: 300ms, timeout: 100ms, key_prefix: \"" + unique_key("lost-reply:") + ":\" }";
-    return start_behind_fault_proxy({{"STORE_REDIS", redis}});
+    // One worker: one Redis connection, so every request meets the connection the fault hit.
+    return start_behind_fault_proxy({{"STORE_REDIS", redis}, {"WORKERS", "1"}});
   }
   FaultProxy& redis_proxy() { return *redis_proxy_; }
 
@@ -491,56 +624,122 @@ class LostRedisReply : public LostReply {
 constexpr std::string_view kRespGet = "$3\r\nGET\r\n";
 constexpr std::string_view kRespSet = "$3\r\nSET\r\n";
 
-// The first execution's copy reached Redis; the retry's GET loses its reply.
-void expect_lost_get_falls_back(LostRedisReply& test, ProxyRig& rig, FaultProxy& redis, AfterLoss after) {
-  const std::string key = unique_key("redis-get-lost");
-  const HttpResponse first = send(rig.proxy_port(), keyed_post("/lock", key));
-  ASSERT_EQ(first.status, 200) << describe(first);
-  // The copy is written after the client's answer: wait until a retry is served from Redis.
-  ASSERT_TRUE(eventually([&] {
-    return is_replay(send(rig.proxy_port(), keyed_post("/lock", key))) && last_decision(rig) == "replay_redis";
-  }, 5s, 50ms)) << "the record never reached Redis";
+// The rig's Redis deadlines: a lookup (GET + PTTL) answers at store.redis.timeout (100 ms) and
+// keeps the connection until max(timeout, connect_timeout) = 300 ms, so a GET answered at 200 ms
+// arrives late on the live connection (matched to its entry and dropped); a SET has one deadline,
+// 300 ms, so one answered at 500 ms comes after its connection was given up.
+constexpr auto kLateGet = 200ms;
+constexpr auto kLateSet = 500ms;
 
-  redis.lose_next_reply(contains_all({std::string(kRespGet)}), after);
+// A request whose response is its key (the upstream echoes the body): two keys' answers differ.
+HttpRequest echoed(const std::string& key) { return keyed_post("/lock", key, key).with("X-Test-Echo", "1"); }
+
+// A key executed once whose copy is in Redis (a retry was served from it).
+std::string executed_and_cached(ProxyRig& rig, const std::string& name) {
+  const std::string key = unique_key(name);
+  const HttpResponse first = send(rig.proxy_port(), echoed(key));
+  EXPECT_EQ(first.status, 200) << describe(first);
+  // The copy is written after the client's answer: wait until a retry is served from Redis.
+  EXPECT_TRUE(eventually([&] { return is_replay(send(rig.proxy_port(), echoed(key))) && last_decision(rig) == "replay_redis"; },
+                         5s, 50ms))
+      << "the record never reached Redis";
+  return key;
+}
+
+// Replays of `key` and of `other` alternate, each answered with its own response, until both
+// came from Redis again: a late or lost Redis answer never becomes the answer to a later command.
+void expect_replays_right_and_from_redis_again(ProxyRig& rig, const std::string& key, const std::string& other) {
+  std::this_thread::sleep_for(kLateSet);  // every held answer has reached the proxy's socket
+  std::set<std::string> from_redis;
+  for (int i = 0; i < 20 && from_redis.size() < 2; ++i) {
+    for (const std::string& each : {key, other}) {
+      const HttpResponse again = send(rig.proxy_port(), echoed(each));
+      EXPECT_TRUE(is_replay(again)) << describe(again);
+      EXPECT_EQ(again.body, each) << "another key's response";
+      if (last_decision(rig) == "replay_redis") from_redis.insert(each);
+    }
+    if (from_redis.size() < 2) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(from_redis.size(), 2u) << "the replay cache never served both keys again";
+  EXPECT_EQ(rig.upstream_count(key), 1u);
+  EXPECT_EQ(rig.upstream_count(other), 1u);
+}
+
+// The first execution's copy reached Redis; the retry's GET loses its reply, never reaches Redis,
+// or is answered after the Redis deadline.
+void expect_failed_get_falls_back(LostRedisReply& test, ProxyRig& rig, FaultProxy& redis, StatementFault fault) {
+  const std::string other = executed_and_cached(rig, "redis-get-other");
+  const std::string key = executed_and_cached(rig, "redis-get-lost");
+  arm(redis, contains_all({std::string(kRespGet)}), fault, kLateGet);
   const auto sent_at = Clock::now();
-  const HttpResponse retried = send(rig.proxy_port(), keyed_post("/lock", key));
+  const HttpResponse retried = send(rig.proxy_port(), echoed(key));
   const long long took_ms = elapsed_ms(sent_at);
   ASSERT_TRUE(redis.wait_fired(1, 0ms)) << describe(retried);
   EXPECT_TRUE(is_replay(retried)) << describe(retried);
-  EXPECT_EQ(retried.body, first.body);
+  EXPECT_EQ(retried.body, key);
   EXPECT_EQ(last_decision(rig), "replay") << "not answered from Postgres";
-  EXPECT_LT(took_ms, 1000) << "the fallback waited past the Redis deadline";
-  EXPECT_EQ(rig.upstream_count(key), 1u);
+  EXPECT_LT(took_ms, answered_at_once(fault) ? 300 : 1000) << "the fallback waited past the Redis deadline";
+  expect_replays_right_and_from_redis_again(rig, key, other);
   static_cast<void>(test);
 }
 
 TEST_F(LostRedisReply, GetReplyLostThenResetFallsBackToPostgres) {
   ProxyRig& rig = start_with_redis_behind_fault_proxy();
-  expect_lost_get_falls_back(*this, rig, redis_proxy(), AfterLoss::reset);
+  expect_failed_get_falls_back(*this, rig, redis_proxy(), StatementFault::reply_lost_reset);
 }
 
 TEST_F(LostRedisReply, GetReplyLostThenHungFallsBackAtTheRedisDeadline) {
   ProxyRig& rig = start_with_redis_behind_fault_proxy();
-  expect_lost_get_falls_back(*this, rig, redis_proxy(), AfterLoss::hang);
+  expect_failed_get_falls_back(*this, rig, redis_proxy(), StatementFault::reply_lost_hang);
+}
+
+TEST_F(LostRedisReply, GetDroppedBeforeTheServerFallsBackToPostgres) {
+  ProxyRig& rig = start_with_redis_behind_fault_proxy();
+  expect_failed_get_falls_back(*this, rig, redis_proxy(), StatementFault::dropped_before_the_server);
+}
+
+TEST_F(LostRedisReply, GetReplySlowerThanTheRedisDeadlineFallsBackAndTheLateReplyAnswersNothingElse) {
+  ProxyRig& rig = start_with_redis_behind_fault_proxy();
+  expect_failed_get_falls_back(*this, rig, redis_proxy(), StatementFault::slow_past_the_deadline);
+}
+
+// The copy's SET loses its answer, never reaches Redis or is answered late: the client has its
+// response either way, and every replay is that response, from Redis or from Postgres.
+void expect_failed_set_leaves_every_replay_right(LostRedisReply& test, ProxyRig& rig, FaultProxy& redis,
+                                                 StatementFault fault) {
+  const std::string other = executed_and_cached(rig, "redis-set-other");
+  const std::string key = unique_key("redis-set-lost");
+  arm(redis, contains_all({std::string(kRespSet)}), fault, kLateSet);
+  const HttpResponse first = send(rig.proxy_port(), echoed(key));
+  EXPECT_EQ(first.status, 200) << describe(first);
+  EXPECT_FALSE(is_replay(first));
+  ASSERT_TRUE(redis.wait_fired(1, 3s));
+  const HttpResponse again = send(rig.proxy_port(), echoed(key));
+  EXPECT_TRUE(is_replay(again)) << describe(again);
+  EXPECT_EQ(again.body, key);
+  if (fault == StatementFault::dropped_before_the_server) {
+    EXPECT_EQ(last_decision(rig), "replay") << "no copy was written, so Postgres answered";
+  }
+  expect_replays_right_and_from_redis_again(rig, key, other);
+  static_cast<void>(test);
 }
 
 TEST_F(LostRedisReply, SetReplyLostLeavesTheClientsAnswerAndEveryReplayRight) {
-  for (const AfterLoss after : {AfterLoss::reset, AfterLoss::hang}) {
+  for (const StatementFault fault : {StatementFault::reply_lost_reset, StatementFault::reply_lost_hang}) {
     ProxyRig& rig = start_with_redis_behind_fault_proxy();
-    const std::string key = unique_key("redis-set-lost");
-    redis_proxy().lose_next_reply(contains_all({std::string(kRespSet)}), after);
-    const HttpResponse first = send(rig.proxy_port(), keyed_post("/lock", key));
-    EXPECT_EQ(first.status, 200) << describe(first);
-    EXPECT_FALSE(is_replay(first));
-    ASSERT_TRUE(redis_proxy().wait_fired(1, 3s));
-    for (int i = 0; i < 3; ++i) {
-      const HttpResponse again = send(rig.proxy_port(), keyed_post("/lock", key));
-      EXPECT_TRUE(is_replay(again)) << describe(again);
-      EXPECT_EQ(again.body, first.body);
-    }
-    EXPECT_EQ(rig.upstream_count(key), 1u);
+    expect_failed_set_leaves_every_replay_right(*this, rig, redis_proxy(), fault);
     rig_.reset();
   }
+}
+
+TEST_F(LostRedisReply, SetDroppedBeforeTheServerLeavesNoCopyAndEveryReplayRight) {
+  ProxyRig& rig = start_with_redis_behind_fault_proxy();
+  expect_failed_set_leaves_every_replay_right(*this, rig, redis_proxy(), StatementFault::dropped_before_the_server);
+}
+
+TEST_F(LostRedisReply, SetReplySlowerThanTheRedisDeadlineLeavesEveryReplayRight) {
+  ProxyRig& rig = start_with_redis_behind_fault_proxy();
+  expect_failed_set_leaves_every_replay_right(*this, rig, redis_proxy(), StatementFault::slow_past_the_deadline);
 }
 
 TEST_F(LostRedisReply, BlackholedRedisFallsBackWithinItsDeadline) {

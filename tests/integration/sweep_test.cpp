@@ -210,39 +210,78 @@ TEST_F(Sweep, ClaimOfARecordBeingSweptWaitsForTheSweepThenClaims) {
   EXPECT_EQ(count("key = 'k0' AND state = 'in_flight' AND owner = 'owner-1'"), 1);
 }
 
-// The sweep's reply is lost after it committed: the reaper hears reply_lost (not a failure to
-// alarm anyone: the next tick runs the same statement), the rows it deleted stay deleted, and
-// the next sweep carries on with the rest. Nothing live is touched either way.
-TEST_F(Sweep, ASweepWhoseReplyIsLostDeletedWhatItDeletedAndTheNextSweepCarriesOn) {
+// What a fault proxy does to one sweep statement.
+enum class SweepFault {
+  reply_lost_reset,           // committed, the answer swallowed, the connection reset
+  reply_lost_hang,            // committed, the answer swallowed, the connection silent
+  dropped_before_the_server,  // never forwarded: nothing deleted
+  slow_past_the_deadline,     // committed, answered after query_timeout
+};
+
+std::string name_of(SweepFault fault) {
+  switch (fault) {
+    case SweepFault::reply_lost_reset: return "ReplyLostThenReset";
+    case SweepFault::reply_lost_hang: return "ReplyLostThenHung";
+    case SweepFault::dropped_before_the_server: return "DroppedBeforeTheServer";
+    case SweepFault::slow_past_the_deadline: return "SlowerThanTheDeadline";
+  }
+  return "Unknown";
+}
+void PrintTo(SweepFault fault, std::ostream* out) { *out << name_of(fault); }  // names ctest's entries
+
+// One sweep meets `fault`: the reaper hears reply_lost (not a failure to alarm anyone: the next
+// tick runs the same statement), what it deleted stays deleted, and the next sweeps carry on with
+// the rest over a new connection. Nothing live is touched either way.
+class SweepFaults : public Sweep, public ::testing::WithParamInterface<SweepFault> {};
+
+TEST_P(SweepFaults, TheReaperHearsReplyLostAndTheNextSweepsCarryOn) {
+  const SweepFault fault = GetParam();
   ASSERT_NO_FATAL_FAILURE(insert_expired("mine", 250));
   ASSERT_NO_FATAL_FAILURE(insert_live("mine", 10));
   std::smatch port;
   ASSERT_TRUE(std::regex_search(dsn(), port, std::regex(R"(port=(\d+))"))) << dsn();
   FaultProxy postgres("127.0.0.1", static_cast<std::uint16_t>(std::stoi(port[1])));
-  postgres.lose_next_reply(contains_all({"expires_at <= now()"}), FaultProxy::AfterLoss::reset);
+  const FaultProxy::Matcher sweep = contains_all({"expires_at <= now()"});
+  switch (fault) {
+    case SweepFault::reply_lost_reset: postgres.lose_next_reply(sweep, FaultProxy::AfterLoss::reset); break;
+    case SweepFault::reply_lost_hang: postgres.lose_next_reply(sweep, FaultProxy::AfterLoss::hang); break;
+    case SweepFault::dropped_before_the_server: postgres.drop_next_request(sweep, FaultProxy::AfterLoss::reset); break;
+    case SweepFault::slow_past_the_deadline: postgres.delay_next_reply(sweep, 2s); break;
+  }
 
   boost::asio::io_context io(1);
   store::pg::PoolOptions options = pool(1);
+  options.query_timeout = 1s;
   options.dsn = dsn_with(dsn_with(options.dsn, "port", std::to_string(postgres.port())), "sslmode", "disable");
   store::pg::PgStore store(io, options);
   store.start();
+  const auto started = std::chrono::steady_clock::now();
   const SweepResult lost = sweep_once(io, store, 100);
+  const auto took = std::chrono::steady_clock::now() - started;
   ASSERT_TRUE(postgres.wait_fired(1, 0ms));
   ASSERT_TRUE(lost.error.has_value());
   EXPECT_EQ(*lost.error, StoreError::reply_lost);
-  EXPECT_EQ(count("scope = 'mine' AND expires_at <= now()"), 150) << "the lost sweep did not commit its batch";
+  EXPECT_LT(took, 1500ms) << "the sweep outlived query_timeout";
+  const bool committed = fault != SweepFault::dropped_before_the_server;
+  EXPECT_EQ(count("scope = 'mine' AND expires_at <= now()"), committed ? 150 : 250)
+      << (committed ? "the lost sweep did not commit its batch" : "a sweep that never ran deleted rows");
 
   std::size_t deleted = 0;
-  for (int sweep = 0; sweep < 5 && deleted < 150; ++sweep) {
+  for (int sweep_number = 0; sweep_number < 5 && count("scope = 'mine' AND expires_at <= now()") > 0; ++sweep_number) {
     const SweepResult next = sweep_once(io, store, 100);
     ASSERT_TRUE(next.error.has_value());
     ASSERT_EQ(*next.error, StoreError::ok);
     deleted += next.deleted;
   }
-  EXPECT_EQ(deleted, 150u);
+  EXPECT_EQ(deleted, committed ? 150u : 250u);
   EXPECT_EQ(count("scope = 'mine' AND expires_at <= now()"), 0);
   EXPECT_EQ(count("scope = 'mine'"), 10) << "a live record was swept";
 }
+
+INSTANTIATE_TEST_SUITE_P(EveryFault, SweepFaults,
+                         ::testing::Values(SweepFault::reply_lost_reset, SweepFault::reply_lost_hang,
+                                           SweepFault::dropped_before_the_server, SweepFault::slow_past_the_deadline),
+                         [](const ::testing::TestParamInfo<SweepFault>& info) { return name_of(info.param); });
 
 }  // namespace
 }  // namespace idem::test

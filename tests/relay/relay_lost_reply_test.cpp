@@ -44,6 +44,7 @@ enum class Fault {
   reply_lost_reset,  // executed, answer swallowed, connection reset
   reply_lost_hang,   // executed, answer swallowed, connection silent: the relay's deadline fires
   dropped_reset,     // never reaches the server, connection reset: certainly not executed
+  slow,              // executed, answered 2 s late (past query_timeout and command_timeout)
 };
 
 void arm(FaultProxy& proxy, FaultProxy::Matcher matches, Fault fault) {
@@ -51,6 +52,7 @@ void arm(FaultProxy& proxy, FaultProxy::Matcher matches, Fault fault) {
     case Fault::reply_lost_reset: proxy.lose_next_reply(std::move(matches), AfterLoss::reset); return;
     case Fault::reply_lost_hang: proxy.lose_next_reply(std::move(matches), AfterLoss::hang); return;
     case Fault::dropped_reset: proxy.drop_next_request(std::move(matches), AfterLoss::reset); return;
+    case Fault::slow: proxy.delay_next_reply(std::move(matches), 2s); return;
   }
 }
 
@@ -236,14 +238,17 @@ class RelayLostReply : public RelayFixture {
 TEST_F(RelayLostReply, ClaimReplyLostWithResetReleasesItsRowsAtOnce) { claim_fault(Fault::reply_lost_reset); }
 TEST_F(RelayLostReply, ClaimReplyLostWithHangReleasesItsRowsAfterTheDeadline) { claim_fault(Fault::reply_lost_hang); }
 TEST_F(RelayLostReply, ClaimDroppedBeforeTheServerReleasesNothingAndCarriesOn) { claim_fault(Fault::dropped_reset); }
+TEST_F(RelayLostReply, ClaimReplySlowerThanTheDeadlineReleasesItsRowsAfterIt) { claim_fault(Fault::slow); }
 
 TEST_F(RelayLostReply, SettleReplyLostWithResetCountsAsApplied) { settle_fault(Fault::reply_lost_reset); }
 TEST_F(RelayLostReply, SettleReplyLostWithHangCountsAsApplied) { settle_fault(Fault::reply_lost_hang); }
 TEST_F(RelayLostReply, SettleDroppedBeforeTheServerIsSimplyRetried) { settle_fault(Fault::dropped_reset); }
+TEST_F(RelayLostReply, SettleReplySlowerThanTheDeadlineCountsAsApplied) { settle_fault(Fault::slow); }
 
 TEST_F(RelayLostReply, RedisScriptReplyLostWithResetAddsNoSecondEntry) { publish_fault(Fault::reply_lost_reset); }
 TEST_F(RelayLostReply, RedisScriptReplyLostWithHangAddsNoSecondEntry) { publish_fault(Fault::reply_lost_hang); }
 TEST_F(RelayLostReply, RedisScriptDroppedBeforeTheServerIsPublishedOnce) { publish_fault(Fault::dropped_reset); }
+TEST_F(RelayLostReply, RedisScriptReplySlowerThanTheDeadlineAddsNoSecondEntry) { publish_fault(Fault::slow); }
 
 // HTTP: relay -> FaultProxy -> idemproxy (the consumer's inbox, route keyed on webhook-id) ->
 // idem-test-upstream, which counts executions per webhook-id.

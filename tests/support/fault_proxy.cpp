@@ -49,10 +49,11 @@ struct FaultProxy::Impl {
   class Connection;
 
   struct ArmedFault {
-    enum class Kind { lose_reply, drop_request };
+    enum class Kind { lose_reply, drop_request, delay_reply };
     Kind kind;
     Matcher matches;
-    AfterLoss after;
+    AfterLoss after = AfterLoss::reset;
+    std::chrono::milliseconds delay{0};  // delay_reply
   };
 
   Impl(const std::string& target_host, std::uint16_t target_port);
@@ -319,6 +320,9 @@ class FaultProxy::Impl::Connection : public std::enable_shared_from_this<Connect
             lose_client(fault->after);
             if (state_ == State::hung) read_client();
             return;
+          case ArmedFault::Kind::delay_reply:
+            next_reply_delay_ = fault->delay;
+            break;  // forwarded below; the reply's first chunk is held
         }
       }
     }
@@ -403,18 +407,25 @@ class FaultProxy::Impl::Connection : public std::enable_shared_from_this<Connect
         reset();
         return;
       }
-      out_.push_back(Chunk{Clock::now() + proxy_.reply_delay, {}, true});
+      out_.push_back(Chunk{due_now(), {}, true});
       pump_down();
       return;
     }
     request_.clear();
-    out_.push_back(Chunk{Clock::now() + proxy_.reply_delay, std::string(server_buf_.data(), n), false});
+    out_.push_back(Chunk{due_now(), std::string(server_buf_.data(), n), false});
     out_bytes_ += n;
     pump_down();
     if (out_bytes_ < kMaxQueuedReplyBytes)
       read_server();
     else
       server_paused_ = true;
+  }
+
+  // When a chunk that arrives from the server now may be written to the client.
+  Clock::time_point due_now() {
+    const auto held = std::exchange(next_reply_delay_, std::nullopt);
+    if (held) proxy_.note_fired();
+    return Clock::now() + proxy_.reply_delay + held.value_or(std::chrono::milliseconds{0});
   }
 
   // Writes the queue's head to the client once it is due; one write or wait at a time.
@@ -486,6 +497,7 @@ class FaultProxy::Impl::Connection : public std::enable_shared_from_this<Connect
   std::string request_;  // client bytes since the server last sent, at most kMaxRequestBytes
   std::optional<std::size_t> reset_after_;
   std::size_t forwarded_ = 0;  // client->server bytes written
+  std::optional<std::chrono::milliseconds> next_reply_delay_;  // delay_next_reply matched here
 
   std::deque<Chunk> out_;  // server->client, in order
   std::size_t out_bytes_ = 0;
@@ -606,6 +618,13 @@ void FaultProxy::lose_next_reply(Matcher matches, AfterLoss after) {
 void FaultProxy::drop_next_request(Matcher matches, AfterLoss after) {
   impl_->run_on_io([&] {
     impl_->faults.push_back(Impl::ArmedFault{Impl::ArmedFault::Kind::drop_request, std::move(matches), after});
+  });
+}
+
+void FaultProxy::delay_next_reply(Matcher matches, std::chrono::milliseconds delay) {
+  impl_->run_on_io([&] {
+    impl_->faults.push_back(
+        Impl::ArmedFault{Impl::ArmedFault::Kind::delay_reply, std::move(matches), AfterLoss::reset, delay});
   });
 }
 

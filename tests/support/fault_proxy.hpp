@@ -59,9 +59,15 @@ class FaultProxy {
   // the fault fires at once, the client is reset or hung and the server side closed. A request
   // certainly not executed.
   void drop_next_request(Matcher matches, AfterLoss after);
+  // The matching request is forwarded; the first bytes of its reply (or the server's close) reach
+  // the client `delay` after they arrived (plus any set_reply_delay), and everything the server
+  // sends after them waits behind them: one slow answer, the connection otherwise untouched, so
+  // a client that gave up at its deadline sees the late reply arrive on the same connection.
+  void delay_next_reply(Matcher matches, std::chrono::milliseconds delay);
 
   // Faults that have fired so far: lose_next_reply at the loss, drop_next_request at the drop,
-  // reset_next_connection_after at its reset.
+  // delay_next_reply when the held reply arrives from the server, reset_next_connection_after at
+  // its reset.
   std::size_t faults_fired() const;
   // True as soon as faults_fired() >= count; false when it still is not at the timeout.
   bool wait_fired(std::size_t count, std::chrono::milliseconds timeout) const;

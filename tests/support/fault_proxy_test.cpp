@@ -330,6 +330,21 @@ TEST_F(FaultProxy, ReplyDelayHoldsEveryReply) {
   EXPECT_EQ(client.exchange("b\n"), "reply:b\n");
 }
 
+TEST_F(FaultProxy, DelayNextReplyHoldsOnlyTheMatchingRequestsReply) {
+  proxy_.delay_next_reply(contains_all({"slow"}), 400ms);
+  Client client(proxy_.port());
+  EXPECT_EQ(client.exchange("fast\n"), "reply:fast\n");
+  EXPECT_EQ(proxy_.faults_fired(), 0u);
+  ASSERT_TRUE(client.send("slow\n"));
+  EXPECT_TRUE(client.read_line(200ms).timed_out) << "the reply came before its delay";
+  EXPECT_TRUE(proxy_.wait_fired(1, 0ms)) << "fired when the held reply arrived";
+  EXPECT_EQ(client.read_line(2s).data, "reply:slow\n") << "the late reply arrives on the same connection";
+  const auto started = Clock::now();
+  EXPECT_EQ(client.exchange("after\n"), "reply:after\n");
+  EXPECT_LT(Clock::now() - started, 200ms) << "only one reply is held";
+  EXPECT_EQ(server_.requests(), 3u);
+}
+
 TEST_F(FaultProxy, ResetNextConnectionAfterForwardsThatManyBytesThenResets) {
   proxy_.reset_next_connection_after(5);
   Client client(proxy_.port());

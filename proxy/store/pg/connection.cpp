@@ -1,5 +1,7 @@
 #include "store/pg/connection.hpp"
 
+#include <sys/socket.h>
+
 #include <boost/asio/post.hpp>
 #include <openssl/ssl.h>
 
@@ -545,6 +547,18 @@ void Connection::drop() {
   state_ = State::closed;
 }
 
+// A statement went out and no answer came: the connection ends with RST, not FIN. With a FIN,
+// bytes the kernel has not delivered yet (a silent partition holds them in the send queue) are
+// retransmitted once the network heals, and the server would run a statement we gave up on and
+// have already fenced: a claim committed after its release, a key locked that never ran. RST
+// discards them, and tells the server at once that nobody reads its answer.
+void Connection::reset_on_drop() {
+  const int fd = conn_ ? PQsocket(conn_.get()) : -1;
+  if (fd < 0) return;
+  const linger abort_on_close{1, 0};
+  static_cast<void>(::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close));
+}
+
 void Connection::fail(PgErrorKind kind, std::string message, Delivery delivery) {
   PgError error{kind, {}, std::move(message)};
   switch (state_) {
@@ -607,6 +621,7 @@ void Connection::finish_execute(PgError error, ResultHandle result, Delivery del
     state_ = State::idle;
     watch_idle();
   } else {
+    if (error.kind == PgErrorKind::reply_lost) reset_on_drop();
     drop();
   }
   statement_.reset();
