@@ -5,8 +5,16 @@
 //      two writer threads) while the relay runs; commit-to-XADD lag = stream entry id (Redis clock,
 //      ms) - created_at (the inserting transaction's now(), i.e. its commit within a millisecond);
 //      retention runs meanwhile and the table's size and dead tuples are sampled (a mini soak);
-//   3. the upper bound: the claim + mark SQL alone under pgbench, same batch sizes, same 2 clients.
-// Usage: idemrelay-bench --pg DSN --redis-port P --relay BIN --work DIR [--rate N] [--seconds S]
+//   3. the upper bound: the claim + mark SQL alone under pgbench, same batch sizes, same 2 clients;
+//   4. bursts into an idle relay on a never-analyzed outbox: 30,000 rows committed at once, as
+//      30,000 one-row aggregates and as 40 aggregates of 750 rows (rows/s from commit to drained);
+//   5. a 1,000,000-row backlog over 100 aggregates drained by 1, 2 and 4 relays: rows/s, the claim
+//      statement's server time (p50/p99, from the Postgres log: log_min_duration_statement = 0 on the
+//      relays' sessions), and with one relay the commit-to-XADD lag of new rows inserted at
+//      --rate rows/s into other aggregates meanwhile. Every run checks what reached the stream:
+//      each event exactly once, each aggregate in id order.
+// Usage: idemrelay-bench --pg DSN --pg-log FILE --redis-port P --relay BIN --work DIR [--rate N]
+//        [--seconds S] [--only throughput|latency|burst|backlog]
 #include <hiredis/hiredis.h>
 #include <libpq-fe.h>
 #include <signal.h>
@@ -24,6 +32,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -47,7 +56,8 @@ struct Options {
   std::filesystem::path work;
   int rate = 2'000;
   int seconds = 10;
-  std::string only;  // "throughput" | "latency": run that part alone
+  std::string only;  // "throughput" | "latency" | "burst" | "backlog": run that part alone
+  std::filesystem::path pg_log;  // the server's log, for statement durations
 };
 
 struct PgDeleter {
@@ -84,8 +94,8 @@ class Pg {
   std::unique_ptr<PGconn, PgDeleter> conn_;
 };
 
-std::string search_path_dsn(const std::string& dsn, const std::string& schema) {
-  return dsn + " options='-c search_path=" + schema + "'";
+std::string search_path_dsn(const std::string& dsn, const std::string& schema, const std::string& more_options = {}) {
+  return dsn + " options='-c search_path=" + schema + (more_options.empty() ? "" : " " + more_options) + "'";
 }
 
 class Redis {
@@ -164,17 +174,19 @@ struct Schema {
   std::string dsn;
 };
 
-void fill(const std::string& dsn, int rows, int aggregates) {
+// `rows` rows over `aggregates` aggregates, committed at once; analyzed unless `analyze` is false
+// (a table the planner knows nothing about, as after a deploy).
+void fill(const std::string& dsn, int rows, int aggregates, bool analyze = true) {
   Pg(dsn).query("INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) "
                 "SELECT 'order', 'agg-' || (g % " + std::to_string(aggregates) + "), 'order.created', "
                 "jsonb_build_object('n', g, 'note', 'a payload of about a hundred bytes, like a small domain event') "
                 "FROM generate_series(1, " + std::to_string(rows) + ") AS g");
-  Pg(dsn).query("ANALYZE outbox");
+  if (analyze) Pg(dsn).query("ANALYZE outbox");
 }
 
 std::filesystem::path write_config(const Options& o, const std::string& dsn, const std::string& stream, int batch,
-                                   const std::string& extra) {
-  const auto path = o.work / ("relay-" + stream + ".yaml");
+                                   const std::string& extra, const std::string& name = {}) {
+  const auto path = o.work / ("relay-" + stream + name + ".yaml");
   std::ofstream out(path);
   out << "postgres: { dsn: \"" << dsn << "\" }\n"
       << "relay: { batch_size: " << batch << ", concurrency: 2, poll_interval: 1s, lease: 30s, stats_interval: 1s }\n"
@@ -318,12 +330,14 @@ double sql_bound(const Options& o, int batch, int transactions_per_client) {
   replace("$2", "'b' || :token");
   replace("$3", "30000");
   const auto script = o.work / ("claim_mark_" + std::to_string(batch) + ".sql");
-  // The claimed ids go to the mark through a pgbench variable, as the relay's settle gets them.
+  // The claim, then the mark as the relay's settle does it: the token's rows published and its lanes
+  // handed back (the rows found through the lanes, as the claim found them).
   std::ofstream(script) << "\\set token random(1, 2000000000)\n"
-                        << "WITH claimed AS (" << claim << ")\n"
-                        << "SELECT COALESCE(array_agg(id), '{}') AS ids FROM claimed \\gset\n"
-                        << "UPDATE outbox SET published_at = now(), claimed_by = NULL, claimed_until = NULL "
-                           "WHERE id = ANY(':ids'::int8[]) AND claimed_by = 'b' || :token AND published_at IS NULL;\n";
+                        << claim << ";\n"
+                        << "WITH lanes AS (UPDATE outbox_lanes SET claimed_by = NULL, claimed_until = NULL, "
+                           "version = version + 1 WHERE claimed_by = 'b' || :token RETURNING lane) "
+                           "UPDATE outbox SET published_at = now(), claimed_by = NULL, claimed_until = NULL "
+                           "WHERE lane IN (SELECT lane FROM lanes) AND claimed_by = 'b' || :token AND published_at IS NULL;\n";
   const std::string command = "PGOPTIONS='-c search_path=" + schema.name + "' pgbench -n -c 2 -j 2 -t " +
                               std::to_string(transactions_per_client) + " -f " + script.string() + " \"" + o.pg + "\" 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
@@ -342,6 +356,155 @@ double sql_bound(const Options& o, int batch, int transactions_per_client) {
   return tps * static_cast<double>(moved) / (2.0 * transactions_per_client);
 }
 
+// What reached `key`: every event once, each aggregate in id order; throws otherwise. Returns the
+// commit-to-XADD lags (ms) of the entries whose aggregate_id starts with `lag_prefix` (if given).
+std::vector<std::int64_t> verify_stream(Redis& redis, const std::string& key, std::int64_t expected,
+                                        const std::string& lag_prefix = {}) {
+  std::vector<std::uint8_t> seen;
+  std::map<std::string, std::int64_t> last;
+  std::vector<std::int64_t> lags;
+  std::int64_t entries = 0;
+  std::string from = "-";
+  while (true) {
+    redisReply* page = redis.command({"XRANGE", key, from, "+", "COUNT", "10000"});
+    if (page->elements == 0) {
+      freeReplyObject(page);
+      break;
+    }
+    for (size_t i = 0; i < page->elements; ++i) {
+      const redisReply* entry = page->element[i];
+      const std::string id = entry->element[0]->str;
+      const redisReply* fields = entry->element[1];
+      std::int64_t event = -1;
+      std::string aggregate, created_at;
+      for (size_t f = 0; f + 1 < fields->elements; f += 2) {
+        const std::string name = fields->element[f]->str;
+        if (name == "event_id") event = std::stoll(fields->element[f + 1]->str);
+        if (name == "aggregate_id") aggregate = fields->element[f + 1]->str;
+        if (name == "created_at") created_at = fields->element[f + 1]->str;
+      }
+      if (event < 0) throw std::runtime_error("stream entry without event_id");
+      if (static_cast<std::size_t>(event) >= seen.size()) seen.resize(static_cast<std::size_t>(event) * 2 + 1);
+      if (seen[static_cast<std::size_t>(event)]++ != 0) throw std::runtime_error("event " + std::to_string(event) + " twice");
+      auto [at, inserted] = last.try_emplace(aggregate, event);
+      if (!inserted) {
+        if (event < at->second) throw std::runtime_error("aggregate " + aggregate + " out of order");
+        at->second = event;
+      }
+      if (!lag_prefix.empty() && aggregate.rfind(lag_prefix, 0) == 0) {
+        lags.push_back(std::stoll(id.substr(0, id.find('-'))) - rfc3339_ms(created_at));
+      }
+      ++entries;
+      from = "(" + id;
+    }
+    freeReplyObject(page);
+  }
+  if (entries != expected) {
+    throw std::runtime_error(key + ": " + std::to_string(entries) + " entries, expected " + std::to_string(expected));
+  }
+  return lags;
+}
+
+std::int64_t unpublished(Pg& pg) { return pg.scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL"); }
+
+// 30,000 rows committed at once into an idle relay's never-analyzed outbox: rows/s from the commit
+// until the last row is marked published.
+double burst(const Options& o, Redis& redis, int rows, int aggregates, int batch) {
+  Schema schema(o.pg, o.relay, o.work);
+  const std::string stream = "burst" + std::to_string(aggregates) + "x" + random_suffix();
+  const auto config = write_config(o, schema.dsn, stream, batch, "retention: { max_age: 0 }\n");
+  Child relay({o.relay, "--config", config.string()}, o.work / (stream + ".log"));
+  std::this_thread::sleep_for(1s);  // idle: its claims found nothing
+  Pg pg(schema.dsn);
+  fill(schema.dsn, rows, aggregates, false);
+  const auto committed = Clock::now();
+  while (unpublished(pg) > 0) {
+    if (Clock::now() - committed > 120s) throw std::runtime_error("burst did not drain in 120 s");
+    std::this_thread::sleep_for(5ms);
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - committed).count();
+  relay.stop();
+  verify_stream(redis, stream + ".order", rows);
+  drop_stream(redis, stream);
+  return rows / seconds;
+}
+
+// Execute times (ms) of the claim statement in the server's log since byte `from`.
+std::vector<double> claim_times(const std::filesystem::path& log, std::uintmax_t from) {
+  std::ifstream in(log);
+  in.seekg(static_cast<std::streamoff>(from));
+  std::vector<double> times;
+  std::string line;
+  double pending = -1;  // >= 0: a duration line whose statement starts on the next line
+  while (std::getline(in, line)) {
+    if (pending >= 0 && line.rfind("WITH lanes AS MATERIALIZED", 0) == 0) times.push_back(pending);
+    pending = -1;
+    const std::size_t at = line.find("duration: ");
+    if (at != std::string::npos && line.find(" execute ") != std::string::npos) pending = std::stod(line.substr(at + 10));
+  }
+  std::sort(times.begin(), times.end());
+  return times;
+}
+
+double percentile(const std::vector<double>& sorted, int p) {
+  if (sorted.empty()) return 0;
+  return sorted[std::min(sorted.size() - 1, sorted.size() * static_cast<std::size_t>(p) / 100)];
+}
+
+struct BacklogRun {
+  double rows_per_second = 0;
+  std::vector<double> claims;  // ms, sorted
+  std::vector<std::int64_t> lags;
+  int inserted = 0;
+};
+
+// A 1,000,000-row backlog over 100 aggregates drained by `relays` relays (batch 500, concurrency 2
+// each); with `rate` > 0, new rows go into 1,000 other aggregates at that rate meanwhile.
+BacklogRun backlog(const Options& o, Redis& redis, int relays, int rate) {
+  constexpr int kRows = 1'000'000;
+  Schema schema(o.pg, o.relay, o.work);
+  fill(schema.dsn, kRows, 100, false);
+  const std::string stream = "backlog" + std::to_string(relays) + "x" + random_suffix();
+  const std::string timed_dsn = search_path_dsn(o.pg, schema.name, "-c log_min_duration_statement=0");
+  const std::uintmax_t log_from = std::filesystem::file_size(o.pg_log);
+  BacklogRun run;
+  const auto start = Clock::now();
+  {
+    std::vector<std::unique_ptr<Child>> children;
+    for (int r = 0; r < relays; ++r) {
+      const auto config = write_config(o, timed_dsn, stream, 500, "retention: { max_age: 0 }\n", "-" + std::to_string(r));
+      children.push_back(std::make_unique<Child>(std::vector<std::string>{o.relay, "--config", config.string()},
+                                                 o.work / (stream + "-" + std::to_string(r) + ".log")));
+    }
+    std::thread writer([&] {
+      if (rate <= 0) return;
+      Pg pg(schema.dsn);
+      const auto interval = std::chrono::nanoseconds(1'000'000'000LL / rate);
+      const auto first = Clock::now() + 2s;
+      for (int n = 0; n < rate * o.seconds; ++n) {
+        std::this_thread::sleep_until(first + n * interval);
+        pg.query("INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES "
+                 "('order', $1, 'order.created', '{\"n\": 1}')",
+                 {"new-" + std::to_string(n % 1'000)});
+        ++run.inserted;
+      }
+    });
+    writer.join();
+    Pg pg(schema.dsn);
+    while (unpublished(pg) > 0) {
+      if (Clock::now() - start > 600s) throw std::runtime_error("backlog did not drain in 600 s");
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  run.rows_per_second = (kRows + run.inserted) / seconds;
+  run.claims = claim_times(o.pg_log, log_from);
+  run.lags = verify_stream(redis, stream + ".order", kRows + run.inserted, rate > 0 ? "new-" : "");
+  std::sort(run.lags.begin(), run.lags.end());
+  drop_stream(redis, stream);
+  return run;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -356,9 +519,11 @@ int main(int argc, char** argv) {
     else if (key == "--rate") o.rate = std::stoi(value);
     else if (key == "--seconds") o.seconds = std::stoi(value);
     else if (key == "--only") o.only = value;
+    else if (key == "--pg-log") o.pg_log = value;
   }
   if (o.pg.empty() || o.redis_port == 0 || o.relay.empty() || o.work.empty()) {
-    std::cerr << "usage: idemrelay-bench --pg DSN --redis-port P --relay BIN --work DIR [--rate N] [--seconds S]\n";
+    std::cerr << "usage: idemrelay-bench --pg DSN --pg-log FILE --redis-port P --relay BIN --work DIR [--rate N] "
+                 "[--seconds S] [--only throughput|latency|burst|backlog]\n";
     return 2;
   }
   std::filesystem::create_directories(o.work);
@@ -370,23 +535,59 @@ int main(int argc, char** argv) {
       int transactions;
     };
     const std::vector<Row> plan = {{1, 3'000, 1'500}, {100, 60'000, 300}, {500, 100'000, 100}};
-    std::cout << "## idemrelay throughput (backlog drained; 1,000 aggregates; concurrency 2)\n\n"
-              << "| batch | rows | relay rows/s | claim+mark SQL alone rows/s (pgbench, 2 clients) | relay / SQL |\n"
-              << "|---:|---:|---:|---:|---:|\n";
-    for (const Row& row : plan) {
-      if (o.only == "latency") break;
-      const double relay = throughput(o, redis, row.batch, row.rows);
-      const double bound = sql_bound(o, row.batch, row.transactions);
-      std::printf("| %d | %d | %.0f | %.0f | %.0f%% |\n", row.batch, row.rows, relay, bound, 100.0 * relay / bound);
+    const auto runs = [&](const char* part) { return o.only.empty() || o.only == part; };
+    if (runs("burst")) {
+      std::cout << "## bursts into an idle relay, never-analyzed outbox (30,000 rows committed at once; concurrency 2)\n\n"
+                << "| shape | batch | rows/s (commit to drained) |\n|---|---:|---:|\n";
+      for (const int batch : {100, 500}) {
+        const double flat = burst(o, redis, 30'000, 30'000, batch);
+        std::printf("| 30,000 aggregates x 1 row | %d | %.0f |\n", batch, flat);
+        std::fflush(stdout);
+        const double deep = burst(o, redis, 30'000, 40, batch);
+        std::printf("| 40 aggregates x 750 rows | %d | %.0f (%.2fx the flat shape) |\n", batch, deep, deep / flat);
+        std::fflush(stdout);
+      }
+      const double deep = burst(o, redis, 30'000, 40, 1'000);
+      std::printf("| 40 aggregates x 750 rows | 1000 | %.0f |\n\n", deep);
       std::fflush(stdout);
     }
-    if (o.only == "throughput") return 0;
-    const Latency lag = latency(o, redis);
-    std::printf("\n## commit-to-XADD lag at %d rows/s for %d s (batch 100, NOTIFY on)\n\n", o.rate, o.seconds);
-    std::printf("| samples | p50 ms | p99 ms | max ms |\n|---:|---:|---:|---:|\n| %zu | %.0f | %.0f | %.0f |\n", lag.samples,
-                lag.p50, lag.p99, lag.max);
-    std::printf("\n## outbox table during that run (retention max_age 2s, batch 1000, every 500ms)\n\n");
-    for (const auto& sample : lag.soak) std::printf("- %s\n", sample.c_str());
+    if (runs("backlog")) {
+      if (o.pg_log.empty()) throw std::runtime_error("--pg-log is needed for the backlog runs");
+      std::cout << "## a 1,000,000-row backlog over 100 aggregates (never analyzed; batch 500, concurrency 2 per relay)\n\n"
+                << "| relays | rows/s | claims | claim p50 ms | claim p99 ms | claim max ms | new rows | their lag p50 ms | p99 ms |\n"
+                << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+      for (const int relays : {1, 2, 4}) {
+        const BacklogRun run = backlog(o, redis, relays, relays == 1 ? o.rate : 0);
+        const auto lag = [&](int p) {
+          return run.lags.empty() ? std::string("-")
+                                  : std::to_string(run.lags[std::min(run.lags.size() - 1, run.lags.size() * p / 100)]);
+        };
+        std::printf("| %d | %.0f | %zu | %.1f | %.1f | %.1f | %d | %s | %s |\n", relays, run.rows_per_second,
+                    run.claims.size(), percentile(run.claims, 50), percentile(run.claims, 99),
+                    run.claims.empty() ? 0.0 : run.claims.back(), run.inserted, lag(50).c_str(), lag(99).c_str());
+        std::fflush(stdout);
+      }
+      std::cout << "\nEvery run: each event exactly once in the stream, each aggregate in id order (checked).\n\n";
+    }
+    if (runs("throughput")) {
+      std::cout << "## idemrelay throughput (backlog drained; 1,000 aggregates; analyzed; concurrency 2)\n\n"
+                << "| batch | rows | relay rows/s | claim+mark SQL alone rows/s (pgbench, 2 clients) | relay / SQL |\n"
+                << "|---:|---:|---:|---:|---:|\n";
+      for (const Row& row : plan) {
+        const double relay = throughput(o, redis, row.batch, row.rows);
+        const double bound = sql_bound(o, row.batch, row.transactions);
+        std::printf("| %d | %d | %.0f | %.0f | %.0f%% |\n", row.batch, row.rows, relay, bound, 100.0 * relay / bound);
+        std::fflush(stdout);
+      }
+    }
+    if (runs("latency")) {
+      const Latency lag = latency(o, redis);
+      std::printf("\n## commit-to-XADD lag at %d rows/s for %d s (batch 100, NOTIFY on)\n\n", o.rate, o.seconds);
+      std::printf("| samples | p50 ms | p99 ms | max ms |\n|---:|---:|---:|---:|\n| %zu | %.0f | %.0f | %.0f |\n", lag.samples,
+                  lag.p50, lag.p99, lag.max);
+      std::printf("\n## outbox table during that run (retention max_age 2s, batch 1000, every 500ms)\n\n");
+      for (const auto& sample : lag.soak) std::printf("- %s\n", sample.c_str());
+    }
   } catch (const std::exception& error) {
     std::cerr << "idemrelay-bench: " << error.what() << "\n";
     return 1;

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The idemrelay benchmark, one command: builds idemrelay and idemrelay-bench, starts a private
 # Postgres 15 and Redis on loopback (stopped on exit), runs bench/relay/relay_bench.cpp and prints
-# its markdown report (also written to <build>/bench-relay/latest.md). About 2-3 minutes.
+# its markdown report (also written to <build>/bench-relay/latest.md). About 8 minutes.
 #
 #   IDEMPROXY_BUILD_DIR   build directory (default: build)
 #   IDEM_BENCH_RATE       insert rate of the lag run, rows/s (default 2000)
 #   IDEM_BENCH_SECONDS    length of the lag run (default 10)
+#   IDEM_BENCH_ONLY       one part: throughput, latency, burst or backlog (default: all)
 set -euo pipefail
 
 IDEM_SCRIPT=bench/relay/run.sh
@@ -41,7 +42,8 @@ mkdir -p "$BUILD_DIR/bench-relay"
 {
   echo "# idemrelay bench, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo
-  "$BUILD_DIR/bench/relay/idemrelay-bench" --pg "$IDEMPROXY_PG_DSN" --redis-port "$IDEMPROXY_REDIS_PORT" \
+  "$BUILD_DIR/bench/relay/idemrelay-bench" --pg "$IDEMPROXY_PG_DSN" --pg-log "$IDEMPROXY_PG_LOG" \
+    --redis-port "$IDEMPROXY_REDIS_PORT" --only "${IDEM_BENCH_ONLY:-}" \
     --relay "$BUILD_DIR/proxy/app/idemrelay" --work "$WORK/bench" \
     --rate "${IDEM_BENCH_RATE:-2000}" --seconds "${IDEM_BENCH_SECONDS:-10}"
   echo

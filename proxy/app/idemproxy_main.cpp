@@ -239,7 +239,7 @@ void register_process_metrics(metrics::Registry& registry, const http::ReplayCac
 // The server cancels a statement a little before the client deadline would orphan it (a
 // statement left running holds its snapshot and row locks: see session_options.hpp).
 std::string session_dsn(const config::PostgresConfig& postgres) {
-  return store::pg::with_statement_timeout(postgres.dsn, postgres.query_timeout * 9 / 10);
+  return store::pg::with_session_settings(postgres.dsn, postgres.query_timeout * 9 / 10);
 }
 
 std::size_t share(std::size_t total, unsigned parts) { return std::max<std::size_t>(1, (total + parts - 1) / parts); }

@@ -136,7 +136,7 @@ int run(const config::RelayConfig& config) {
 
   store::pg::PoolOptions pool_options;
   // The server cancels a statement a little before our deadline would orphan it (see session_options.hpp).
-  pool_options.dsn = store::pg::with_statement_timeout(config.postgres.dsn, config.postgres.query_timeout * 9 / 10);
+  pool_options.dsn = store::pg::with_session_settings(config.postgres.dsn, config.postgres.query_timeout * 9 / 10);
   pool_options.size = config.relay.concurrency + 1;  // a connection per lane, one for retention and stats
   pool_options.connect_timeout = config.postgres.connect_timeout;
   pool_options.query_timeout = config.postgres.query_timeout;

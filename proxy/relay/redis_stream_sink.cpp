@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "log/log.hpp"
+#include "relay/event_fingerprint.hpp"
 #include "relay/message_template.hpp"
 
 namespace idem::relay {
@@ -19,14 +20,27 @@ constexpr std::size_t kNoPrevious = static_cast<std::size_t>(-1);
 
 // KEYS[1] stream, KEYS[2] this row's marker, KEYS[3] the marker of the previous row of the same
 // aggregate in this batch ("" for the first). ARGV[1] marker lifetime (s), ARGV[2] MAXLEN ("0":
-// none), ARGV[3..] the entry's field/value pairs.
-// Returns 1 added, 2 duplicate (marker present: added before), 0 held (the previous row did not
-// go through, so this one must wait). An error from XADD (e.g. WRONGTYPE) aborts before SET.
+// none), ARGV[3] this row's event fingerprint, ARGV[4] the previous row's ("" for the first),
+// ARGV[5..] the entry's field/value pairs.
+// A marker holds the fingerprint of the event it marks (event_fingerprint), not just its id: ids
+// can be reused (the database restored to an earlier point, the table recreated, two databases
+// sharing one Redis and prefix), and a new event with an old id must be added, not answered
+// "duplicate". A marker of an earlier version holds the entry's stream id ("1700000000000-0"):
+// read as this event's, as before.
+// Returns 1 added, 2 duplicate (this event's marker is there: added before), 3 added although a
+// marker of another event with this id was there (replaced), 0 held (the previous row did not go
+// through, so this one must wait). An error from XADD (e.g. WRONGTYPE) aborts before SET.
 constexpr const char* kPublishScript = R"lua(
-if KEYS[3] ~= '' and redis.call('EXISTS', KEYS[3]) == 0 then
+local function marks(marker, fingerprint)
+  local value = redis.call('GET', marker)
+  if not value then return false end
+  return value == fingerprint or string.match(value, '^%d+%-%d+$') ~= nil
+end
+if KEYS[3] ~= '' and not marks(KEYS[3], ARGV[4]) then
   return 0
 end
-if redis.call('EXISTS', KEYS[2]) == 1 then
+local existing = redis.call('GET', KEYS[2])
+if existing and (existing == ARGV[3] or string.match(existing, '^%d+%-%d+$')) then
   return 2
 end
 local args = {KEYS[1]}
@@ -36,17 +50,19 @@ if ARGV[2] ~= '0' then
   table.insert(args, ARGV[2])
 end
 table.insert(args, '*')
-for i = 3, #ARGV do
+for i = 5, #ARGV do
   table.insert(args, ARGV[i])
 end
-local id = redis.call('XADD', unpack(args))
-redis.call('SET', KEYS[2], id, 'EX', ARGV[1], 'NX')
+redis.call('XADD', unpack(args))
+redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[1])
+if existing then return 3 end
 return 1
 )lua";
 
 constexpr std::int64_t kScriptAdded = 1;
 constexpr std::int64_t kScriptDuplicate = 2;
 constexpr std::int64_t kScriptHeld = 0;
+constexpr std::int64_t kScriptAddedOverAnotherEvent = 3;
 
 // Error replies that describe the server, not the row: no attempt is counted for them.
 bool is_server_condition(const redis::RedisReply& reply) {
@@ -61,6 +77,7 @@ struct RedisStreamSink::Batch {
   std::shared_ptr<const std::vector<OutboxRow>> rows;
   std::vector<std::string> streams;
   std::vector<std::string> markers;
+  std::vector<std::string> fingerprints;  // event_fingerprint of each row
   std::vector<std::size_t> previous;  // index of the previous row of the same aggregate, or kNoPrevious
   std::vector<Delivery> deliveries;
   std::vector<std::size_t> noscript;  // rows answered NOSCRIPT, re-sent once after SCRIPT LOAD
@@ -201,6 +218,7 @@ void RedisStreamSink::publish(std::shared_ptr<const std::vector<OutboxRow>> rows
     const OutboxRow& row = (*batch->rows)[i];
     batch->streams.push_back(render(config_.stream, row, TemplateEscaping::none));
     batch->markers.push_back(config_.dedup_prefix + batch->streams.back() + ":" + std::to_string(row.id));
+    batch->fingerprints.push_back(event_fingerprint(row));
     const auto key = std::make_pair(std::string_view(row.aggregate_type), std::string_view(row.aggregate_id));
     if (const auto it = last_of_aggregate.find(key); it != last_of_aggregate.end()) batch->previous[i] = it->second;
     last_of_aggregate[key] = i;
@@ -221,6 +239,8 @@ std::vector<std::string> RedisStreamSink::row_command(const Batch& batch, std::s
           previous == kNoPrevious ? std::string() : batch.markers[previous],
           std::to_string(std::max<std::int64_t>(window_seconds, 1)),
           std::to_string(config_.maxlen),
+          batch.fingerprints[index],
+          previous == kNoPrevious ? std::string() : batch.fingerprints[previous],
           "event_id",
           std::to_string(row.id),
           "event_type",
@@ -268,6 +288,11 @@ void RedisStreamSink::on_row_reply(const std::shared_ptr<Batch>& batch, std::siz
     delivery = {DeliveryOutcome::delivered, {}};
   } else if (integer && reply.integer == kScriptDuplicate) {
     delivery = {DeliveryOutcome::duplicate, {}};
+  } else if (integer && reply.integer == kScriptAddedOverAnotherEvent) {
+    log::warn("event id reused by another event: added to the stream, its marker replaced (the outbox was restored, "
+              "recreated, or shares this Redis and dedup_prefix with another database)",
+              {{"event_id", (*batch->rows)[index].id}, {"stream", batch->streams[index]}});
+    delivery = {DeliveryOutcome::delivered, {}};
   } else if (integer && reply.integer == kScriptHeld) {
     delivery = {DeliveryOutcome::held, "an earlier row of the aggregate did not go through"};
   } else {

@@ -5,55 +5,75 @@
 
 namespace idem::relay::sql {
 
-// Claims up to $1 rows for the batch token $2 with a lease of $3 milliseconds, in one short
-// transaction (one statement). A row is claimable only as part of its aggregate's prefix:
-//  1. candidates: unpublished, unparked, due (available_at), unleased rows with no blocked row
-//     (parked, backing off, leased) before them in their aggregate, oldest first, locked with
-//     SKIP LOCKED so concurrent claimers split the work instead of waiting;
-//  2. a candidate is kept only when it holds the same rank among the batch's rows of its
-//     aggregate as among all the aggregate's unpublished rows: the batch then holds, per
-//     aggregate, a prefix starting at the aggregate's oldest unpublished row. A row skipped
-//     because another claimer is taking it right now (locked, its lease not yet committed)
-//     breaks the rank match, so nothing after it is taken.
+// Claims up to $1 rows for the batch token $2 with a lease of $3 milliseconds, in one statement.
+// Work is split by lane (002_lanes.sql: every aggregate hashes to one of 256 lanes):
+//  1. lanes: up to 16 lanes nobody holds that have a row ready to publish (see `ready` below),
+//     least recently served first, locked with SKIP LOCKED so concurrent claimers take others;
+//  2. rows: the lanes' ready rows in id order, lane after lane, until $1 rows. The nested loop
+//     stops there, so the claim reads the rows it takes (plus the few held back, below), not the
+//     backlog; lanes it did not reach keep their turn (only lanes that gave rows are served).
+//  3. the rows and the lanes that gave them are leased to $2 together; every settle (and the
+//     release after a lost claim) hands both back.
+// A row is ready when it is unpublished, unparked, due, unleased, and no earlier row of its
+// aggregate is held back (parked, or not yet due: a failed row backing off, or one its writer
+// delayed), found in outbox_aggregate_held_idx. Nothing else can be in the way: every row of an
+// aggregate is in its lane, and the lane is ours, so no other batch holds any of them.
+// A lane's rows are read with the statement's snapshot, which can be older than the lane's lock:
+// another batch may have claimed and settled the lane in between (its rows published, or failed
+// and backing off, which this snapshot does not show). So a lane is used only if its `version`
+// (bumped by every claim, settle and release of it) as locked, which is the newest, equals the
+// version this snapshot sees; otherwise it is left for the next claim.
+// The OFFSET 0s keep each subquery a probe of its own index, whatever the statistics say (a
+// never-analyzed or empty-when-analyzed outbox included): the planner cannot flatten them.
 // Rows come back in no particular order; the caller sorts them by id.
-// The OFFSET 0 keeps the NOT EXISTS a per-candidate probe of the (aggregate, id) index: without
-// it the planner turns it into an anti-join over a sequential scan of the whole table, retained
-// published rows included, because it expects almost no blocked rows.
 inline constexpr const char* kClaim = R"sql(
-WITH candidates AS (
-  SELECT o.id, o.aggregate_type, o.aggregate_id
-  FROM outbox AS o
-  WHERE o.published_at IS NULL
-    AND o.parked_at IS NULL
-    AND o.available_at <= now()
-    AND (o.claimed_until IS NULL OR o.claimed_until < now())
-    AND NOT EXISTS (
-      SELECT 1 FROM outbox AS b
-      WHERE b.aggregate_type = o.aggregate_type AND b.aggregate_id = o.aggregate_id
-        AND b.published_at IS NULL AND b.id < o.id
-        AND (b.parked_at IS NOT NULL OR b.available_at > now() OR b.claimed_until >= now())
+WITH lanes AS MATERIALIZED (
+  SELECT l.lane, l.version
+  FROM outbox_lanes AS l
+  WHERE (l.claimed_until IS NULL OR l.claimed_until < now())
+    AND EXISTS (
+      SELECT 1 FROM outbox AS o
+      WHERE o.lane = l.lane AND o.published_at IS NULL AND o.parked_at IS NULL
+        AND o.available_at <= now() AND (o.claimed_until IS NULL OR o.claimed_until < now())
+        AND NOT EXISTS (
+          SELECT 1 FROM outbox AS h
+          WHERE h.aggregate_type = o.aggregate_type AND h.aggregate_id = o.aggregate_id AND h.id < o.id
+            AND h.published_at IS NULL AND (h.parked_at IS NOT NULL OR h.attempts > 0 OR h.available_at > h.created_at)
+            AND (h.parked_at IS NOT NULL OR h.available_at > now())
+          OFFSET 0)
       OFFSET 0)
-  ORDER BY o.id
-  LIMIT $1
-  FOR UPDATE OF o SKIP LOCKED
+  ORDER BY l.served_at NULLS FIRST, l.lane
+  LIMIT 16
+  FOR UPDATE OF l SKIP LOCKED
 ),
-ranked AS (
-  SELECT c.id, row_number() OVER (PARTITION BY c.aggregate_type, c.aggregate_id ORDER BY c.id) AS rank
-  FROM candidates AS c
-),
-heads AS (
-  SELECT first.id, row_number() OVER (PARTITION BY a.aggregate_type, a.aggregate_id ORDER BY first.id) AS rank
-  FROM (SELECT aggregate_type, aggregate_id, count(*) AS n FROM candidates GROUP BY aggregate_type, aggregate_id) AS a
+taken AS (
+  SELECT r.id, r.lane
+  FROM lanes AS l
   CROSS JOIN LATERAL (
-    SELECT b.id FROM outbox AS b
-    WHERE b.aggregate_type = a.aggregate_type AND b.aggregate_id = a.aggregate_id AND b.published_at IS NULL
-    ORDER BY b.id
-    LIMIT a.n) AS first
+    SELECT o.id, o.lane FROM outbox AS o
+    WHERE o.lane = l.lane AND o.published_at IS NULL AND o.parked_at IS NULL
+      AND o.available_at <= now() AND (o.claimed_until IS NULL OR o.claimed_until < now())
+      AND NOT EXISTS (
+        SELECT 1 FROM outbox AS h
+        WHERE h.aggregate_type = o.aggregate_type AND h.aggregate_id = o.aggregate_id AND h.id < o.id
+          AND h.published_at IS NULL AND (h.parked_at IS NOT NULL OR h.attempts > 0 OR h.available_at > h.created_at)
+          AND (h.parked_at IS NOT NULL OR h.available_at > now())
+        OFFSET 0)
+    ORDER BY o.id
+    LIMIT $1) AS r
+  WHERE l.version = (SELECT seen.version FROM outbox_lanes AS seen WHERE seen.lane = l.lane)
+  LIMIT $1
+),
+leased_lanes AS (
+  UPDATE outbox_lanes AS l
+  SET claimed_by = $2, claimed_until = now() + ($3::float8 * interval '1 millisecond'), served_at = now(),
+      version = l.version + 1
+  WHERE l.lane IN (SELECT lane FROM taken)
 )
 UPDATE outbox AS o
 SET claimed_by = $2, claimed_until = now() + ($3::float8 * interval '1 millisecond')
-FROM ranked AS r JOIN heads AS h ON h.id = r.id AND h.rank = r.rank
-WHERE o.id = r.id
+FROM taken AS t
+WHERE o.id = t.id
 RETURNING o.id, o.aggregate_type, o.aggregate_id, o.event_type, o.payload::text, o.headers::text,
           to_char(o.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), o.attempts,
           (extract(epoch FROM o.created_at) * 1000000)::int8
@@ -67,8 +87,12 @@ inline constexpr std::int32_t kOutcomeParked = 3;     // attempts + 1, parked (d
 
 // Settles a whole batch in one statement: $1 the batch token (the fence: a batch whose lease was
 // taken over by another claim updates nothing), then parallel arrays id, outcome, delay (ms),
-// error text.
+// error text. The batch's lanes are handed back in the same statement (a data-modifying WITH
+// always runs); the command tag counts outbox rows only.
 inline constexpr const char* kSettle = R"sql(
+WITH lanes AS (
+  UPDATE outbox_lanes SET claimed_by = NULL, claimed_until = NULL, version = version + 1 WHERE claimed_by = $1
+)
 UPDATE outbox AS o SET
   published_at  = CASE WHEN u.outcome = 1 THEN now() END,
   attempts      = o.attempts + CASE WHEN u.outcome IN (2, 3) THEN 1 ELSE 0 END,
@@ -89,6 +113,9 @@ WHERE o.id = u.id AND o.claimed_by = $1 AND o.published_at IS NULL
 // there is no index on claimed_by on purpose: claims then stay HOT updates (001_outbox.sql), and
 // this runs only after a lost claim reply. EXPLAIN in proxy/relay/README.md ("Lost replies").
 inline constexpr const char* kReleaseClaim = R"sql(
+WITH lanes AS (
+  UPDATE outbox_lanes SET claimed_by = NULL, claimed_until = NULL, version = version + 1 WHERE claimed_by = $1
+)
 UPDATE outbox SET claimed_by = NULL, claimed_until = NULL
 WHERE claimed_by = $1 AND published_at IS NULL
 )sql";

@@ -26,10 +26,6 @@ std::string quoted_conninfo(const std::string& text) {
   return out + "'";
 }
 
-// `dsn` (key=value form, as tests/run.sh sets it) with search_path pinned to `schema`.
-std::string with_search_path(const std::string& dsn, const std::string& schema) {
-  return dsn + " options=" + quoted_conninfo("-c search_path=" + schema);
-}
 
 std::string yaml_string(const std::string& text) {
   std::string out = "\"";
@@ -41,6 +37,10 @@ std::string yaml_string(const std::string& text) {
 }
 
 }  // namespace
+
+std::string with_search_path(const std::string& dsn, const std::string& schema) {
+  return dsn + " options=" + quoted_conninfo("-c search_path=" + schema);
+}
 
 std::string idemrelay_binary() {
   if (auto path = env_var("IDEMRELAY_BIN"); path && !path->empty()) return *path;

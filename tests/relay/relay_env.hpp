@@ -33,6 +33,9 @@ class PgClient {
   store::pg::ConnHandle connection_;
 };
 
+// `dsn` (key=value form, as tests/run.sh sets it) with search_path pinned to `schema`.
+std::string with_search_path(const std::string& dsn, const std::string& schema);
+
 // A schema of its own with the relay's migrations applied; dropped on destruction.
 class OutboxSchema {
  public:

@@ -6,11 +6,13 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <thread>
 
 #include "relay/relay_env.hpp"
 #include "relay/relay_fixture.hpp"
+#include "support/env.hpp"
 #include "support/eventually.hpp"
 #include "support/http_client.hpp"
 #include "support/ports.hpp"
@@ -70,6 +72,81 @@ TEST_F(RelayProcess, CrashAfterPublishBeforeMarkLeavesOneEntryPerEvent) {
   for (const auto& [id, copies] : result.copies) EXPECT_EQ(copies, 1) << "event " << id;
   EXPECT_TRUE(result.ordered_per_aggregate) << result.first_disorder;
   EXPECT_EQ(stopped_field(restarted.stderr_text(), "duplicates"), 30) << "the re-publish hit the dedup markers";
+}
+
+// The outbox's database is restored from a dump taken before its last events (Redis kept): the
+// identity hands out those events' ids again, to new events. The markers identify events, not
+// ids: the restored rows that had been published are answered "duplicate" (one entry each), and
+// the new events that reuse an id are added (with a warning), never dropped as duplicates.
+TEST_F(RelayProcess, NewEventsReusingIdsAfterARestoreAreAddedNotDroppedAsDuplicates) {
+  const std::string pg_bin = std::getenv("IDEM_PG_BIN") != nullptr ? std::getenv("IDEM_PG_BIN") : "/usr/lib/postgresql/15/bin";
+  schema_->insert("order", "a", 3);  // ids 1-3: in the dump
+  const auto dump = dir_->path() / "outbox.sql";
+  const RunResult dumped = run_to_exit(
+      ProcessSpec{.executable = pg_bin + "/pg_dump",
+                  .args = {"--dbname", pg_dsn(), "--schema", schema_->name(), "--no-owner", "--file", dump.string()},
+                  .env = {},
+                  .log_dir = dir_->path(),
+                  .name = "pg_dump"},
+      30s);
+  ASSERT_EQ(dumped.exit_status, 0) << dumped.stderr_text;
+  schema_->insert("order", "a", 2);  // ids 4-5: after the dump
+  {
+    const RelayRunner runner(dir_->path(), settings_);
+    Process relay = runner.start("before-restore");
+    ASSERT_TRUE(drained(20s)) << relay.describe();
+    ASSERT_EQ(relay.terminate(10s), 0) << relay.describe();
+  }
+  ASSERT_EQ(read_stream(*redis_, stream("order")).size(), 5u);
+
+  // A fresh database on the same server, the dump restored into it, two new events (ids 4-5 again).
+  const std::string database = "restored_" + random_hex(8);
+  PgClient(pg_dsn()).query("CREATE DATABASE " + database);
+  const std::string server_dsn = std::regex_replace(pg_dsn(), std::regex(R"(dbname=\S+)"), "dbname=" + database);
+  struct DropDatabase {
+    std::string name;
+    ~DropDatabase() {
+      try {
+        PgClient(pg_dsn()).query("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+      } catch (const std::exception&) {  // best effort
+      }
+    }
+  } drop{database};
+  const RunResult restored = run_to_exit(
+      ProcessSpec{.executable = pg_bin + "/psql",
+                  .args = {"--dbname", server_dsn, "-v", "ON_ERROR_STOP=1", "--quiet", "--file", dump.string()},
+                  .env = {},
+                  .log_dir = dir_->path(),
+                  .name = "psql"},
+      30s);
+  ASSERT_EQ(restored.exit_status, 0) << restored.stderr_text;
+  const std::string restored_dsn = with_search_path(server_dsn, schema_->name());
+  PgClient fresh(restored_dsn);
+  const std::vector<Row> reused = fresh.query(
+      "INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) "
+      "SELECT 'order', 'a', 'after-restore', jsonb_build_object('new', g) FROM generate_series(1, 2) AS g ORDER BY g "
+      "RETURNING id");
+  ASSERT_EQ(reused.size(), 2u);
+  EXPECT_EQ(*reused[0][0], "4") << "the restored identity hands out the old ids again";
+
+  settings_.dsn = restored_dsn;
+  const RelayRunner runner(dir_->path(), settings_);
+  Process relay = runner.start("after-restore");
+  ASSERT_TRUE(eventually([&] { return fresh.scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL") == 0; }, 20s))
+      << relay.describe();
+  ASSERT_EQ(relay.terminate(10s), 0) << relay.describe();
+  const std::string log = relay.stderr_text();
+
+  const auto entries = read_stream(*redis_, stream("order"));
+  ASSERT_EQ(entries.size(), 7u) << "5 before the restore, and the 2 new events";
+  const StreamAudit result = audit(entries);
+  for (const std::int64_t id : {1, 2, 3}) EXPECT_EQ(result.copies.at(id), 1) << "restored event " << id << " added again";
+  for (const std::int64_t id : {4, 5}) EXPECT_EQ(result.copies.at(id), 2) << "two different events with id " << id;
+  EXPECT_EQ(entries[5].fields.at("event_type"), "after-restore");
+  EXPECT_EQ(entries[6].fields.at("event_type"), "after-restore");
+  EXPECT_EQ(stopped_field(log, "duplicates"), 3) << "the restored rows were answered by their markers";
+  EXPECT_EQ(stopped_field(log, "published"), 5);
+  EXPECT_NE(log.find("event id reused by another event"), std::string::npos) << log;
 }
 
 // 2. Two relays, 20 aggregates x 50 rows inserted concurrently: each row once, in order per aggregate.

@@ -16,7 +16,7 @@ namespace idem::relay {
 namespace {
 
 using namespace std::chrono_literals;
-using store::pg::with_statement_timeout;
+using store::pg::with_session_settings;
 
 config::EnvLookup env(std::map<std::string, std::string> values) {
   return [values = std::move(values)](std::string_view name) -> std::optional<std::string> {
@@ -199,12 +199,12 @@ TEST(HttpSink, ConflictIsRetriedLikeTimeoutAndTooManyRequests) {
   EXPECT_EQ(HttpSink::outcome_of_status(422), DeliveryOutcome::poison);
 }
 
-TEST(SessionOptions, StatementTimeoutJoinsTheDsnOptions) {
-  EXPECT_EQ(with_statement_timeout("host=db dbname=app", 4500ms),
-            "dbname='app' host='db' options='-c statement_timeout=4500'");
-  EXPECT_EQ(with_statement_timeout("postgresql://u@db/app?options=-c%20search_path%3Dx", 900ms),
-            "user='u' dbname='app' host='db' options='-c search_path=x -c statement_timeout=900'");
-  EXPECT_EQ(with_statement_timeout("not a dsn ===", 900ms), "not a dsn ===");
+TEST(SessionOptions, StatementTimeoutAndJitOffJoinTheDsnOptions) {
+  EXPECT_EQ(with_session_settings("host=db dbname=app", 4500ms),
+            "dbname='app' host='db' options='-c statement_timeout=4500 -c jit=off'");
+  EXPECT_EQ(with_session_settings("postgresql://u@db/app?options=-c%20search_path%3Dx", 900ms),
+            "user='u' dbname='app' host='db' options='-c search_path=x -c statement_timeout=900 -c jit=off'");
+  EXPECT_EQ(with_session_settings("not a dsn ===", 900ms), "not a dsn ===");
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ std::string conninfo_quoted(std::string_view text) {
 
 }  // namespace
 
-std::string with_statement_timeout(const std::string& dsn, std::chrono::milliseconds timeout) {
+std::string with_session_settings(const std::string& dsn, std::chrono::milliseconds timeout) {
   char* error = nullptr;
   const ConninfoHandle options(PQconninfoParse(dsn.c_str(), &error));
   if (!options) {
@@ -38,7 +38,7 @@ std::string with_statement_timeout(const std::string& dsn, std::chrono::millisec
     result += std::string(option->keyword) + "=" + conninfo_quoted(option->val) + " ";
   }
   if (!server_options.empty()) server_options += " ";
-  server_options += "-c statement_timeout=" + std::to_string(timeout.count());
+  server_options += "-c statement_timeout=" + std::to_string(timeout.count()) + " -c jit=off";
   return result + "options=" + conninfo_quoted(server_options);
 }
 
