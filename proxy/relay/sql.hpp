@@ -8,7 +8,9 @@ namespace idem::relay::sql {
 // Claims up to $1 rows for the batch token $2 with a lease of $3 milliseconds, in one statement.
 // Work is split by lane (002_lanes.sql: every aggregate hashes to one of 256 lanes):
 //  1. lanes: up to 16 lanes nobody holds that have a row ready to publish (see `ready` below),
-//     least recently served first, locked with SKIP LOCKED so concurrent claimers take others;
+//     least recently served first, locked with SKIP LOCKED so concurrent claimers take others.
+//     The free lanes are sorted first (256 rows at most) and probed for a ready row one by one
+//     as step 2 asks for them, so a claim probes the lanes it uses, not all 256;
 //  2. rows: the lanes' ready rows in id order, lane after lane, until $1 rows. The nested loop
 //     stops there, so the claim reads the rows it takes (plus the few held back, below), not the
 //     backlog; lanes it did not reach keep their turn (only lanes that gave rows are served).
@@ -28,23 +30,26 @@ namespace idem::relay::sql {
 // Rows come back in no particular order; the caller sorts them by id.
 inline constexpr const char* kClaim = R"sql(
 WITH lanes AS MATERIALIZED (
-  SELECT l.lane, l.version
-  FROM outbox_lanes AS l
-  WHERE (l.claimed_until IS NULL OR l.claimed_until < now())
-    AND EXISTS (
-      SELECT 1 FROM outbox AS o
-      WHERE o.lane = l.lane AND o.published_at IS NULL AND o.parked_at IS NULL
-        AND o.available_at <= now() AND (o.claimed_until IS NULL OR o.claimed_until < now())
-        AND NOT EXISTS (
-          SELECT 1 FROM outbox AS h
-          WHERE h.aggregate_type = o.aggregate_type AND h.aggregate_id = o.aggregate_id AND h.id < o.id
-            AND h.published_at IS NULL AND (h.parked_at IS NOT NULL OR h.attempts > 0 OR h.available_at > h.created_at)
-            AND (h.parked_at IS NOT NULL OR h.available_at > now())
-          OFFSET 0)
-      OFFSET 0)
-  ORDER BY l.served_at NULLS FIRST, l.lane
+  SELECT f.lane, f.version
+  FROM (
+    SELECT l.lane, l.version
+    FROM outbox_lanes AS l
+    WHERE l.claimed_until IS NULL OR l.claimed_until < now()
+    ORDER BY l.served_at NULLS FIRST, l.lane
+    OFFSET 0) AS f
+  WHERE EXISTS (
+    SELECT 1 FROM outbox AS o
+    WHERE o.lane = f.lane AND o.published_at IS NULL AND o.parked_at IS NULL
+      AND o.available_at <= now() AND (o.claimed_until IS NULL OR o.claimed_until < now())
+      AND NOT EXISTS (
+        SELECT 1 FROM outbox AS h
+        WHERE h.aggregate_type = o.aggregate_type AND h.aggregate_id = o.aggregate_id AND h.id < o.id
+          AND h.published_at IS NULL AND (h.parked_at IS NOT NULL OR h.attempts > 0 OR h.available_at > h.created_at)
+          AND (h.parked_at IS NOT NULL OR h.available_at > now())
+        OFFSET 0)
+    OFFSET 0)
   LIMIT 16
-  FOR UPDATE OF l SKIP LOCKED
+  FOR UPDATE OF f SKIP LOCKED
 ),
 taken AS (
   SELECT r.id, r.lane
@@ -88,7 +93,9 @@ inline constexpr std::int32_t kOutcomeParked = 3;     // attempts + 1, parked (d
 // Settles a whole batch in one statement: $1 the batch token (the fence: a batch whose lease was
 // taken over by another claim updates nothing), then parallel arrays id, outcome, delay (ms),
 // error text. The batch's lanes are handed back in the same statement (a data-modifying WITH
-// always runs); the command tag counts outbox rows only.
+// always runs); the command tag counts outbox rows only. `o.id = ANY($2)` is redundant with the
+// join, on purpose: it lets the planner probe the ids by index whatever the statistics (on a
+// never-analyzed outbox it otherwise scanned every unpublished row for the token).
 inline constexpr const char* kSettle = R"sql(
 WITH lanes AS (
   UPDATE outbox_lanes SET claimed_by = NULL, claimed_until = NULL, version = version + 1 WHERE claimed_by = $1
@@ -103,21 +110,22 @@ UPDATE outbox AS o SET
   claimed_by    = NULL,
   claimed_until = NULL
 FROM unnest($2::int8[], $3::int4[], $4::int8[], $5::text[]) AS u(id, outcome, delay_ms, error)
-WHERE o.id = u.id AND o.claimed_by = $1 AND o.published_at IS NULL
+WHERE o.id = u.id AND o.id = ANY($2::int8[]) AND o.claimed_by = $1 AND o.published_at IS NULL
 )sql";
 
 // Hands back every row still leased to the batch token $1: the claim of that token went out and
 // its reply was lost, so which rows it leased (if it committed at all) is unknown, but the token
 // is. Fenced like kSettle: rows claimed since under another token, and published rows, are left
-// alone. It walks the unpublished rows (outbox_unpublished_idx), not the retained published ones;
-// there is no index on claimed_by on purpose: claims then stay HOT updates (001_outbox.sql), and
-// this runs only after a lost claim reply. EXPLAIN in proxy/relay/README.md ("Lost replies").
+// alone. A claim leases rows and their lanes together, so the rows are found through the token's
+// lanes (outbox_lane_waiting_idx): it reads those lanes' waiting rows, not the backlog. EXPLAIN in
+// proxy/relay/README.md ("Lost replies").
 inline constexpr const char* kReleaseClaim = R"sql(
 WITH lanes AS (
   UPDATE outbox_lanes SET claimed_by = NULL, claimed_until = NULL, version = version + 1 WHERE claimed_by = $1
+  RETURNING lane
 )
 UPDATE outbox SET claimed_by = NULL, claimed_until = NULL
-WHERE claimed_by = $1 AND published_at IS NULL
+WHERE lane = ANY (ARRAY(SELECT lane FROM lanes)) AND claimed_by = $1 AND published_at IS NULL AND parked_at IS NULL
 )sql";
 
 // Retention: up to $2 published rows older than $1 milliseconds, oldest first.

@@ -59,7 +59,7 @@ void arm(FaultProxy& proxy, FaultProxy::Matcher matches, Fault fault) {
 bool executed(Fault fault) { return fault != Fault::dropped_reset; }
 
 // Distinctive snippets of sql::kClaim and sql::kSettle (proxy/relay/sql.hpp).
-FaultProxy::Matcher claim_statement() { return contains_all({"FOR UPDATE OF l SKIP LOCKED"}); }
+FaultProxy::Matcher claim_statement() { return contains_all({"WITH lanes AS MATERIALIZED"}); }
 FaultProxy::Matcher settle_statement() { return contains_all({"FROM unnest($2::int8[]"}); }
 
 std::uint16_t suite_postgres_port() {
