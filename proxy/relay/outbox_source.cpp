@@ -30,16 +30,6 @@ std::size_t affected_rows(const PGresult* result) {
   return count;
 }
 
-std::int32_t outcome_code(Settlement outcome) {
-  switch (outcome) {
-    case Settlement::released: return sql::kOutcomeReleased;
-    case Settlement::published: return sql::kOutcomePublished;
-    case Settlement::retry: return sql::kOutcomeRetry;
-    case Settlement::parked: return sql::kOutcomeParked;
-  }
-  return sql::kOutcomeReleased;
-}
-
 }  // namespace
 
 OutboxSource::OutboxSource(boost::asio::io_context& io, store::pg::PoolOptions options)
@@ -97,24 +87,27 @@ void OutboxSource::claim(std::size_t limit, const std::string& token, std::chron
 
 void OutboxSource::settle(const std::string& token, const std::vector<RowSettlement>& settlements,
                           CountHandler handler) {
-  std::vector<std::int64_t> ids;
-  std::vector<std::int32_t> outcomes;
-  std::vector<std::int64_t> delays;
+  std::vector<std::int64_t> all, published, retry, parked, failed, delays;
   std::vector<std::string> errors;
-  ids.reserve(settlements.size());
-  outcomes.reserve(settlements.size());
-  delays.reserve(settlements.size());
-  errors.reserve(settlements.size());
+  all.reserve(settlements.size());
+  published.reserve(settlements.size());
   for (const RowSettlement& settlement : settlements) {
-    ids.push_back(settlement.id);
-    outcomes.push_back(outcome_code(settlement.outcome));
+    all.push_back(settlement.id);
+    switch (settlement.outcome) {
+      case Settlement::released: continue;
+      case Settlement::published: published.push_back(settlement.id); continue;
+      case Settlement::retry: retry.push_back(settlement.id); break;
+      case Settlement::parked: parked.push_back(settlement.id); break;
+    }
+    failed.push_back(settlement.id);
     delays.push_back(settlement.delay.count());
     errors.push_back(settlement.error);
   }
   auto statement = std::make_shared<Statement>(
       Statement{"settle",
                 sql::kSettle,
-                {Param::text(token), Param::int8_array(ids), Param::int4_array(outcomes), Param::int8_array(delays),
+                {Param::text(token), Param::int8_array(all), Param::int8_array(published), Param::int8_array(retry),
+                 Param::int8_array(parked), Param::int8_array(failed), Param::int8_array(delays),
                  Param::text_array(errors)}});
   pool_->execute(std::move(statement), [handler = std::move(handler)](PgError error, ResultHandle result) {
     if (!error.ok()) {

@@ -60,7 +60,7 @@ bool executed(Fault fault) { return fault != Fault::dropped_reset; }
 
 // Distinctive snippets of sql::kClaim and sql::kSettle (proxy/relay/sql.hpp).
 FaultProxy::Matcher claim_statement() { return contains_all({"WITH lanes AS MATERIALIZED"}); }
-FaultProxy::Matcher settle_statement() { return contains_all({"FROM unnest($2::int8[]"}); }
+FaultProxy::Matcher settle_statement() { return contains_all({"parked_at     = CASE WHEN o.id = ANY($5::int8[])"}); }
 
 std::uint16_t suite_postgres_port() {
   std::smatch match;
