@@ -47,8 +47,8 @@ Relay::Relay(boost::asio::io_context& io, RelayOptions options, std::shared_ptr<
       retry_timer_(io),
       retention_timer_(io),
       stats_timer_(io) {
-  lanes_.resize(std::max(options_.concurrency, 1u));
-  for (Lane& lane : lanes_) lane.timer = std::make_unique<boost::asio::steady_timer>(io);
+  workers_.resize(std::max(options_.concurrency, 1u));
+  for (Worker& worker : workers_) worker.timer = std::make_unique<boost::asio::steady_timer>(io);
 }
 
 Relay::~Relay() = default;
@@ -59,7 +59,7 @@ void Relay::start() {
   log::info("relay started", {{"instance", instance_},
                               {"sink", std::string(sink_->name())},
                               {"batch_size", options_.batch_size},
-                              {"concurrency", static_cast<unsigned>(lanes_.size())},
+                              {"concurrency", static_cast<unsigned>(workers_.size())},
                               {"lease_ms", count_ms(options_.lease)}});
   source_->start();
   sink_->start();
@@ -72,13 +72,13 @@ void Relay::wake() { wake_one(); }
 
 void Relay::wake_one() {
   if (stopping_ || paused_ || !started_) return;
-  for (std::size_t lane = 0; lane < lanes_.size(); ++lane) {
-    if (lanes_[lane].state == LaneState::idle) {
-      claim(lane);
+  for (std::size_t worker = 0; worker < workers_.size(); ++worker) {
+    if (workers_[worker].state == WorkerState::idle) {
+      claim(worker);
       return;
     }
   }
-  wake_pending_ = true;  // every lane is busy; the first to go idle claims again
+  wake_pending_ = true;  // every worker is busy; the first to go idle claims again
 }
 
 void Relay::poll_tick() {
@@ -90,28 +90,28 @@ void Relay::poll_tick() {
   });
 }
 
-void Relay::claim(std::size_t lane) {
+void Relay::claim(std::size_t worker) {
   if (!sink_->ready()) {
-    go_idle(lane);
+    go_idle(worker);
     pause("sink not connected");
     return;
   }
-  lanes_[lane].state = LaneState::claiming;
+  workers_[worker].state = WorkerState::claiming;
   std::string token = instance_ + "-" + std::to_string(++batches_);
   const Clock::time_point lease_end = Clock::now() + options_.lease;
   source_->claim(options_.batch_size, token, options_.lease,
-                 [self = shared_from_this(), lane, token, lease_end](const store::pg::PgError& error, std::vector<OutboxRow> rows) mutable {
-                   self->on_claimed(lane, std::move(token), lease_end, error, std::move(rows));
+                 [self = shared_from_this(), worker, token, lease_end](const store::pg::PgError& error, std::vector<OutboxRow> rows) mutable {
+                   self->on_claimed(worker, std::move(token), lease_end, error, std::move(rows));
                  });
 }
 
-void Relay::on_claimed(std::size_t lane, std::string token, Clock::time_point lease_end, const store::pg::PgError& error,
+void Relay::on_claimed(std::size_t worker, std::string token, Clock::time_point lease_end, const store::pg::PgError& error,
                        std::vector<OutboxRow> rows) {
   if (!error.ok()) {
     stats_.source_failures.fetch_add(1, std::memory_order_relaxed);
     pause("claim failed (" + std::string(store::pg::pg_error_kind_name(error.kind)) + "): " + error.message);
     if (error.kind != store::pg::PgErrorKind::reply_lost) {
-      go_idle(lane);
+      go_idle(worker);
       return;
     }
     // The claim may have committed: rows leased to `token` that nobody would touch before the
@@ -119,12 +119,12 @@ void Relay::on_claimed(std::size_t lane, std::string token, Clock::time_point le
     // Not before the claim has certainly ended on the server (statement_timeout): a release that
     // overtook a claim still running would miss the rows that claim is about to lease.
     auto claim = std::make_shared<LostClaim>();
-    claim->lane = lane;
+    claim->worker = worker;
     claim->token = std::move(token);
     claim->sent = lease_end - options_.lease;
     claim->lease_end = lease_end;
     log::warn("claim reply lost: releasing whatever it leased", {{"token", claim->token}, {"error", error.message}});
-    lanes_[lane].state = LaneState::releasing_lost_claim;
+    workers_[worker].state = WorkerState::releasing_lost_claim;
     const Clock::time_point claim_ended = stopping_ ? Clock::now() : claim->sent + options_.query_timeout;
     release_lost_claim(std::move(claim), claim_ended);
     return;
@@ -134,7 +134,7 @@ void Relay::on_claimed(std::size_t lane, std::string token, Clock::time_point le
   stats_.rows_claimed.fetch_add(rows.size(), std::memory_order_relaxed);
   if (rows.empty()) {
     recovered();  // Postgres answers and the sink was ready
-    lane_finished(lane, false);
+    worker_finished(worker, false);
     return;
   }
   if (hooks_.stop_after_claim) {
@@ -144,7 +144,7 @@ void Relay::on_claimed(std::size_t lane, std::string token, Clock::time_point le
   }
   const bool full = rows.size() >= options_.batch_size;
   auto batch = std::make_shared<Batch>();
-  batch->lane = lane;
+  batch->worker = worker;
   batch->token = std::move(token);
   batch->lease_end = lease_end;
   batch->rows = std::make_shared<const std::vector<OutboxRow>>(std::move(rows));
@@ -152,12 +152,12 @@ void Relay::on_claimed(std::size_t lane, std::string token, Clock::time_point le
     release_all(batch, "shutting down");
     return;
   }
-  if (full) wake_one();  // more work is likely: another lane claims while this one publishes
+  if (full) wake_one();  // more work is likely: another worker claims while this one publishes
   publish(std::move(batch));
 }
 
 void Relay::release_lost_claim(std::shared_ptr<LostClaim> claim, Clock::time_point at) {
-  boost::asio::steady_timer& timer = *lanes_[claim->lane].timer;
+  boost::asio::steady_timer& timer = *workers_[claim->worker].timer;
   timer.expires_at(at);
   // Only stop() cancels the wait (operation_aborted): a relay shutting down then tries at once
   // rather than leave the rows leased behind it. Either way the release goes out.
@@ -172,12 +172,12 @@ void Relay::release_lost_claim(std::shared_ptr<LostClaim> claim, Clock::time_poi
 
 void Relay::on_lost_claim_released(std::shared_ptr<LostClaim> claim, const store::pg::PgError& error,
                                    std::size_t released) {
-  const std::size_t lane = claim->lane;
+  const std::size_t worker = claim->worker;
   if (error.ok()) {
     stats_.released.fetch_add(released, std::memory_order_relaxed);
     // 0 rows: the claim never committed (or leased nothing).
     log::info("released the rows of a claim whose reply was lost", {{"token", claim->token}, {"rows", released}});
-    lane_finished(lane, false);
+    worker_finished(worker, false);
     return;
   }
   stats_.source_failures.fetch_add(1, std::memory_order_relaxed);
@@ -191,7 +191,7 @@ void Relay::on_lost_claim_released(std::shared_ptr<LostClaim> claim, const store
   }
   log::warn("could not release the rows of a claim whose reply was lost: they are claimable again when its lease lapses",
             {{"token", claim->token}, {"attempts", claim->failures}, {"error", error.message}});
-  lane_finished(lane, false);
+  worker_finished(worker, false);
 }
 
 void Relay::publish(std::shared_ptr<Batch> batch) {
@@ -203,7 +203,7 @@ void Relay::publish(std::shared_ptr<Batch> batch) {
     release_all(std::move(batch), "lease nearly over");
     return;
   }
-  lanes_[batch->lane].state = LaneState::publishing;
+  workers_[batch->worker].state = WorkerState::publishing;
   sink_->publish(batch->rows, batch->lease_end - options_.settle_reserve,
                  [self = shared_from_this(), batch](std::vector<Delivery> deliveries) mutable {
     self->on_published(std::move(batch), std::move(deliveries));
@@ -298,7 +298,7 @@ void Relay::release_all(std::shared_ptr<Batch> batch, std::string why) {
 }
 
 void Relay::settle(std::shared_ptr<Batch> batch) {
-  lanes_[batch->lane].state = LaneState::settling;
+  workers_[batch->worker].state = WorkerState::settling;
   source_->settle(batch->token, batch->settlements,
                   [self = shared_from_this(), batch](store::pg::PgError error, std::size_t updated) mutable {
                     self->on_settled(std::move(batch), std::move(error), updated);
@@ -306,7 +306,7 @@ void Relay::settle(std::shared_ptr<Batch> batch) {
 }
 
 void Relay::on_settled(std::shared_ptr<Batch> batch, store::pg::PgError error, std::size_t updated) {
-  const std::size_t lane = batch->lane;
+  const std::size_t worker = batch->worker;
   if (!error.ok()) {
     stats_.source_failures.fetch_add(1, std::memory_order_relaxed);
     ++batch->settle_failures;
@@ -317,11 +317,11 @@ void Relay::on_settled(std::shared_ptr<Batch> batch, store::pg::PgError error, s
                                             {"attempt", batch->settle_failures},
                                             {"retry_in_ms", count_ms(delay)},
                                             {"error", error.message}});
-      boost::asio::steady_timer& timer = *lanes_[lane].timer;
+      boost::asio::steady_timer& timer = *workers_[worker].timer;
       timer.expires_after(delay);
       timer.async_wait([self = shared_from_this(), batch](const boost::system::error_code& wait_error) mutable {
         if (wait_error || self->stopping_) {
-          self->lane_finished(batch->lane, false);
+          self->worker_finished(batch->worker, false);
           return;
         }
         self->settle(std::move(batch));
@@ -339,7 +339,7 @@ void Relay::on_settled(std::shared_ptr<Batch> batch, store::pg::PgError error, s
                  {{"token", batch->token}, {"rows", batch->rows->size()}, {"error", error.message}});
     }
     pause("settle failed");
-    lane_finished(lane, false);
+    worker_finished(worker, false);
     return;
   }
   if (updated == 0 && batch->settle_reply_lost && Clock::now() < batch->lease_end) {
@@ -358,7 +358,7 @@ void Relay::on_settled(std::shared_ptr<Batch> batch, store::pg::PgError error, s
   } else {
     count_settled(*batch);
   }
-  lane_finished(lane, true);
+  worker_finished(worker, true);
 }
 
 void Relay::count_settled(const Batch& batch) {
@@ -372,29 +372,29 @@ void Relay::count_settled(const Batch& batch) {
   }
 }
 
-void Relay::lane_finished(std::size_t lane, bool more_work) {
+void Relay::worker_finished(std::size_t worker, bool more_work) {
   if (stopping_) {
-    lanes_[lane].state = LaneState::done;
+    workers_[worker].state = WorkerState::done;
     check_stopped();
     return;
   }
   if (more_work && !paused_) {
-    claim(lane);  // no sleep while there is work
+    claim(worker);  // no sleep while there is work
     return;
   }
-  go_idle(lane);
+  go_idle(worker);
 }
 
-void Relay::go_idle(std::size_t lane) {
+void Relay::go_idle(std::size_t worker) {
   if (stopping_) {
-    lanes_[lane].state = LaneState::done;
+    workers_[worker].state = WorkerState::done;
     check_stopped();
     return;
   }
-  lanes_[lane].state = LaneState::idle;
+  workers_[worker].state = WorkerState::idle;
   if (wake_pending_ && !paused_) {
     wake_pending_ = false;
-    claim(lane);
+    claim(worker);
   }
 }
 
@@ -501,17 +501,17 @@ void Relay::stop(std::function<void()> on_stopped) {
   retry_timer_.cancel();
   retention_timer_.cancel();
   stats_timer_.cancel();
-  for (Lane& lane : lanes_) {
-    if (lane.state == LaneState::idle) lane.state = LaneState::done;
+  for (Worker& worker : workers_) {
+    if (worker.state == WorkerState::idle) worker.state = WorkerState::done;
     // A waiting settle retry gives up; a waiting release of a lost claim is sent at once.
-    if (lane.state == LaneState::settling || lane.state == LaneState::releasing_lost_claim) lane.timer->cancel();
+    if (worker.state == WorkerState::settling || worker.state == WorkerState::releasing_lost_claim) worker.timer->cancel();
   }
   check_stopped();
 }
 
 void Relay::check_stopped() {
   if (!stopping_ || !on_stopped_) return;
-  if (!std::all_of(lanes_.begin(), lanes_.end(), [](const Lane& lane) { return lane.state == LaneState::done; })) return;
+  if (!std::all_of(workers_.begin(), workers_.end(), [](const Worker& worker) { return worker.state == WorkerState::done; })) return;
   sink_->stop();
   source_->stop();
   boost::asio::post(io_, std::move(on_stopped_));

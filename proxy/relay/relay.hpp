@@ -1,9 +1,9 @@
 #pragma once
 // The relay loop: claim a batch of outbox rows, publish it to the sink, settle it (one statement),
 // and go again at once while there is work; sleep on NOTIFY with a poll_interval fallback when
-// there is none. `concurrency` lanes run this loop side by side on one io thread, so the next
+// there is none. `concurrency` workers run this loop side by side on one io thread, so the next
 // batch is claimed while the previous one is being published; the claim's per-aggregate prefix
-// rule (sql::kClaim) keeps each aggregate's rows in order across lanes and across processes.
+// rule (sql::kClaim) keeps each aggregate's rows in order across workers and across processes.
 //
 // Failures:
 //  - a row the sink refuses: retried with capped exponential backoff and jitter (available_at),
@@ -13,7 +13,7 @@
 //  - a settle that fails is retried until the batch's lease is nearly over; after that the rows
 //    are re-claimed when the lease lapses and re-published (the sink deduplicates).
 // Lost replies (Postgres answered `reply_lost`: the statement went out, its answer never came):
-//  - a claim: it may have leased rows to its token. The lane hands back whatever that token holds
+//  - a claim: it may have leased rows to its token. The worker hands back whatever that token holds
 //    (sql::kReleaseClaim, fenced by the token), once the claim has certainly ended on the server,
 //    retrying until that succeeds or the lease would have lapsed anyway;
 //  - a settle: retried like any failed settle. It may have committed, in which case the retry,
@@ -71,19 +71,19 @@ class Relay : public std::enable_shared_from_this<Relay> {
   Relay& operator=(const Relay&) = delete;
 
   void start();
-  // New rows may be there (a NOTIFY): an idle lane claims now.
+  // New rows may be there (a NOTIFY): an idle worker claims now.
   void wake();
   void stop(std::function<void()> on_stopped);
 
  private:
   using Clock = std::chrono::steady_clock;
-  enum class LaneState { idle, claiming, releasing_lost_claim, publishing, settling, done };
-  struct Lane {
-    LaneState state = LaneState::idle;
+  enum class WorkerState { idle, claiming, releasing_lost_claim, publishing, settling, done };
+  struct Worker {
+    WorkerState state = WorkerState::idle;
     std::unique_ptr<boost::asio::steady_timer> timer;  // the wait before a settle or release retry
   };
   struct Batch {
-    std::size_t lane = 0;
+    std::size_t worker = 0;
     std::string token;
     Clock::time_point lease_end;  // local, conservative: measured from before the claim was sent
     std::shared_ptr<const std::vector<OutboxRow>> rows;
@@ -93,7 +93,7 @@ class Relay : public std::enable_shared_from_this<Relay> {
   };
   // A claim whose reply was lost: the rows it may have leased to `token` are handed back.
   struct LostClaim {
-    std::size_t lane = 0;
+    std::size_t worker = 0;
     std::string token;
     Clock::time_point sent;       // just before the claim went out
     Clock::time_point lease_end;  // as for Batch
@@ -101,8 +101,8 @@ class Relay : public std::enable_shared_from_this<Relay> {
   };
 
   void wake_one();
-  void claim(std::size_t lane);
-  void on_claimed(std::size_t lane, std::string token, Clock::time_point lease_end, const store::pg::PgError& error,
+  void claim(std::size_t worker);
+  void on_claimed(std::size_t worker, std::string token, Clock::time_point lease_end, const store::pg::PgError& error,
                   std::vector<OutboxRow> rows);
   void publish(std::shared_ptr<Batch> batch);
   void on_published(std::shared_ptr<Batch> batch, std::vector<Delivery> deliveries);
@@ -112,8 +112,8 @@ class Relay : public std::enable_shared_from_this<Relay> {
   void count_settled(const Batch& batch);
   void release_lost_claim(std::shared_ptr<LostClaim> claim, Clock::time_point at);
   void on_lost_claim_released(std::shared_ptr<LostClaim> claim, const store::pg::PgError& error, std::size_t released);
-  void lane_finished(std::size_t lane, bool more_work);
-  void go_idle(std::size_t lane);
+  void worker_finished(std::size_t worker, bool more_work);
+  void go_idle(std::size_t worker);
   void pause(std::string why);
   void recovered();  // an outage is over: logs it once and resets the outage backoff
   void arm_retry_wake(std::chrono::milliseconds delay);
@@ -131,8 +131,8 @@ class Relay : public std::enable_shared_from_this<Relay> {
   FaultHooks hooks_;
   std::string instance_;  // host-pid-random: the prefix of every batch token
   std::uint64_t batches_ = 0;
-  std::vector<Lane> lanes_;
-  bool wake_pending_ = false;   // a wake arrived while every lane was busy
+  std::vector<Worker> workers_;
+  bool wake_pending_ = false;   // a wake arrived while every worker was busy
   bool started_ = false;
   bool stopping_ = false;
   std::function<void()> on_stopped_;

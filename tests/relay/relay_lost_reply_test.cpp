@@ -142,7 +142,7 @@ class RelayLostReply : public RelayFixture {
   // (sql::kReleaseClaim by its token), not when the 15 s lease lapses.
   void claim_fault(Fault fault) {
     insert_rows();
-    // One lane: with two, a second claim racing the first may be the one the fault hits, and it
+    // One worker: with two, a second claim racing the first may be the one the fault hits, and it
     // leases nothing (the first holds every row).
     settings_.concurrency = 1;
     FaultProxy postgres("127.0.0.1", suite_postgres_port());

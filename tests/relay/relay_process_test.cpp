@@ -51,7 +51,7 @@ ConsumerCertificates make_consumer_certificates(const std::filesystem::path& dir
 TEST_F(RelayProcess, CrashAfterPublishBeforeMarkLeavesOneEntryPerEvent) {
   for (const char* aggregate : {"a1", "a2", "a3"}) schema_->insert("order", aggregate, 10);
   settings_.batch_size = 100;
-  // One lane, so one claim holds all 30 rows when the hook fires: with two, a second lane's
+  // One worker, so one claim holds all 30 rows when the hook fires: with two, a second worker's
   // claim can race the first, take one aggregate, and publish (and crash) first.
   settings_.concurrency = 1;
   const RelayRunner runner(dir_->path(), settings_);
