@@ -79,6 +79,9 @@ TEST_F(OpsReload, ChangedFileIsPickedUpWithoutASignal) {
   ASSERT_TRUE(eventually([&] { return new_route_active(proxy().proxy_port()); }, std::chrono::seconds(5)))
       << process.stderr_text();
   EXPECT_LE(std::chrono::steady_clock::now() - written, kReloadWithin + std::chrono::milliseconds(500));
+  // The new routes serve before the reload's log line is written (the swap comes first).
+  EXPECT_TRUE(eventually([&] { return reload_count(process, "reloaded", "file_changed") >= 1; }, std::chrono::seconds(2)))
+      << process.stderr_text();
   EXPECT_EQ(reload_count(process, "reloaded", "file_changed"), 1u) << process.stderr_text();
 }
 
