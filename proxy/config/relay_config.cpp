@@ -17,6 +17,7 @@
 #include "config/issue_sink.hpp"
 #include "config/units.hpp"
 #include "config/yaml_reader.hpp"
+#include "crypto/base64.hpp"
 
 namespace idem::config {
 namespace {
@@ -46,26 +47,12 @@ constexpr std::uint64_t kMaxConcurrency = 64;
 constexpr std::uint64_t kMaxAttempts = 1'000;
 constexpr std::size_t kMaxSecretFileBytes = 4'096;
 constexpr std::string_view kSecretPrefix = "whsec_";
+constexpr std::size_t kMinSecretBytes = 16;
 
 
 template <class T>
 void assign(std::optional<T> value, T& target) {
   if (value) target = std::move(*value);
-}
-
-bool is_base64(std::string_view text) {
-  if (text.empty() || text.size() % 4 != 0) return false;
-  std::size_t padding = 0;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    const bool alphabet = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/';
-    if (c == '=') {
-      ++padding;
-    } else if (!alphabet || padding > 0) {
-      return false;  // a character after padding, or outside the alphabet
-    }
-  }
-  return padding <= 2;
 }
 
 std::optional<MessageField> field_named(std::string_view name) {
@@ -340,8 +327,9 @@ void RelayConfigReader::read_http(const Field* field, const YAML::Mark& parent, 
     return;
   }
   const std::string_view text(*value);
-  if (text.substr(0, kSecretPrefix.size()) != kSecretPrefix || !is_base64(text.substr(kSecretPrefix.size())) ||
-      text.size() - kSecretPrefix.size() < 24) {
+  const std::optional<std::string> key =
+      text.starts_with(kSecretPrefix) ? crypto::base64_decode(text.substr(kSecretPrefix.size())) : std::nullopt;
+  if (!key || key->size() < kMinSecretBytes) {  // the rule WebhookSigner::from_secret applies
     // Never echo the secret itself.
     issues_.error(at, "the webhook secret must be \"whsec_\" followed by base64 of at least 16 random bytes");
     return;

@@ -10,7 +10,7 @@ namespace idem::relay {
 
 class WebhookSigner {
  public:
-  // nullopt when `secret` is not "whsec_" + valid base64 of at least 16 bytes.
+  // nullopt when `secret` is not "whsec_" + base64 (crypto::base64_decode) of at least 16 bytes.
   static std::optional<WebhookSigner> from_secret(std::string_view secret);
 
   // The header value for one delivery attempt.
@@ -20,8 +20,5 @@ class WebhookSigner {
   explicit WebhookSigner(std::string key) : key_(std::move(key)) {}
   std::string key_;  // raw bytes
 };
-
-std::string base64_encode(std::string_view bytes);
-std::optional<std::string> base64_decode(std::string_view text);  // nullopt when malformed
 
 }  // namespace idem::relay

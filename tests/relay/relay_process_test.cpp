@@ -540,7 +540,7 @@ TEST_F(RelayProcess, PausedRelayResumingAfterClaimDoesNotPublishLate) {
 }
 
 
-// [5/6] The relay's admin listener: probes, and /metrics in valid Prometheus text with the real
+// The relay's admin listener: probes, and /metrics in valid Prometheus text with the real
 // published count after real traffic.
 TEST_F(RelayProcess, AdminListenerServesProbesAndMetricsOfRealTraffic) {
   settings_.admin_port = free_port();

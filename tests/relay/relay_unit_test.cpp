@@ -10,6 +10,7 @@
 #include "relay/message_template.hpp"
 #include "relay/redis_stream_sink.hpp"
 #include "store/pg/session_options.hpp"
+#include "crypto/base64.hpp"
 #include "relay/webhook_signature.hpp"
 
 namespace idem::relay {
@@ -165,8 +166,8 @@ TEST(WebhookSignature, MatchesTheStandardWebhooksReferenceVector) {
             "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
   EXPECT_FALSE(WebhookSigner::from_secret("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"));
   EXPECT_FALSE(WebhookSigner::from_secret("whsec_c2hvcnQ="));  // 5 bytes: too short
-  EXPECT_EQ(base64_decode("aGVsbG8="), std::optional<std::string>("hello"));
-  EXPECT_EQ(base64_encode("hello"), "aGVsbG8=");
+  EXPECT_EQ(crypto::base64_decode("aGVsbG8="), std::optional<std::string>("hello"));
+  EXPECT_EQ(crypto::base64_encode("hello"), "aGVsbG8=");
 }
 
 TEST(HttpSink, BodyIsTheStandardWebhooksEnvelope) {
