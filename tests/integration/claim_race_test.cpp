@@ -1,7 +1,8 @@
 // Many claims of one key at the same instant: the primary key lets exactly one win, and every
 // other claim sees the winner's in-flight record (never "no row", never an error). This is where
 // the one-statement claim meets its race (the conflicting insert commits while the statement
-// waits), which the store answers by running the statement again.
+// waits), which the store answers by running the statement again; the last test causes that race
+// deterministically.
 #include <barrier>
 #include <iostream>
 #include <thread>
@@ -132,6 +133,46 @@ TEST_F(ClaimRace, FourStoresOnFourThreadsElectExactlyOneOwner) {
   const auto reruns = store::pg::pg_counters().claim_reruns.load() - reruns_before;
   std::cout << "claim statements re-run after the race (four loops, " << kRounds << " rounds): " << reruns << "\n";
   RecordProperty("claim_reruns", static_cast<int>(reruns));
+}
+
+// The race, caused on purpose: another session inserts the key's record and holds its transaction
+// open; the claim's INSERT waits on it; the other session commits. The claim statement then finds
+// the conflict but, reading with the snapshot it started with, cannot see the record it conflicts
+// with: it returns no row. The store runs it once more and answers with the winner's record.
+TEST_F(ClaimRace, AClaimThatWaitedOnAnotherInsertRunsAgainAndSeesItsRecord) {
+  boost::asio::io_context io(1);
+  store::pg::PgStore store(io, pool_of(dsn(), 1));
+  store.start();
+  ASSERT_TRUE(run_until(io, [&] { return store.connected(); }));
+  const std::string scope = fresh_name("race-det-");
+  const std::string key = fresh_name("key-");
+
+  BlockingClient other(dsn());
+  ASSERT_TRUE(other.ok()) << other.error();
+  ASSERT_TRUE(other.exec("BEGIN")) << other.error();
+  ASSERT_TRUE(other.exec("INSERT INTO idempotency_records (scope, key, fingerprint, state, owner, created_at, "
+                         "                                 lease_expires_at, expires_at) "
+                         "VALUES ($1, $2, 'v1:other', 'in_flight', 'the-other-session', now(), "
+                         "        now() + interval '1 minute', now() + interval '1 hour')",
+                         {scope, key}))
+      << other.error();
+
+  const auto reruns_before = store::pg::pg_counters().claim_reruns.load();
+  auto outcome = std::make_shared<std::optional<std::pair<StoreError, core::ClaimResult>>>();
+  store.claim(claim_request(scope, key, "owner-waiting"), [outcome](StoreError error, core::ClaimResult result) {
+    *outcome = std::make_pair(error, std::move(result));
+  });
+  EXPECT_FALSE(run_until(io, [&] { return outcome->has_value(); }, std::chrono::milliseconds(300)))
+      << "the claim did not wait for the other session's insert";
+  ASSERT_TRUE(other.exec("COMMIT")) << other.error();
+
+  ASSERT_TRUE(run_until(io, [&] { return outcome->has_value(); }));
+  EXPECT_EQ((*outcome)->first, StoreError::ok);
+  EXPECT_FALSE((*outcome)->second.claimed) << "the key was the other session's";
+  EXPECT_EQ((*outcome)->second.existing.state, core::RecordState::in_flight);
+  EXPECT_EQ((*outcome)->second.existing.fingerprint, "v1:other");
+  EXPECT_GT((*outcome)->second.existing.lease_remaining, std::chrono::milliseconds(0));
+  EXPECT_EQ(store::pg::pg_counters().claim_reruns.load() - reruns_before, 1u) << "the no-row answer was not run again";
 }
 
 }  // namespace
