@@ -30,6 +30,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -236,6 +237,42 @@ std::int64_t rfc3339_ms(const std::string& text) {  // "2026-01-02T03:04:05.1234
   return seconds * 1000 + micros / 1000;
 }
 
+// One entry of a stream as the bench reads it back.
+struct Entry {
+  std::int64_t added_ms = 0;  // the entry id's time part (Redis clock)
+  std::int64_t event = -1;
+  std::string aggregate;
+  std::string created_at;
+};
+
+// Calls `each` for every entry of `key`, oldest first (XRANGE in pages).
+void for_each_entry(Redis& redis, const std::string& key, const std::function<void(const Entry&)>& each) {
+  std::string from = "-";
+  while (true) {
+    redisReply* page = redis.command({"XRANGE", key, from, "+", "COUNT", "10000"});
+    if (page->elements == 0) {
+      freeReplyObject(page);
+      return;
+    }
+    for (size_t i = 0; i < page->elements; ++i) {
+      const redisReply* raw = page->element[i];
+      const std::string id = raw->element[0]->str;
+      Entry entry;
+      entry.added_ms = std::stoll(id.substr(0, id.find('-')));
+      const redisReply* fields = raw->element[1];
+      for (size_t f = 0; f + 1 < fields->elements; f += 2) {
+        const std::string name = fields->element[f]->str;
+        if (name == "event_id") entry.event = std::stoll(fields->element[f + 1]->str);
+        if (name == "aggregate_id") entry.aggregate = fields->element[f + 1]->str;
+        if (name == "created_at") entry.created_at = fields->element[f + 1]->str;
+      }
+      each(entry);
+      from = "(" + id;
+    }
+    freeReplyObject(page);
+  }
+}
+
 struct Latency {
   double p50 = 0, p99 = 0, max = 0;
   std::size_t samples = 0;
@@ -285,25 +322,8 @@ Latency latency(const Options& o, Redis& redis) {
   relay.stop();
 
   std::vector<std::int64_t> lags;
-  std::string from = "-";
-  while (true) {
-    redisReply* page = redis.command({"XRANGE", stream + ".order", from, "+", "COUNT", "5000"});
-    if (page->elements == 0) {
-      freeReplyObject(page);
-      break;
-    }
-    for (size_t i = 0; i < page->elements; ++i) {
-      const redisReply* entry = page->element[i];
-      const std::string id = entry->element[0]->str;
-      const std::int64_t added_ms = std::stoll(id.substr(0, id.find('-')));
-      const redisReply* fields = entry->element[1];
-      for (size_t f = 0; f + 1 < fields->elements; f += 2) {
-        if (std::string(fields->element[f]->str) == "created_at") lags.push_back(added_ms - rfc3339_ms(fields->element[f + 1]->str));
-      }
-      from = "(" + id;
-    }
-    freeReplyObject(page);
-  }
+  for_each_entry(redis, stream + ".order",
+                 [&](const Entry& entry) { lags.push_back(entry.added_ms - rfc3339_ms(entry.created_at)); });
   drop_stream(redis, stream);
   std::sort(lags.begin(), lags.end());
   if (!lags.empty()) {
@@ -364,41 +384,21 @@ std::vector<std::int64_t> verify_stream(Redis& redis, const std::string& key, st
   std::map<std::string, std::int64_t> last;
   std::vector<std::int64_t> lags;
   std::int64_t entries = 0;
-  std::string from = "-";
-  while (true) {
-    redisReply* page = redis.command({"XRANGE", key, from, "+", "COUNT", "10000"});
-    if (page->elements == 0) {
-      freeReplyObject(page);
-      break;
+  for_each_entry(redis, key, [&](const Entry& entry) {
+    if (entry.event < 0) throw std::runtime_error("stream entry without event_id");
+    const auto event = static_cast<std::size_t>(entry.event);
+    if (event >= seen.size()) seen.resize(event * 2 + 1);
+    if (seen[event]++ != 0) throw std::runtime_error("event " + std::to_string(entry.event) + " twice");
+    auto [at, inserted] = last.try_emplace(entry.aggregate, entry.event);
+    if (!inserted) {
+      if (entry.event < at->second) throw std::runtime_error("aggregate " + entry.aggregate + " out of order");
+      at->second = entry.event;
     }
-    for (size_t i = 0; i < page->elements; ++i) {
-      const redisReply* entry = page->element[i];
-      const std::string id = entry->element[0]->str;
-      const redisReply* fields = entry->element[1];
-      std::int64_t event = -1;
-      std::string aggregate, created_at;
-      for (size_t f = 0; f + 1 < fields->elements; f += 2) {
-        const std::string name = fields->element[f]->str;
-        if (name == "event_id") event = std::stoll(fields->element[f + 1]->str);
-        if (name == "aggregate_id") aggregate = fields->element[f + 1]->str;
-        if (name == "created_at") created_at = fields->element[f + 1]->str;
-      }
-      if (event < 0) throw std::runtime_error("stream entry without event_id");
-      if (static_cast<std::size_t>(event) >= seen.size()) seen.resize(static_cast<std::size_t>(event) * 2 + 1);
-      if (seen[static_cast<std::size_t>(event)]++ != 0) throw std::runtime_error("event " + std::to_string(event) + " twice");
-      auto [at, inserted] = last.try_emplace(aggregate, event);
-      if (!inserted) {
-        if (event < at->second) throw std::runtime_error("aggregate " + aggregate + " out of order");
-        at->second = event;
-      }
-      if (!lag_prefix.empty() && aggregate.rfind(lag_prefix, 0) == 0) {
-        lags.push_back(std::stoll(id.substr(0, id.find('-'))) - rfc3339_ms(created_at));
-      }
-      ++entries;
-      from = "(" + id;
+    if (!lag_prefix.empty() && entry.aggregate.rfind(lag_prefix, 0) == 0) {
+      lags.push_back(entry.added_ms - rfc3339_ms(entry.created_at));
     }
-    freeReplyObject(page);
-  }
+    ++entries;
+  });
   if (entries != expected) {
     throw std::runtime_error(key + ": " + std::to_string(entries) + " entries, expected " + std::to_string(expected));
   }
