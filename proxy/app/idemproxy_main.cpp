@@ -29,9 +29,9 @@
 #include "http/runtime.hpp"
 #include "http/proxy_metrics.hpp"
 #include "http/reaper.hpp"
-#include "http/redis_replay_cache.hpp"
-#include "http/replay_cache.hpp"
-#include "http/tls_context.hpp"
+#include "cache/redis_replay_cache.hpp"
+#include "cache/replay_cache.hpp"
+#include "tls/tls_context.hpp"
 #include "http/upstream_pool.hpp"
 #include "http/worker.hpp"
 #include "log/log.hpp"
@@ -169,20 +169,20 @@ std::optional<FileVersion> modified_time(const std::string& path) {
 // The listener's certificate and key files: a renewed certificate is often written without the
 // config file changing (cert-manager, a Kubernetes Secret volume), so they are watched too.
 using TlsFileVersions = std::array<std::optional<FileVersion>, 2>;
-TlsFileVersions tls_file_versions(const config::ListenerTlsConfig& tls) {
-  if (!tls.enabled()) return {};
-  return {modified_time(tls.cert_file), modified_time(tls.key_file)};
+TlsFileVersions tls_file_versions(const config::ListenerTlsConfig& listener) {
+  if (!listener.enabled()) return {};
+  return {modified_time(listener.cert_file), modified_time(listener.key_file)};
 }
 
 // The listener's TLS context from its files, read now (no context and no error without TLS),
 // with a log line naming the certificate it serves.
-http::ListenerTlsResult load_listener_tls_logged(const config::ListenerTlsConfig& tls) {
-  if (!tls.enabled()) return {};
-  http::ListenerTlsResult loaded = http::load_listener_tls(tls);
+tls::ListenerTlsResult load_listener_tls_logged(const config::ListenerTlsConfig& listener) {
+  if (!listener.enabled()) return {};
+  tls::ListenerTlsResult loaded = tls::load_listener_tls(listener);
   if (!loaded.tls) return loaded;
-  const http::CertificateSummary& certificate = loaded.tls->certificate;
+  const tls::CertificateSummary& certificate = loaded.tls->certificate;
   log::write(certificate.expired ? log::Level::warn : log::Level::info, "tls_certificate_loaded",
-             {{"cert_file", tls.cert_file}, {"subject", certificate.subject}, {"serial", certificate.serial},
+             {{"cert_file", listener.cert_file}, {"subject", certificate.subject}, {"serial", certificate.serial},
               {"not_after", certificate.not_after}, {"expired", certificate.expired ? "true" : "false"}});
   return loaded;
 }
@@ -192,15 +192,15 @@ http::ListenerTlsResult load_listener_tls_logged(const config::ListenerTlsConfig
 std::vector<std::string> tls_problems(const config::Config& config) {
   std::vector<std::string> problems;
   if (config.tls.enabled()) {
-    if (auto loaded = http::load_listener_tls(config.tls); !loaded.tls) problems.push_back(loaded.error);
+    if (auto loaded = tls::load_listener_tls(config.tls); !loaded.tls) problems.push_back(loaded.error);
   }
   if (config.upstream.tls.enabled) {
-    if (auto loaded = http::load_upstream_tls(config.upstream.tls); !loaded.context) problems.push_back(loaded.error);
+    if (auto loaded = tls::load_upstream_tls(config.upstream.tls); !loaded.context) problems.push_back(loaded.error);
   }
   return problems;
 }
 
-void register_process_metrics(metrics::Registry& registry, const http::ReplayCache& cache, const http::Reaper& reaper,
+void register_process_metrics(metrics::Registry& registry, const cache::ReplayCache& cache, const http::Reaper& reaper,
                               const std::atomic<std::size_t>& waiting, const std::atomic<std::size_t>& connections,
                               const std::atomic<bool>& draining,
                               const config::Config& config) {
@@ -250,7 +250,7 @@ struct WorkerSlot {
   boost::asio::io_context io{1};
   std::unique_ptr<store::pg::PgStore> store;
   std::unique_ptr<store::Store> sealed;  // the encrypting decorator over `store`, when keys are configured
-  std::unique_ptr<http::RedisReplayCache> shared_cache;  // store.redis: this worker's own connection
+  std::unique_ptr<cache::RedisReplayCache> shared_cache;  // store.redis: this worker's own connection
   std::unique_ptr<http::UpstreamPool> upstream;
   http::BackgroundTasks background;
   std::unique_ptr<http::Worker> worker;
@@ -264,7 +264,7 @@ int run_proxy(config::Config loaded, const std::string& config_path, std::option
   const auto drain_timeout = loaded.drain_timeout;
   log::set_min_level(to_log_level(loaded.log.level));
   TlsFileVersions tls_files_seen = tls_file_versions(loaded.tls);  // noted before the files are read
-  http::ListenerTlsResult listener_tls = load_listener_tls_logged(loaded.tls);
+  tls::ListenerTlsResult listener_tls = load_listener_tls_logged(loaded.tls);
   if (!listener_tls.error.empty()) {
     log::error("startup_failed", {{"error", listener_tls.error}});
     return 1;
@@ -287,7 +287,7 @@ int run_proxy(config::Config loaded, const std::string& config_path, std::option
 
   std::atomic<std::size_t> waiting_duplicates{0};
   std::atomic<std::size_t> client_connections{0};
-  http::ReplayCache replay_cache(config.replay_cache.max_bytes);
+  cache::ReplayCache replay_cache(config.replay_cache.max_bytes);
   http::ProxyMetrics metrics;
   if (config.store.redis.enabled()) metrics.track_redis_cache(workers);
   std::shared_ptr<const crypto::Keyring> keyring;
@@ -313,7 +313,7 @@ int run_proxy(config::Config loaded, const std::string& config_path, std::option
       if (keyring) slot->sealed = store::make_encrypting_store(*slot->store, keyring);
       store::Store& records = slot->sealed ? *slot->sealed : *slot->store;
       if (config.store.redis.enabled()) {
-        slot->shared_cache = std::make_unique<http::RedisReplayCache>(slot->io, config.store.redis, keyring, metrics);
+        slot->shared_cache = std::make_unique<cache::RedisReplayCache>(slot->io, config.store.redis, keyring, metrics);
       }
       slot->upstream = std::make_unique<http::UpstreamPool>(
           slot->io, config.upstream, share(config.upstream.max_connections, workers), config.limits.max_response_body);
@@ -403,7 +403,7 @@ int run_proxy(config::Config loaded, const std::string& config_path, std::option
     // Noted before the files are read: a change after this point triggers another reload.
     tls_files_seen = tls_file_versions(loaded_again.config->tls);
     // Read again even when the paths are unchanged: the files may hold a renewed certificate.
-    http::ListenerTlsResult next_tls = load_listener_tls_logged(loaded_again.config->tls);
+    tls::ListenerTlsResult next_tls = load_listener_tls_logged(loaded_again.config->tls);
     if (!next_tls.error.empty()) {
       log::error("config_issue", {{"issue", config_path + ": " + next_tls.error}});
       reloads_rejected.fetch_add(1);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <optional>
 
+#include "core/field_values.hpp"
 #include "core/request_target.hpp"
 #include "fingerprint/fingerprint.hpp"
 #include "log/log.hpp"
@@ -18,8 +19,7 @@ std::optional<std::string> scope_for(const core::RoutePolicy& policy, const Head
     std::optional<std::string> joined;
     for (const auto& [header, value] : headers) {
       if (!boost::beast::iequals(header, name)) continue;
-      if (joined) *joined += ", "; else joined.emplace();
-      *joined += value;
+      core::append_field_line(joined, value);
     }
     values.emplace_back(name, std::move(joined));
   }
@@ -33,14 +33,11 @@ std::string record_json(std::string_view route, std::string_view scope, std::str
   log::append_json_string(out, scope);
   out += ",\"key\":";
   log::append_json_string(out, key);
-  // An in-flight record whose lease lapsed has an unknown outcome (its proxy died or lost track
-  // of it); it is shown as such, whatever the route then does with it (lock: 502, retry: re-run).
   const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch()).count();
-  const bool lease_lapsed = info.state == core::RecordState::in_flight && info.lease_expires_at_ms <= now_ms;
-  const core::RecordState shown = lease_lapsed ? core::RecordState::unknown : info.state;
-  out += ",\"state\":\"" + std::string(core::record_state_name(shown)) + "\"";
-  out += std::string(",\"lease_lapsed\":") + (lease_lapsed ? "true" : "false");
+  const std::chrono::milliseconds lease_remaining{info.lease_expires_at_ms - now_ms};
+  out += ",\"state\":\"" + std::string(core::record_state_name(core::observed_state(info.state, lease_remaining))) + "\"";
+  out += std::string(",\"lease_lapsed\":") + (core::lease_lapsed(info.state, lease_remaining) ? "true" : "false");
   out += ",\"fingerprint\":\"" + info.fingerprint + "\"";
   out += ",\"created_at_ms\":" + std::to_string(info.created_at_ms);
   out += ",\"lease_expires_at_ms\":" + std::to_string(info.lease_expires_at_ms);

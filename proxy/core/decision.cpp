@@ -84,7 +84,7 @@ Decision decide(const Record& record, std::string_view fingerprint, const RouteP
     case RecordState::too_large: return {Action::too_large_to_replay};
     case RecordState::unknown: return {Action::outcome_unknown};
     case RecordState::in_flight: {
-      if (record.lease_remaining > std::chrono::milliseconds::zero()) {
+      if (!lease_lapsed(record.state, record.lease_remaining)) {
         const auto left = std::chrono::ceil<std::chrono::seconds>(record.lease_remaining);
         return duplicate_in_flight(std::max(left, std::chrono::seconds(1)), policy);
       }

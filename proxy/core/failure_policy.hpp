@@ -12,6 +12,7 @@
 
 #include "core/route.hpp"
 #include "core/store_error.hpp"
+#include "core/upstream_failure.hpp"
 
 namespace idem::core {
 
@@ -36,12 +37,6 @@ struct ClaimFailure {
 ClaimFailure after_claim_failure(StoreError error, const RoutePolicy& policy);
 
 // ---- The upstream failed ----------------------------------------------------------------------
-
-enum class UpstreamFailureKind {
-  nothing_sent,        // connect refused, TLS failed, no connection free: the upstream never saw it
-  response_too_large,  // the upstream answered, with a body beyond what the proxy handles
-  outcome_unknown,     // the request (at least partly) went out and no complete answer came back
-};
 
 enum class RecordFate {
   release,             // delete the claim: the request did not run, the client may retry

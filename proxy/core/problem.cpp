@@ -1,5 +1,6 @@
 #include "core/problem.hpp"
 
+#include <cassert>
 #include <cstdio>
 #include <utility>
 
@@ -111,6 +112,26 @@ Problem store_unavailable_problem(std::chrono::seconds retry_after) {
                       "the idempotency store cannot be reached, so the request was not forwarded; retry in " +
                           seconds_phrase(retry_after),
                       retry_after);
+}
+
+Problem upstream_failure_problem(UpstreamFailure failure) {
+  switch (failure) {
+    case UpstreamFailure::connect_failed:
+      return upstream_unreachable_problem("the upstream refused or did not accept the connection");
+    case UpstreamFailure::pool_exhausted: return upstream_connections_busy_problem();
+    case UpstreamFailure::tls_failed: return upstream_tls_failed_problem();
+    case UpstreamFailure::timeout: return upstream_timeout_problem();
+    case UpstreamFailure::connection_lost:
+      return upstream_bad_response_problem("the upstream closed the connection without a complete response");
+    case UpstreamFailure::bad_response: return upstream_bad_response_problem("the upstream sent a malformed HTTP response");
+    case UpstreamFailure::switched_protocols:
+      return upstream_bad_response_problem("the upstream switched protocols (101), which idemproxy never asks for");
+    case UpstreamFailure::response_too_large:
+      return upstream_bad_response_problem("the upstream response exceeded limits.max_response_body");
+    case UpstreamFailure::none: break;
+  }
+  assert(false && "upstream_failure_problem: not a failure");
+  return internal_problem("unexpected upstream state");
 }
 
 Problem upstream_unreachable_problem(std::string_view why) {

@@ -8,6 +8,7 @@
 
 #include "core/decision.hpp"
 #include "core/idempotency_key.hpp"
+#include "core/upstream_failure.hpp"
 
 namespace idem::core {
 
@@ -28,6 +29,8 @@ Problem in_flight_problem(std::chrono::seconds retry_after);                    
 Problem too_large_to_replay_problem(int original_status, std::size_t limit);                  // 409
 Problem outcome_unknown_problem();                                                            // 502
 Problem store_unavailable_problem(std::chrono::seconds retry_after);                          // 503
+// The answer to an exchange with the upstream that failed (`failure` is not none): 502, 503 or 504.
+Problem upstream_failure_problem(UpstreamFailure failure);
 Problem upstream_unreachable_problem(std::string_view why);                                   // 502
 Problem upstream_connections_busy_problem();                                                  // 503 + Retry-After
 Problem upstream_timeout_problem();                                                           // 504

@@ -14,4 +14,12 @@ std::string_view record_state_name(RecordState state) {
   return "invalid";
 }
 
+bool lease_lapsed(RecordState state, std::chrono::milliseconds lease_remaining) {
+  return state == RecordState::in_flight && lease_remaining <= std::chrono::milliseconds::zero();
+}
+
+RecordState observed_state(RecordState state, std::chrono::milliseconds lease_remaining) {
+  return lease_lapsed(state, lease_remaining) ? RecordState::unknown : state;
+}
+
 }  // namespace idem::core

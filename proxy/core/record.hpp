@@ -33,4 +33,10 @@ struct Record {
   std::chrono::milliseconds expires_in{0};
 };
 
+// An in-flight record whose lease lapsed (<= 0 left) has an unknown outcome: its proxy died or
+// lost track of it before settling it. Readers show it as `unknown`; what a route then does with
+// it (lock: 502, retry: a claim takes it over) is decide()'s.
+bool lease_lapsed(RecordState state, std::chrono::milliseconds lease_remaining);
+RecordState observed_state(RecordState state, std::chrono::milliseconds lease_remaining);
+
 }  // namespace idem::core

@@ -1,30 +1,16 @@
 #include "http/client_connection.hpp"
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/buffer.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/string.hpp>
-#include <boost/beast/http/error.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/read.hpp>
-#include <boost/beast/http/write.hpp>
-#include <array>
-#include <memory>
 #include <string>
-#include <type_traits>
 
 #include "core/problem.hpp"
-#include "core/request_framing.hpp"
-#include "core/request_target.hpp"
-#include "http/forwarding.hpp"
+#include "http/client_session.hpp"
 #include "http/proxy_metrics.hpp"
-#include "http/request_handler.hpp"
-#include "http/tls_context.hpp"
-#include "http/tls_session.hpp"
+#include "tls/tls_context.hpp"
+#include "tls/tls_session.hpp"
 #include "log/log.hpp"
 
 namespace idem::http {
@@ -39,67 +25,8 @@ void ClientConnection::close() {
 
 namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
-constexpr std::size_t kFirstReadSize = 4096;
-constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-constexpr std::chrono::seconds kLingerTime{2};
 // Time for the close_notify exchange when the proxy ends a TLS connection.
 constexpr std::chrono::seconds kTlsShutdownTime{2};
-
-// Bytes of "SP HTTP/1.1 CRLF" around the method and target in a request line.
-constexpr std::size_t kRequestLineFraming = 2 + 8 + 2;
-
-// Whether the request line (CRLF included) is longer than `limit`, after a complete head or after
-// Beast stopped at max_header_bytes. Once Beast has parsed the line, its parts are known; until
-// then the unparsed bytes start with it, and it is too long only if `limit` bytes have arrived
-// with no line end among them. A line that merely did not fit max_header_bytes (set below
-// max_request_line) is left to the 431.
-bool request_line_exceeds(const beast_http::request_parser<beast_http::string_body>& parser,
-                          const beast::flat_buffer& buffer, std::size_t limit) {
-  const auto& head = parser.get();
-  if (!head.target().empty()) return head.method_string().size() + head.target().size() + kRequestLineFraming > limit;
-  const std::string_view unparsed(static_cast<const char*>(buffer.data().data()), buffer.size());
-  return unparsed.size() >= limit && unparsed.substr(0, limit).find('\n') == std::string_view::npos;
-}
-
-// A client connection is served over one of two streams by one loop (the functions below are
-// templates on the stream): the connection's TCP stream itself, or TLS over it. Deadlines are
-// always set on the TCP stream, the lowest layer of both: a TLS operation is reads and writes on it.
-using TlsStream = asio::ssl::stream<beast::tcp_stream&>;
-template <class Stream>
-constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
-
-// Lingering close (as nginx does): closing with unread request bytes makes the kernel send a
-// reset, which can destroy the answer before the client reads it. So half-close, then read and
-// discard what the client is still sending, for a bounded time. Over TLS the close_notify
-// exchange comes first, under the same deadline.
-template <class Stream>
-asio::awaitable<void> linger_close(Stream& stream, beast::tcp_stream& tcp) {
-  tcp.expires_after(kLingerTime);
-  if constexpr (kIsTls<Stream>) co_await stream.async_shutdown(use_tuple);
-  boost::system::error_code ignored;
-  tcp.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
-  std::array<char, 16 * 1024> sink;
-  for (;;) {
-    auto [ec, n] = co_await tcp.async_read_some(asio::buffer(sink), use_tuple);
-    if (ec) break;
-  }
-  tcp.socket().close(ignored);  // done with this connection (and with its TLS session, if any)
-}
-
-// A request the proxy refuses before reading it whole: answered, then the connection is closed
-// (the unread rest of the request would otherwise be taken for the next one).
-template <class Stream>
-asio::awaitable<void> refuse(Stream& stream, ClientConnection& connection, core::Problem problem, unsigned version,
-                             std::chrono::milliseconds write_timeout, ProxyMetrics& metrics) {
-  metrics.refused(static_cast<unsigned>(problem.status));
-  log::info("request_refused", {{"status", problem.status}, {"detail", problem.detail}});
-  Response response = problem_response(problem, version);
-  response.keep_alive(false);
-  connection.stream.expires_after(write_timeout);
-  auto [write_ec, written] = co_await beast_http::async_write(stream, response, use_tuple);
-  if (write_ec) co_return;
-  co_await linger_close(stream, connection.stream);
-}
 
 // Ends a TLS connection the proxy is done with: close_notify sent, the client's awaited for a
 // bounded time. Skipped when the socket is already gone (timeout, reset, drain).
@@ -117,12 +44,12 @@ asio::awaitable<void> end_tls(TlsStream& stream, beast::tcp_stream& tcp) {
 template <class Serve>
 asio::awaitable<void> over_client_transport(ClientConnection& connection, WorkerServices& services,
                                             const std::string& address, Serve serve) {
-  const std::shared_ptr<ListenerTls> tls = services.config->listener_tls;
-  if (!tls) {
+  const std::shared_ptr<tls::ListenerTls> listener_tls = services.config->listener_tls;
+  if (!listener_tls) {
     co_await serve(connection.stream);
     co_return;
   }
-  TlsStream stream(connection.stream, tls->context);
+  TlsStream stream(connection.stream, listener_tls->context);
   connection.stream.expires_after(services.config->config.limits.header_timeout);
   auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server, use_tuple);
   if (ec) {
@@ -132,25 +59,11 @@ asio::awaitable<void> over_client_transport(ClientConnection& connection, Worker
     const bool went_away = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated ||
                            ec == asio::error::connection_reset;
     log::write(went_away ? log::Level::debug : log::Level::info, "tls_handshake_failed",
-               {{"client", address}, {"reason", tls_error_text(ec)}});
+               {{"client", address}, {"reason", tls::tls_error_text(ec)}});
     co_return;
   }
   co_await serve(stream);
   co_await end_tls(stream, connection.stream);
-}
-
-void log_request(std::string_view method, std::string_view target, const Response& response, const RequestTrace& trace) {
-  if (!log::enabled(log::Level::info)) return;
-  const std::string_view path = target.substr(0, target.find('?'));  // queries may carry secrets
-  log::info("request", {{"method", method},
-                        {"path", path},
-                        {"route", trace.route},
-                        {"decision", trace.decision},
-                        {"status", response.result_int()},
-                        {"upstream_us", static_cast<std::int64_t>(trace.upstream.count())},
-                        {"store_us", static_cast<std::int64_t>(trace.store.count())},
-                        {"cache_hit", trace.cache_hit ? "true" : "false"},
-                        {"key_sha256", trace.key_sha256}});
 }
 
 std::string client_address(ClientConnection& connection) {
@@ -159,151 +72,19 @@ std::string client_address(ClientConnection& connection) {
   return ec ? std::string("unknown") : endpoint.address().to_string();
 }
 
-// A client or a deadline ended the connection: nothing to answer.
-bool is_connection_gone(const boost::system::error_code& ec) {
-  return ec == beast::error::timeout || ec == beast_http::error::end_of_stream || ec == asio::error::eof ||
-         ec == asio::error::operation_aborted || ec == asio::error::connection_reset;
-}
-
-// Erases every field after the first `count` (in received order).
-void drop_fields_after(Request& request, std::size_t count) {
-  auto field = request.begin();
-  for (std::size_t i = 0; i < count && field != request.end(); ++i) ++field;
-  while (field != request.end()) field = request.erase(field);
-}
-
-// The HTTP/1.1 keep-alive loop, over either stream.
-template <class Stream>
-asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, WorkerServices& services,
-                                 const bool& draining, const std::string& address) {
-  beast::flat_buffer buffer;
-  for (;;) {
-    // Limits come from the configuration snapshot current when each request starts.
-    const config::LimitsConfig limits = services.config->config.limits;
-    if (buffer.size() == 0) {
-      // Idle keep-alive: wait for the first byte of the next request.
-      connection.stream.expires_after(limits.idle_timeout);
-      auto [ec, n] = co_await stream.async_read_some(buffer.prepare(kFirstReadSize), use_tuple);
-      if (ec) co_return;
-      buffer.commit(n);
-    }
-    connection.in_request = true;
-
-    beast_http::request_parser<beast_http::string_body> parser;
-    parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
-    parser.body_limit(limits.max_request_body);
-    // The header deadline runs from the first byte: a client trickling headers (slowloris) is cut off.
-    connection.stream.expires_after(limits.header_timeout);
-    auto [header_ec, header_bytes] = co_await beast_http::async_read_header(stream, buffer, parser, use_tuple);
-    if (header_ec) {
-      if (header_ec == beast_http::error::body_limit) {
-        // A Content-Length above the limit is refused as soon as the header says so.
-        core::Problem problem = core::request_too_large_problem(limits.max_request_body);
-        co_await refuse(stream, connection, std::move(problem), parser.get().version(), limits.write_timeout, services.metrics);
-      } else if (header_ec == beast_http::error::header_limit) {
-        core::Problem problem = request_line_exceeds(parser, buffer, limits.max_request_line)
-                                    ? core::request_line_too_long_problem(limits.max_request_line)
-                                    : core::headers_too_large_problem("the request line and headers exceed limits.max_header_bytes");
-        co_await refuse(stream, connection, std::move(problem), 11, limits.write_timeout, services.metrics);
-      } else if (!is_connection_gone(header_ec)) {
-        core::Problem problem = core::bad_request_problem("malformed HTTP request: " + header_ec.message());
-        co_await refuse(stream, connection, std::move(problem), 11, limits.write_timeout, services.metrics);
-      }
-      co_return;
-    }
-    const unsigned version = parser.get().version();
-    if (request_line_exceeds(parser, buffer, limits.max_request_line)) {
-      core::Problem problem = core::request_line_too_long_problem(limits.max_request_line);
-      co_await refuse(stream, connection, std::move(problem), version, limits.write_timeout, services.metrics);
-      co_return;
-    }
-    if (static_cast<std::size_t>(std::distance(parser.get().begin(), parser.get().end())) > limits.max_headers) {
-      core::Problem problem = core::headers_too_large_problem(
-          "the request has more than limits.max_headers (" + std::to_string(limits.max_headers) + ") header fields");
-      co_await refuse(stream, connection, std::move(problem), version, limits.write_timeout, services.metrics);
-      co_return;
-    }
-    // What RFC 9112 says to refuse in a head the parser accepted (request_framing.hpp): before
-    // anything reads the body, routes or forwards, so client and upstream never disagree on
-    // where this request ends or which host it is for.
-    core::RequestHead head{.method = parser.get().method_string(), .version = version, .fields = {}};
-    for (const auto& field : parser.get()) head.fields.emplace_back(field.name_string(), field.value());
-    if (std::optional<core::Problem> problem = core::request_framing_problem(head)) {
-      co_await refuse(stream, connection, std::move(*problem), version, limits.write_timeout, services.metrics);
-      co_return;
-    }
-    const std::size_t header_fields = head.fields.size();
-    // Routes are matched on the target the upstream will see, and that is what is forwarded.
-    core::TargetResult normalized = core::normalize_request_target(parser.get().target(), parser.get().method_string());
-    if (normalized.problem) {
-      co_await refuse(stream, connection, std::move(*normalized.problem), version, limits.write_timeout, services.metrics);
-      co_return;
-    }
-
-    if (version >= 11 && beast::iequals(parser.get()[beast_http::field::expect], "100-continue")) {
-      connection.stream.expires_after(limits.write_timeout);
-      auto [ec, n] = co_await asio::async_write(stream, asio::buffer(kContinue), use_tuple);
-      if (ec) co_return;
-    }
-
-    connection.stream.expires_after(limits.body_timeout);
-    auto [body_ec, body_bytes] = co_await beast_http::async_read(stream, buffer, parser, use_tuple);
-    if (body_ec) {
-      if (body_ec == beast_http::error::body_limit) {
-        core::Problem problem = core::request_too_large_problem(limits.max_request_body);
-        co_await refuse(stream, connection, std::move(problem), version, limits.write_timeout, services.metrics);
-      } else if (!is_connection_gone(body_ec) && body_ec != beast_http::error::partial_message) {
-        // A chunk size that does not parse or overflows, a bad chunk extension or trailer.
-        core::Problem problem = core::bad_request_problem("malformed request body: " + body_ec.message());
-        co_await refuse(stream, connection, std::move(problem), version, limits.write_timeout, services.metrics);
-      }
-      co_return;
-    }
-
-    Request request = parser.release();
-    // Trailer fields of a chunked body come after the head the validator saw and could carry
-    // what a front proxy that checked the head never saw (Authorization): they are dropped, never
-    // merged into the forwarded head, the scope or the key.
-    drop_fields_after(request, header_fields);
-    // Only this layer knows the transport; whatever the client claimed is replaced.
-    request.set("X-Forwarded-Proto", kIsTls<Stream> ? "https" : "http");
-    const bool client_keep_alive = keeps_connection_open(request);
-    // Logged as received: the handler rewrites the request for the upstream.
-    const std::string method{request.method_string()};
-    const std::string target{request.target()};
-    request.target(normalized.normalized->target);
-    // absolute-form: the target's authority replaces any Host (RFC 9112 §3.2.2).
-    if (normalized.normalized->authority) request.set(beast_http::field::host, *normalized.normalized->authority);
-    // While the request is handled nothing is read from the client: its going away must not
-    // cancel the upstream call or the store write (the handler's own deadlines bound them).
-    connection.stream.expires_never();
-    RequestTrace trace;
-    Response response = co_await handle_request(services, request, address, trace);
-    services.metrics.record(trace, response.result_int());
-    if (services.config->config.log.access) log_request(method, target, response, trace);
-
-    const bool keep_alive = client_keep_alive && !draining;
-    response.keep_alive(keep_alive);
-    connection.stream.expires_after(limits.write_timeout);
-    auto [write_ec, written] = co_await beast_http::async_write(stream, response, use_tuple);
-    connection.in_request = false;
-    if (write_ec || !keep_alive) co_return;
-  }
-}
-
 }  // namespace
 
 asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices& services, const bool& draining) {
   const std::string address = client_address(connection);
   co_await over_client_transport(connection, services, address, [&](auto& stream) {
-    return serve_http(stream, connection, services, draining, address);
+    return serve_http_over(stream, connection, services, draining, address);
   });
 }
 
 asio::awaitable<void> refuse_connection(ClientConnection& connection, WorkerServices& services) {
   const std::string address = client_address(connection);
   co_await over_client_transport(connection, services, address, [&](auto& stream) {
-    return refuse(stream, connection, core::too_many_connections_problem(), 11,
+    return refuse_over(stream, connection, core::too_many_connections_problem(), 11,
                   services.config->config.limits.write_timeout, services.metrics);
   });
 }

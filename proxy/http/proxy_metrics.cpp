@@ -41,8 +41,8 @@ void ProxyMetrics::track_redis_cache(unsigned connections) {
                          [this, connections] { return redis_connections_up_.load() >= static_cast<int>(connections) ? 1.0 : 0.0; });
   redis_hits_ = &registry_.counter("idemproxy_redis_cache_hits_total");
   redis_misses_ = &registry_.counter("idemproxy_redis_cache_misses_total");
-  for (const SharedFallbackReason reason : {SharedFallbackReason::timeout, SharedFallbackReason::disconnected,
-                                            SharedFallbackReason::error, SharedFallbackReason::corrupt}) {
+  for (const cache::SharedFallbackReason reason : {cache::SharedFallbackReason::timeout, cache::SharedFallbackReason::disconnected,
+                                            cache::SharedFallbackReason::error, cache::SharedFallbackReason::corrupt}) {
     redis_fallbacks_[static_cast<int>(reason)] =
         &registry_.counter("idemproxy_redis_cache_fallbacks_total", {std::string(shared_fallback_reason_name(reason))});
   }
@@ -50,12 +50,12 @@ void ProxyMetrics::track_redis_cache(unsigned connections) {
   redis_write_errors_ = &registry_.counter("idemproxy_redis_cache_write_errors_total");
 }
 
-void ProxyMetrics::redis_lookup(SharedLookupOutcome outcome, SharedFallbackReason reason) {
+void ProxyMetrics::redis_lookup(cache::SharedLookupOutcome outcome, cache::SharedFallbackReason reason) {
   if (redis_hits_ == nullptr) return;
   switch (outcome) {
-    case SharedLookupOutcome::hit: redis_hits_->inc(); return;
-    case SharedLookupOutcome::miss: redis_misses_->inc(); return;
-    case SharedLookupOutcome::fallback: redis_fallbacks_[static_cast<int>(reason)]->inc(); return;
+    case cache::SharedLookupOutcome::hit: redis_hits_->inc(); return;
+    case cache::SharedLookupOutcome::miss: redis_misses_->inc(); return;
+    case cache::SharedLookupOutcome::fallback: redis_fallbacks_[static_cast<int>(reason)]->inc(); return;
   }
 }
 

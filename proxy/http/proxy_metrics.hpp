@@ -7,12 +7,12 @@
 #include <string_view>
 
 #include "http/request_trace.hpp"
-#include "http/shared_replay_cache.hpp"
+#include "cache/shared_replay_cache.hpp"
 #include "metrics/registry.hpp"
 
 namespace idem::http {
 
-class ProxyMetrics {
+class ProxyMetrics final : public cache::SharedCacheObserver {
  public:
   ProxyMetrics();
   void record(const RequestTrace& trace, unsigned status);
@@ -23,9 +23,9 @@ class ProxyMetrics {
   // first scrape. `connections`: one per worker; idemproxy_redis_up is 1 while all are up.
   void track_redis_cache(unsigned connections);
   // Every lookup is exactly one of hit, miss, or fallback (by reason). Any thread.
-  void redis_lookup(SharedLookupOutcome outcome, SharedFallbackReason reason);
-  void redis_write(bool acknowledged);      // a SET Redis answered OK, or one that failed
-  void redis_connection_up(bool up);        // a worker's connection became ready, or stopped being
+  void redis_lookup(cache::SharedLookupOutcome outcome, cache::SharedFallbackReason reason) override;
+  void redis_write(bool acknowledged) override;      // a SET Redis answered OK, or one that failed
+  void redis_connection_up(bool up) override;        // a worker's connection became ready, or stopped being
 
   metrics::Registry& registry() { return registry_; }
   std::atomic<std::int64_t> in_flight_records{0};  // claims this process holds while executing
@@ -35,7 +35,7 @@ class ProxyMetrics {
   // Children looked up once (see registry.hpp); null until track_redis_cache.
   metrics::Counter* redis_hits_ = nullptr;
   metrics::Counter* redis_misses_ = nullptr;
-  metrics::Counter* redis_fallbacks_[4] = {};  // by SharedFallbackReason
+  metrics::Counter* redis_fallbacks_[4] = {};  // by cache::SharedFallbackReason
   metrics::Counter* redis_writes_ = nullptr;
   metrics::Counter* redis_write_errors_ = nullptr;
   std::atomic<int> redis_connections_up_{0};

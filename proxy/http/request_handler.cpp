@@ -8,9 +8,9 @@
 #include "core/idempotency_key.hpp"
 #include "core/problem.hpp"
 #include "core/route.hpp"
-#include "http/forwarding.hpp"
+#include "http/message_rewriting.hpp"
 #include "http/idempotent_exchange.hpp"
-#include "http/proxying.hpp"
+#include "http/plain_forwarding.hpp"
 
 namespace idem::http {
 namespace asio = boost::asio;

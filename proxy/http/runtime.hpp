@@ -11,14 +11,17 @@
 #include "core/route_table.hpp"
 
 namespace idem::store { class Store; }
+namespace idem::tls { struct ListenerTls; }  // tls/tls_context.hpp
+namespace idem::cache {
+class ReplayCache;
+class SharedReplayCache;
+}  // namespace idem::cache
 
 namespace idem::http {
 
-class UpstreamPool;
-class ReplayCache;
-class SharedReplayCache;
+class Upstream;
 class ProxyMetrics;
-struct ListenerTls;  // http/tls_context.hpp
+
 
 // An immutable configuration snapshot. Requests hold a shared_ptr to the one they started with,
 // so a reload never changes the rules under a request in progress.
@@ -27,8 +30,8 @@ struct RuntimeConfig {
   core::RouteTable routes;
   // The listener's TLS context, built from config.tls's files with this snapshot (null: plain
   // HTTP). A connection keeps the one current when it was accepted.
-  std::shared_ptr<ListenerTls> listener_tls;
-  explicit RuntimeConfig(config::Config loaded, std::shared_ptr<ListenerTls> tls = nullptr)
+  std::shared_ptr<tls::ListenerTls> listener_tls;
+  explicit RuntimeConfig(config::Config loaded, std::shared_ptr<tls::ListenerTls> tls = nullptr)
       : config(std::move(loaded)), routes(config.routes), listener_tls(std::move(tls)) {}
 };
 
@@ -51,13 +54,13 @@ class BackgroundTasks {
 struct WorkerServices {
   std::shared_ptr<const RuntimeConfig> config;
   store::Store& store;
-  UpstreamPool& upstream;
+  Upstream& upstream;
   BackgroundTasks& background;
   std::atomic<std::size_t>& waiting;      // duplicates currently waiting, across all workers
   std::atomic<std::size_t>& connections;  // client connections open, across all workers
-  ReplayCache& cache;                 // shared by all workers
+  cache::ReplayCache& cache;                 // shared by all workers
   ProxyMetrics& metrics;              // shared by all workers
-  SharedReplayCache* shared_cache = nullptr;  // this worker's Redis replay cache; null when off
+  cache::SharedReplayCache* shared_cache = nullptr;  // this worker's Redis replay cache; null when off
 };
 
 }  // namespace idem::http

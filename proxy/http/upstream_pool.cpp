@@ -10,21 +10,24 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/error.hpp>
-#include <boost/beast/http/read.hpp>
-#include <boost/beast/http/write.hpp>
 #include <stdexcept>
 #include <tuple>
 
-#include "http/client_stream.hpp"
-#include "http/forwarding.hpp"
-#include "http/tls_context.hpp"
-#include "http/tls_session.hpp"
+#include "tls/client_stream.hpp"
+#include "http/message_rewriting.hpp"
+#include "tls/tls_context.hpp"
+#include "tls/tls_session.hpp"
 #include "log/log.hpp"
 
 namespace idem::http {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 using asio::ip::tcp;
+using core::UpstreamFailure;
+using tls::ClientStream;
+using tls::UpstreamTlsResult;
+using tls::load_upstream_tls;
+using tls::tls_error_text;
 
 namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
@@ -73,26 +76,6 @@ std::shared_ptr<asio::ssl::context> upstream_tls_context(const config::UpstreamT
 struct UpstreamPool::Transport : ClientStream {
   using ClientStream::ClientStream;
 };
-
-std::string_view upstream_failure_name(UpstreamFailure failure) {
-  switch (failure) {
-    case UpstreamFailure::none: return "none";
-    case UpstreamFailure::connect_failed: return "connect_failed";
-    case UpstreamFailure::pool_exhausted: return "pool_exhausted";
-    case UpstreamFailure::tls_failed: return "tls_failed";
-    case UpstreamFailure::timeout: return "timeout";
-    case UpstreamFailure::connection_lost: return "connection_lost";
-    case UpstreamFailure::bad_response: return "bad_response";
-    case UpstreamFailure::switched_protocols: return "switched_protocols";
-    case UpstreamFailure::response_too_large: return "response_too_large";
-  }
-  return "unknown";
-}
-
-bool nothing_sent(UpstreamFailure failure) {
-  return failure == UpstreamFailure::connect_failed || failure == UpstreamFailure::pool_exhausted ||
-         failure == UpstreamFailure::tls_failed;
-}
 
 UpstreamPool::UpstreamPool(asio::io_context& io, const config::UpstreamConfig& upstream, std::size_t max_connections,
                            std::size_t max_response_body)

@@ -17,37 +17,13 @@
 
 #include "config/config.hpp"
 #include "http/message.hpp"
+#include "http/upstream.hpp"
 
 namespace boost::asio::ssl { class context; }
 
 namespace idem::http {
 
-enum class UpstreamFailure {
-  none,
-  // Nothing reached the upstream: safe to release the key and let the client retry.
-  connect_failed,
-  pool_exhausted,
-  // The TLS handshake failed (certificate not verified, name mismatch, our client certificate
-  // refused, no common version): nothing reached the upstream's application.
-  tls_failed,
-  // The request was (at least partly) written: the upstream may have executed it.
-  timeout,
-  connection_lost,
-  bad_response,
-  switched_protocols,  // 101, which no request of ours asks for: the connection is not HTTP any more
-  response_too_large,  // the status line and headers arrived; the body exceeded max_response_body
-};
-std::string_view upstream_failure_name(UpstreamFailure failure);
-// True when the upstream cannot have executed the request.
-bool nothing_sent(UpstreamFailure failure);
-
-struct UpstreamResult {
-  UpstreamFailure failure = UpstreamFailure::none;
-  Response response;  // complete when failure == none; header only for response_too_large
-  std::chrono::microseconds elapsed{0};
-};
-
-class UpstreamPool {
+class UpstreamPool final : public Upstream {
  public:
   // `max_connections`: open connections this pool may hold (busy + idle). Start-up only: resolves
   // the upstream's host name once and loads the TLS files of an https upstream; throws
@@ -58,11 +34,10 @@ class UpstreamPool {
   UpstreamPool(const UpstreamPool&) = delete;
   UpstreamPool& operator=(const UpstreamPool&) = delete;
 
-  // `request` must already be prepared for the upstream (see forwarding.hpp). Runs on the pool's
-  // io_context. A stale pooled connection found closed when written to is replaced once.
-  boost::asio::awaitable<UpstreamResult> exchange(const Request& request);
-
-  void close_idle();  // drop every idle connection (shutdown)
+  // Runs on the pool's io_context. A stale pooled connection found closed when written to is
+  // replaced once.
+  boost::asio::awaitable<UpstreamResult> exchange(const Request& request) override;
+  void close_idle() override;
   std::size_t open_connections() const { return open_; }
 
  private:
@@ -90,7 +65,7 @@ class UpstreamPool {
   std::optional<Connection> take_idle();
   void put_idle(Connection&& connection);
   // A new connection, TLS handshake included; a failure says what went wrong.
-  boost::asio::awaitable<UpstreamFailure> open_connection(Connection& connection);
+  boost::asio::awaitable<core::UpstreamFailure> open_connection(Connection& connection);
 
   boost::asio::io_context& io_;
   std::vector<boost::asio::ip::tcp::endpoint> endpoints_;  // the host's addresses, tried in order

@@ -20,9 +20,9 @@
 #include <utility>
 
 #include "core/stored_headers.hpp"
-#include "http/client_stream.hpp"
-#include "http/tls_context.hpp"
-#include "http/tls_session.hpp"
+#include "tls/client_stream.hpp"
+#include "tls/tls_context.hpp"
+#include "tls/tls_session.hpp"
 #include "log/log.hpp"
 #include "relay/message_template.hpp"
 
@@ -52,7 +52,7 @@ asio::ip::tcp::endpoint resolve_or_throw(asio::io_context& io, const std::string
 
 std::shared_ptr<asio::ssl::context> tls_or_throw(const config::UpstreamTlsConfig& tls) {
   if (!tls.enabled) return nullptr;
-  idem::http::UpstreamTlsResult loaded = idem::http::load_upstream_tls(tls);
+  idem::tls::UpstreamTlsResult loaded = idem::tls::load_upstream_tls(tls);
   if (!loaded.context) throw std::runtime_error("sink.http.tls: " + loaded.error);
   return std::move(loaded.context);
 }
@@ -63,7 +63,7 @@ std::int64_t unix_seconds_now() {
 
 }  // namespace
 
-struct HttpSink::Stream : idem::http::ClientStream {
+struct HttpSink::Stream : idem::tls::ClientStream {
   using ClientStream::ClientStream;
   void close() { tcp.close(); }
 };
@@ -230,8 +230,8 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
     stream->tcp.expires_after(config_.timeout);
     auto [write_error, written] = co_await stream->write(request);
     boost::beast::flat_buffer buffer;
-    std::optional<idem::http::ClientStream::ResponseParser> parser;
-    const idem::http::ClientStream::ResponseLimits limits{.body_bytes = kMaxResponseBody};
+    std::optional<idem::tls::ClientStream::ResponseParser> parser;
+    const idem::tls::ClientStream::ResponseLimits limits{.body_bytes = kMaxResponseBody};
     boost::system::error_code read_error;
     if (!write_error) {
       // Interim 1xx responses are skipped: only a final status settles the row.
@@ -244,7 +244,7 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
         stream->close();
         ready_ = false;
         co_return Delivery{DeliveryOutcome::unavailable,
-                           "TLS to " + tls_name() + ": the consumer rejected the TLS handshake: " + idem::http::tls_error_text(error)};
+                           "TLS to " + tls_name() + ": the consumer rejected the TLS handshake: " + idem::tls::tls_error_text(error)};
       }
     }
     const boost::system::error_code failure = write_error ? write_error : read_error;

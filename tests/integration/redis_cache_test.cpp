@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "http/proxy_metrics.hpp"
-#include "http/redis_record.hpp"
-#include "http/redis_replay_cache.hpp"
+#include "cache/redis_record.hpp"
+#include "cache/redis_replay_cache.hpp"
 #include "redis/connection.hpp"
 #include "redis/session.hpp"
 #include "support/ports.hpp"
@@ -27,10 +27,10 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-using http::CachedRecord;
-using http::SharedFallbackReason;
-using http::SharedLookup;
-using http::SharedLookupOutcome;
+using idem::cache::CachedRecord;
+using idem::cache::SharedFallbackReason;
+using idem::cache::SharedLookup;
+using idem::cache::SharedLookupOutcome;
 using redis::RedisConnection;
 using redis::RedisError;
 using redis::RedisErrorKind;
@@ -234,12 +234,12 @@ class ReplayCacheTest : public RedisInProcess {
     config_.timeout = 250ms;
   }
 
-  std::unique_ptr<http::RedisReplayCache> make_cache(std::uint16_t port,
+  std::unique_ptr<idem::cache::RedisReplayCache> make_cache(std::uint16_t port,
                                                      std::shared_ptr<const crypto::Keyring> keyring = nullptr) {
     config_.host = "127.0.0.1";
     config_.port = port;
     config_.connect_timeout = 300ms;
-    auto cache = std::make_unique<http::RedisReplayCache>(io_, config_, std::move(keyring), metrics_);
+    auto cache = std::make_unique<idem::cache::RedisReplayCache>(io_, config_, std::move(keyring), metrics_);
     cache->start();
     EXPECT_TRUE(run_until([&] { return up(); })) << metrics_.registry().render();
     return cache;
@@ -255,7 +255,7 @@ class ReplayCacheTest : public RedisInProcess {
   double fallbacks(std::string_view reason) {
     return metric("idemproxy_redis_cache_fallbacks_total{reason=\"" + std::string(reason) + "\"}");
   }
-  SharedLookup lookup(http::RedisReplayCache& cache, std::string_view key, std::chrono::milliseconds* took = nullptr) {
+  SharedLookup lookup(idem::cache::RedisReplayCache& cache, std::string_view key, std::chrono::milliseconds* took = nullptr) {
     std::optional<SharedLookup> result;
     const auto started = Clock::now();
     Clock::time_point answered;
@@ -277,12 +277,12 @@ class ReplayCacheTest : public RedisInProcess {
     return r;
   }
   // Puts and waits until Redis acknowledged the write.
-  void put_and_wait(http::RedisReplayCache& cache, std::string_view key, std::shared_ptr<CachedRecord> r) {
+  void put_and_wait(idem::cache::RedisReplayCache& cache, std::string_view key, std::shared_ptr<CachedRecord> r) {
     const double before = metric("idemproxy_redis_cache_writes_total");
     cache.put(kScope, key, std::move(r));
     ASSERT_TRUE(run_until([&] { return metric("idemproxy_redis_cache_writes_total") == before + 1; }, 5s));
   }
-  std::string redis_key(std::string_view key) const { return http::redis_record_key(config_.key_prefix, kScope, key); }
+  std::string redis_key(std::string_view key) const { return idem::cache::redis_record_key(config_.key_prefix, kScope, key); }
 
   static constexpr std::string_view kScope = "orders/v1:tenant";
   http::ProxyMetrics metrics_;

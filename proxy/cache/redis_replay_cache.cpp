@@ -1,4 +1,4 @@
-#include "http/redis_replay_cache.hpp"
+#include "cache/redis_replay_cache.hpp"
 
 #include <boost/asio/post.hpp>
 
@@ -6,11 +6,10 @@
 #include <utility>
 
 #include "crypto/sha256.hpp"
-#include "http/proxy_metrics.hpp"
 #include "log/log.hpp"
 #include "redis/session.hpp"
 
-namespace idem::http {
+namespace idem::cache {
 namespace {
 
 using std::chrono::milliseconds;
@@ -62,7 +61,7 @@ struct RedisReplayCache::Lookup {
 };
 
 RedisReplayCache::RedisReplayCache(boost::asio::io_context& io, const config::RedisCacheConfig& config,
-                                   std::shared_ptr<const crypto::Keyring> keyring, ProxyMetrics& metrics)
+                                   std::shared_ptr<const crypto::Keyring> keyring, SharedCacheObserver& metrics)
     : io_(io), config_(config), codec_(std::move(keyring)), metrics_(metrics) {
   redis::RedisSessionOptions options;
   options.host = config_.host;
@@ -207,4 +206,4 @@ bool RedisReplayCache::warning_allowed() {
   return true;
 }
 
-}  // namespace idem::http
+}  // namespace idem::cache

@@ -1,30 +1,29 @@
 #pragma once
 // The byte stream of a connection this process opens as an HTTP client (the upstream pool's, and
 // idemrelay's HTTP sink's): TCP, or TLS over it for an https:// peer. Deadlines are set on `tcp`
-// for both layers: a TLS operation is reads and writes on it. Included only where it is used: it
-// instantiates Beast's HTTP read and write.
-#include <boost/asio/as_tuple.hpp>
+// for both layers: a TLS operation is reads and writes on it. Beast's HTTP read and write are
+// instantiated once, in client_stream.cpp, not in every includer (they dominate compile time).
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/stream.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <boost/beast/http/write.hpp>
 #include <chrono>
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <tuple>
 
-namespace idem::http {
+namespace idem::tls {
 
 struct ClientStream {
   using Result = std::tuple<boost::system::error_code, std::size_t>;
   using ResponseParser = boost::beast::http::response_parser<boost::beast::http::string_body>;
+  using OutgoingRequest = boost::beast::http::request<boost::beast::http::string_body>;
 
   struct ResponseLimits {
     std::size_t header_bytes = 64 * 1024;
@@ -50,24 +49,8 @@ struct ClientStream {
   // its refusal arrives in place of the first response, and its application never saw the request.
   bool handshake_refused(const boost::system::error_code& ec, std::size_t bytes_read) const;
 
-  template <class Message>
-  boost::asio::awaitable<Result> write(const Message& message) {
-    constexpr auto use_tuple = boost::asio::as_tuple(boost::asio::use_awaitable);
-    if (tls) co_return co_await boost::beast::http::async_write(*tls, message, use_tuple);
-    co_return co_await boost::beast::http::async_write(tcp, message, use_tuple);
-  }
-  template <class Parser>
-  boost::asio::awaitable<Result> read_header(boost::beast::flat_buffer& buffer, Parser& parser) {
-    constexpr auto use_tuple = boost::asio::as_tuple(boost::asio::use_awaitable);
-    if (tls) co_return co_await boost::beast::http::async_read_header(*tls, buffer, parser, use_tuple);
-    co_return co_await boost::beast::http::async_read_header(tcp, buffer, parser, use_tuple);
-  }
-  template <class Parser>
-  boost::asio::awaitable<Result> read(boost::beast::flat_buffer& buffer, Parser& parser) {
-    constexpr auto use_tuple = boost::asio::as_tuple(boost::asio::use_awaitable);
-    if (tls) co_return co_await boost::beast::http::async_read(*tls, buffer, parser, use_tuple);
-    co_return co_await boost::beast::http::async_read(tcp, buffer, parser, use_tuple);
-  }
+  // Writes the whole request (both users send string bodies); bytes written.
+  boost::asio::awaitable<Result> write(const OutgoingRequest& request);
 
   // Reads one final response into `parser` (emplaced anew for each message). Interim responses
   // (100 Continue, 103 Early Hints, any 1xx but 101) are read and dropped, RFC 9110 §15.2: they
@@ -82,4 +65,4 @@ struct ClientStream {
   std::optional<boost::asio::ssl::stream<boost::beast::tcp_stream&>> tls;
 };
 
-}  // namespace idem::http
+}  // namespace idem::tls

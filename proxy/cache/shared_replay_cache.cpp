@@ -1,6 +1,6 @@
-#include "http/shared_replay_cache.hpp"
+#include "cache/shared_replay_cache.hpp"
 
-namespace idem::http {
+namespace idem::cache {
 
 std::string_view shared_fallback_reason_name(SharedFallbackReason reason) {
   switch (reason) {
@@ -12,4 +12,4 @@ std::string_view shared_fallback_reason_name(SharedFallbackReason reason) {
   return "error";
 }
 
-}  // namespace idem::http
+}  // namespace idem::cache

@@ -1,10 +1,17 @@
-#include "http/client_stream.hpp"
+#include "tls/client_stream.hpp"
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
 #include <iterator>
 
-#include "http/tls_session.hpp"
+#include "tls/tls_session.hpp"
 
-namespace idem::http {
+namespace idem::tls {
+namespace {
+constexpr auto use_tuple = boost::asio::as_tuple(boost::asio::use_awaitable);
+}  // namespace
 
 ClientStream::ClientStream(boost::asio::io_context& io, boost::asio::ssl::context* tls_context) : tcp(io) {
   if (tls_context != nullptr) tls.emplace(tcp, *tls_context);
@@ -21,6 +28,11 @@ boost::asio::awaitable<std::optional<std::string>> ClientStream::handshake(const
   co_return upstream_handshake_failure(tls->native_handle(), ec, verify);
 }
 
+boost::asio::awaitable<ClientStream::Result> ClientStream::write(const OutgoingRequest& request) {
+  if (tls) co_return co_await boost::beast::http::async_write(*tls, request, use_tuple);
+  co_return co_await boost::beast::http::async_write(tcp, request, use_tuple);
+}
+
 boost::asio::awaitable<ClientStream::Result> ClientStream::read_final_response(boost::beast::flat_buffer& buffer,
                                                                                std::optional<ResponseParser>& parser,
                                                                                const ResponseLimits& limits) {
@@ -30,12 +42,14 @@ boost::asio::awaitable<ClientStream::Result> ClientStream::read_final_response(b
     parser->header_limit(static_cast<std::uint32_t>(limits.header_bytes));
     parser->body_limit(limits.body_bytes);
     if (limits.head) parser->skip(true);
-    auto [ec, bytes] = co_await read_header(buffer, *parser);
+    auto [ec, bytes] = tls ? co_await boost::beast::http::async_read_header(*tls, buffer, *parser, use_tuple)
+                           : co_await boost::beast::http::async_read_header(tcp, buffer, *parser, use_tuple);
     total += bytes;
     if (ec) co_return Result{ec, total};
     const auto header_fields = std::distance(parser->get().begin(), parser->get().end());
     if (!parser->is_done()) {
-      auto [body_ec, body_bytes] = co_await read(buffer, *parser);
+      auto [body_ec, body_bytes] = tls ? co_await boost::beast::http::async_read(*tls, buffer, *parser, use_tuple)
+                                       : co_await boost::beast::http::async_read(tcp, buffer, *parser, use_tuple);
       total += body_bytes;
       if (body_ec) co_return Result{body_ec, total};
       auto& message = parser->get();
@@ -52,4 +66,4 @@ bool ClientStream::handshake_refused(const boost::system::error_code& ec, std::s
   return tls && bytes_read == 0 && is_handshake_rejection(ec);
 }
 
-}  // namespace idem::http
+}  // namespace idem::tls

@@ -11,16 +11,14 @@
 // that thread, always posted (never inside lookup()), exactly once, within the implementation's
 // deadline. There is no cancellation: a caller that goes away keeps itself alive through the
 // handler's captures. put() returns at once; its write completes (or not) in the background.
-#include <boost/asio/async_result.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string_view>
 
-#include "http/replay_cache.hpp"
-#include "http/store_awaitable.hpp"
+#include "cache/replay_cache.hpp"
 
-namespace idem::http {
+namespace idem::cache {
 
 enum class SharedLookupOutcome {
   hit,       // `record` holds the finished record, not expired
@@ -59,12 +57,15 @@ class SharedReplayCache {
   virtual void put(std::string_view scope, std::string_view key, std::shared_ptr<const CachedRecord> record) = 0;
 };
 
-// lookup() as an Asio awaitable for the request coroutine.
-template <class Token>
-auto async_shared_lookup(SharedReplayCache& cache, std::string_view scope, std::string_view key, Token&& token) {
-  return boost::asio::async_initiate<Token, void(SharedLookup)>(
-      [&cache, scope, key](auto handler) { cache.lookup(scope, key, detail::shared_completion(std::move(handler))); },
-      token);
-}
+// What a shared cache reports as it works, for the process's metrics (ProxyMetrics implements it).
+// Called from the worker threads; implementations count atomically.
+class SharedCacheObserver {
+ public:
+  virtual ~SharedCacheObserver() = default;
+  // Every lookup is exactly one of hit, miss, or fallback (by reason).
+  virtual void redis_lookup(SharedLookupOutcome outcome, SharedFallbackReason reason) = 0;
+  virtual void redis_write(bool acknowledged) = 0;    // a SET Redis answered OK, or one that failed
+  virtual void redis_connection_up(bool up) = 0;      // a worker's connection became ready, or stopped being
+};
 
-}  // namespace idem::http
+}  // namespace idem::cache

@@ -1,4 +1,4 @@
-#include "http/tls_context.hpp"
+#include "tls/tls_context.hpp"
 
 #include <openssl/bio.h>
 #include <openssl/bn.h>
@@ -11,7 +11,7 @@
 
 #include <string_view>
 
-namespace idem::http {
+namespace idem::tls {
 namespace asio = boost::asio;
 namespace ssl = boost::asio::ssl;
 
@@ -186,4 +186,4 @@ UpstreamTlsResult load_upstream_tls(const config::UpstreamTlsConfig& tls) {
   return {std::move(context), {}};
 }
 
-}  // namespace idem::http
+}  // namespace idem::tls

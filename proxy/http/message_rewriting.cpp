@@ -1,4 +1,4 @@
-#include "http/forwarding.hpp"
+#include "http/message_rewriting.hpp"
 
 #include <string>
 #include <vector>

@@ -1,8 +1,8 @@
-#include "http/replay_cache.hpp"
+#include "cache/replay_cache.hpp"
 
 #include <functional>
 
-namespace idem::http {
+namespace idem::cache {
 namespace {
 constexpr std::size_t kShards = 16;
 // Bookkeeping per entry beyond its bytes (list node, map node, strings' headers): counted so a
@@ -81,4 +81,4 @@ std::size_t ReplayCache::bytes() const {
   return total;
 }
 
-}  // namespace idem::http
+}  // namespace idem::cache

@@ -6,7 +6,7 @@
 #include <boost/system/error_code.hpp>
 #include <string>
 
-namespace idem::http {
+namespace idem::tls {
 
 // Sends `name` as SNI (unless it is an IP literal, which SNI may not carry) and, when verifying,
 // requires the peer's certificate to be issued for it (a DNS name, or an IP address SAN for an
@@ -27,4 +27,4 @@ bool is_handshake_rejection(const boost::system::error_code& ec);
 // Readable text for a TLS-layer error (OpenSSL's reason, without the library name).
 std::string tls_error_text(const boost::system::error_code& ec);
 
-}  // namespace idem::http
+}  // namespace idem::tls

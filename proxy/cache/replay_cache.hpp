@@ -17,7 +17,7 @@
 
 #include "core/record.hpp"
 
-namespace idem::http {
+namespace idem::cache {
 
 struct CachedRecord {
   std::string fingerprint;
@@ -62,4 +62,4 @@ class ReplayCache {
   std::atomic<std::uint64_t> misses_{0};
 };
 
-}  // namespace idem::http
+}  // namespace idem::cache

@@ -1,4 +1,4 @@
-#include "http/tls_session.hpp"
+#include "tls/tls_session.hpp"
 
 #include <openssl/err.h>
 #include <openssl/x509.h>
@@ -9,7 +9,7 @@
 #include <boost/asio/ssl/error.hpp>
 #include <boost/beast/core/error.hpp>
 
-namespace idem::http {
+namespace idem::tls {
 namespace asio = boost::asio;
 
 namespace {
@@ -71,4 +71,4 @@ bool is_handshake_rejection(const boost::system::error_code& ec) {
   }
 }
 
-}  // namespace idem::http
+}  // namespace idem::tls

@@ -24,7 +24,7 @@
 #include "core/record.hpp"
 #include "crypto/keyring.hpp"
 
-namespace idem::http {
+namespace idem::cache {
 
 struct RedisRecord {
   core::RecordState state = core::RecordState::completed;  // completed or too_large
@@ -71,4 +71,4 @@ class RedisRecordCodec {
   std::shared_ptr<const crypto::Keyring> keyring_;
 };
 
-}  // namespace idem::http
+}  // namespace idem::cache

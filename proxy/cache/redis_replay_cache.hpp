@@ -29,20 +29,19 @@
 
 #include "config/config.hpp"
 #include "crypto/keyring.hpp"
-#include "http/redis_record.hpp"
-#include "http/shared_replay_cache.hpp"
+#include "cache/redis_record.hpp"
+#include "cache/shared_replay_cache.hpp"
 
 namespace idem::redis { class RedisSession; }
 
-namespace idem::http {
+namespace idem::cache {
 
-class ProxyMetrics;
 
 class RedisReplayCache final : public SharedReplayCache {
  public:
-  // `keyring` null: encryption at rest is off. `metrics` must have track_redis_cache() called.
+  // `keyring` null: encryption at rest is off. `metrics` (the proxy's: ProxyMetrics, with track_redis_cache() called) must outlive the cache.
   RedisReplayCache(boost::asio::io_context& io, const config::RedisCacheConfig& config,
-                   std::shared_ptr<const crypto::Keyring> keyring, ProxyMetrics& metrics);
+                   std::shared_ptr<const crypto::Keyring> keyring, SharedCacheObserver& metrics);
   ~RedisReplayCache() override;
   RedisReplayCache(const RedisReplayCache&) = delete;
   RedisReplayCache& operator=(const RedisReplayCache&) = delete;
@@ -64,10 +63,10 @@ class RedisReplayCache final : public SharedReplayCache {
   boost::asio::io_context& io_;
   config::RedisCacheConfig config_;
   RedisRecordCodec codec_;
-  ProxyMetrics& metrics_;
+  SharedCacheObserver& metrics_;
   std::shared_ptr<redis::RedisSession> session_;
   std::chrono::steady_clock::time_point last_warning_{};
   std::uint64_t warnings_suppressed_ = 0;
 };
 
-}  // namespace idem::http
+}  // namespace idem::cache

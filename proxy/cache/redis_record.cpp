@@ -1,4 +1,4 @@
-#include "http/redis_record.hpp"
+#include "cache/redis_record.hpp"
 
 #include <utility>
 
@@ -6,7 +6,7 @@
 #include "crypto/sha256.hpp"
 #include "store/sealed_record.hpp"
 
-namespace idem::http {
+namespace idem::cache {
 namespace {
 
 constexpr std::string_view kMagic = "IDRC";
@@ -168,4 +168,4 @@ RedisRecordCodec::Opened RedisRecordCodec::open(std::string_view scope, std::str
   return opened;
 }
 
-}  // namespace idem::http
+}  // namespace idem::cache

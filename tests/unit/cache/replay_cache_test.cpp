@@ -1,4 +1,4 @@
-#include "http/replay_cache.hpp"
+#include "cache/replay_cache.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <thread>
 
 namespace {
-using idem::http::CachedRecord;
-using idem::http::ReplayCache;
+using idem::cache::CachedRecord;
+using idem::cache::ReplayCache;
 using namespace std::chrono_literals;
 
 std::shared_ptr<CachedRecord> record(std::string body, std::chrono::steady_clock::duration ttl = 1h) {

@@ -1,7 +1,7 @@
-// The Redis replay cache's key and value layout (http/redis_record.hpp): exact round trips, every
+// The Redis replay cache's key and value layout (cache/redis_record.hpp): exact round trips, every
 // damaged or truncated value refused, and values sealed with the record keys so Redis never holds
 // a readable response.
-#include "http/redis_record.hpp"
+#include "cache/redis_record.hpp"
 
 #include <gtest/gtest.h>
 
@@ -14,12 +14,12 @@ namespace {
 using idem::core::RecordState;
 using idem::crypto::AeadKey;
 using idem::crypto::Keyring;
-using idem::http::decode_redis_record;
-using idem::http::encode_redis_record;
-using idem::http::redis_record_key;
-using idem::http::RedisRecord;
-using idem::http::RedisRecordCodec;
-using idem::http::RedisValueProblem;
+using idem::cache::decode_redis_record;
+using idem::cache::encode_redis_record;
+using idem::cache::redis_record_key;
+using idem::cache::RedisRecord;
+using idem::cache::RedisRecordCodec;
+using idem::cache::RedisValueProblem;
 
 constexpr std::string_view kScope = "orders/v1:3f2a";
 constexpr std::string_view kKey = "order-7731";

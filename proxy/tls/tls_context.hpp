@@ -9,7 +9,7 @@
 
 #include "config/config.hpp"
 
-namespace idem::http {
+namespace idem::tls {
 
 // What a loaded certificate says about itself, for the log lines an operator rotating it reads.
 struct CertificateSummary {
@@ -46,4 +46,4 @@ struct UpstreamTlsResult {
 // verify and send as SNI is set per connection (see tls_session.hpp). `tls` must be enabled.
 UpstreamTlsResult load_upstream_tls(const config::UpstreamTlsConfig& tls);
 
-}  // namespace idem::http
+}  // namespace idem::tls

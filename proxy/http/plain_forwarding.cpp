@@ -1,0 +1,24 @@
+#include "http/plain_forwarding.hpp"
+
+#include "core/problem.hpp"
+#include "http/message_rewriting.hpp"
+#include "http/upstream.hpp"
+
+namespace idem::http {
+namespace asio = boost::asio;
+
+asio::awaitable<Response> forward_plain(WorkerServices& services, Request& request, std::string_view client_address,
+                                        RequestTrace& trace) {
+  const bool head = request.method() == beast_http::verb::head;
+  const unsigned version = request.version();
+  prepare_upstream_request(request, client_address);
+  UpstreamResult result = co_await services.upstream.exchange(request);
+  trace.upstream += result.elapsed;
+  if (result.failure != core::UpstreamFailure::none) {
+    co_return problem_response(core::upstream_failure_problem(result.failure), version);
+  }
+  prepare_client_response(result.response, head);
+  co_return std::move(result.response);
+}
+
+}  // namespace idem::http

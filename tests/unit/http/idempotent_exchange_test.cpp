@@ -1,0 +1,534 @@
+// The exchange in-process, as Envoy tests its cache filter: the real coroutine over the memory
+// store, the in-process replay cache and a fake upstream that counts what it executed. One test
+// per row of the README's behaviour table that the exchange decides (the rows about parsing and
+// connections belong to the client connection and are tested end to end).
+#include "http/idempotent_exchange.hpp"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <deque>
+#include <exception>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "core/clock.hpp"
+#include "http/proxy_metrics.hpp"
+#include "cache/replay_cache.hpp"
+#include "http/runtime.hpp"
+#include "cache/shared_replay_cache.hpp"
+#include "http/upstream.hpp"
+#include "store/memory_store.hpp"
+
+namespace {
+namespace asio = boost::asio;
+namespace http = idem::http;
+namespace core = idem::core;
+namespace store = idem::store;
+namespace beast_http = boost::beast::http;
+using namespace std::chrono_literals;
+using core::UpstreamFailure;
+using store::StoreError;
+
+class ManualClock final : public core::Clock {
+ public:
+  std::chrono::steady_clock::time_point now() const override { return now_; }
+  void advance(std::chrono::milliseconds duration) { now_ += duration; }
+
+ private:
+  std::chrono::steady_clock::time_point now_{std::chrono::hours(1)};
+};
+
+// Answers from a script, then 201 "created-<n>"; counts every request it was sent.
+class FakeUpstream final : public http::Upstream {
+ public:
+  asio::awaitable<http::UpstreamResult> exchange(const http::Request& request) override {
+    ++executions;
+    last_request = request;
+    if (delay > std::chrono::milliseconds::zero()) {
+      asio::steady_timer timer(co_await asio::this_coro::executor, delay);
+      co_await timer.async_wait(asio::use_awaitable);
+    }
+    if (!script.empty()) {
+      http::UpstreamResult next = std::move(script.front());
+      script.pop_front();
+      co_return next;
+    }
+    http::UpstreamResult result;
+    result.response.result(201);
+    result.response.set(beast_http::field::content_type, "application/json");
+    result.response.body() = "created-" + std::to_string(executions);
+    co_return result;
+  }
+  void close_idle() override {}
+
+  void answer(int status, std::string body, std::optional<std::string> transient = std::nullopt) {
+    http::UpstreamResult result;
+    result.response.result(status);
+    result.response.body() = std::move(body);
+    if (transient) result.response.set("Idempotency-Transient", *transient);
+    script.push_back(std::move(result));
+  }
+  void fail(UpstreamFailure failure, int status = 0) {
+    http::UpstreamResult result;
+    result.failure = failure;
+    if (status != 0) result.response.result(status);
+    script.push_back(std::move(result));
+  }
+
+  int executions = 0;
+  http::Request last_request;
+  std::deque<http::UpstreamResult> script;
+  std::chrono::milliseconds delay{0};  // before every answer: the request is "at the upstream"
+};
+
+// The memory store, with errors injected on the next claim or owner write. `after_running`: the
+// operation takes effect and only its answer is replaced (a reply lost after the commit).
+class ScriptedStore final : public store::Store {
+ public:
+  explicit ScriptedStore(const core::Clock& clock) : memory(clock) {}
+
+  struct Fault {
+    StoreError error = StoreError::ok;
+    bool after_running = false;
+  };
+  std::optional<Fault> next_claim, next_complete;
+
+  void claim(const store::ClaimRequest& request, store::ClaimHandler handler) override {
+    ++claims;
+    if (auto fault = std::exchange(next_claim, std::nullopt)) {
+      if (fault->after_running) memory.claim(request, [](StoreError, core::ClaimResult) {});
+      handler(fault->error, {});
+      return;
+    }
+    memory.claim(request, std::move(handler));
+  }
+  void complete(const store::CompleteRequest& request, store::DoneHandler handler) override {
+    if (auto fault = std::exchange(next_complete, std::nullopt)) {
+      if (fault->after_running) memory.complete(request, [](StoreError) {});
+      handler(fault->error);
+      return;
+    }
+    memory.complete(request, std::move(handler));
+  }
+  void release(const store::ReleaseRequest& request, store::DoneHandler handler) override {
+    memory.release(request, std::move(handler));
+  }
+  void mark_unknown(const store::ReleaseRequest& request, store::DoneHandler handler) override {
+    memory.mark_unknown(request, std::move(handler));
+  }
+  void force_release(const store::RecordKey& key, store::ForceReleaseHandler handler) override {
+    memory.force_release(key, std::move(handler));
+  }
+  void sweep_expired(std::size_t batch, store::SweepHandler handler) override {
+    memory.sweep_expired(batch, std::move(handler));
+  }
+  void inspect(const store::RecordKey& key, store::InspectHandler handler) override {
+    memory.inspect(key, std::move(handler));
+  }
+
+  store::MemoryStore memory;
+  int claims = 0;
+};
+
+// A shared (Redis) cache that holds what it was given, in-process.
+class MapSharedCache final : public idem::cache::SharedReplayCache {
+ public:
+  void lookup(std::string_view scope, std::string_view key, idem::cache::SharedLookupHandler handler) override {
+    idem::cache::SharedLookup answer;
+    const auto found = entries.find(std::string(scope) + '\n' + std::string(key));
+    if (found != entries.end()) {
+      answer.outcome = idem::cache::SharedLookupOutcome::hit;
+      answer.record = found->second;
+    }
+    ++lookups;
+    handler(std::move(answer));
+  }
+  void put(std::string_view scope, std::string_view key, std::shared_ptr<const idem::cache::CachedRecord> record) override {
+    entries[std::string(scope) + '\n' + std::string(key)] = std::move(record);
+  }
+  std::map<std::string, std::shared_ptr<const idem::cache::CachedRecord>> entries;
+  int lookups = 0;
+};
+
+struct Answer {
+  http::Response response;
+  http::RequestTrace trace;
+};
+
+class Exchange : public ::testing::Test {
+ protected:
+  Exchange() { policy.name = "orders"; }
+
+  // A fresh in-process cache (0: off), as a proxy with a cold cache or none would have.
+  void use_local_cache(std::size_t bytes) { cache = std::make_unique<idem::cache::ReplayCache>(bytes); rewire(); }
+  void use_shared_cache(idem::cache::SharedReplayCache* redis) { shared = redis; rewire(); }
+  // The services a worker would pass, over the current caches (between runs only).
+  void rewire() {
+    services_ = std::make_unique<http::WorkerServices>(
+        http::WorkerServices{config, store_, upstream, background, waiting, connections, *cache, metrics, shared});
+  }
+
+  http::Request request(std::string body = R"({"amount":100})", std::string host = "shop.example") {
+    http::Request r{beast_http::verb::post, "/orders", 11};
+    r.set(beast_http::field::host, host);
+    r.set(beast_http::field::content_type, "application/json");
+    r.set("Idempotency-Key", "k-1");
+    r.body() = std::move(body);
+    r.prepare_payload();
+    return r;
+  }
+
+  // Starts one exchange on the io_context; its answer is filled in once it ran (see run()).
+  std::shared_ptr<Answer> start(http::Request r, std::string key = "k-1") {
+    auto answer = std::make_shared<Answer>();
+    auto request_held = std::make_shared<http::Request>(std::move(r));
+    asio::co_spawn(io, http::run_idempotent_exchange(*services_, policy, *request_held, "192.0.2.1", std::move(key),
+                                                     "/orders", "", answer->trace),
+                   [answer, request_held](std::exception_ptr error, http::Response response) {
+                     if (error) std::rethrow_exception(error);
+                     answer->response = std::move(response);
+                   });
+    return answer;
+  }
+  // Runs every started exchange to its response, and every background write they left.
+  void run() {
+    io.restart();
+    io.run();
+  }
+  Answer send(http::Request r, std::string key = "k-1") {
+    auto answer = start(std::move(r), std::move(key));
+    run();
+    return *answer;
+  }
+
+  template <class Message>
+  static std::string field(const Message& response, std::string_view name) {
+    return std::string(response[name]);
+  }
+
+  core::RoutePolicy policy;
+  ManualClock clock;
+  ScriptedStore store_{clock};
+  FakeUpstream upstream;
+  asio::io_context io;
+  std::shared_ptr<const http::RuntimeConfig> config = std::make_shared<http::RuntimeConfig>(idem::config::Config{});
+  http::BackgroundTasks background;
+  std::atomic<std::size_t> waiting{0};
+  std::atomic<std::size_t> connections{0};
+  std::unique_ptr<idem::cache::ReplayCache> cache = std::make_unique<idem::cache::ReplayCache>(1 << 20);
+  http::ProxyMetrics metrics;
+  idem::cache::SharedReplayCache* shared = nullptr;
+  std::unique_ptr<http::WorkerServices> services_ = std::make_unique<http::WorkerServices>(
+      http::WorkerServices{config, store_, upstream, background, waiting, connections, *cache, metrics, shared});
+};
+
+TEST_F(Exchange, NewKeyExecutesOnceAndReturnsTheUpstreamsResponseStoredBeforeItIsReturned) {
+  const Answer first = send(request());
+  EXPECT_EQ(first.response.result_int(), 201u);
+  EXPECT_EQ(first.response.body(), "created-1");
+  EXPECT_EQ(field(first.response, "Idempotent-Replay"), "");
+  EXPECT_EQ(first.trace.decision, http::decision::executed);
+  EXPECT_EQ(upstream.executions, 1);
+  EXPECT_EQ(field(upstream.last_request, "Idempotency-Key"), "k-1");  // forwarded upstream
+  // Stored before the client saw it: a second proxy (no cache) replays it from the store.
+  use_local_cache(0);
+  const Answer replay = send(request());
+  EXPECT_EQ(replay.trace.decision, http::decision::replay);
+  EXPECT_EQ(replay.response.body(), "created-1");
+}
+
+TEST_F(Exchange, SameKeySameRequestReplaysStatusHeadersAndBodyFromEveryTierWithoutExecuting) {
+  send(request());
+  // From the in-process cache: no store round trip.
+  const int claims_before = store_.claims;
+  const Answer local = send(request());
+  EXPECT_EQ(store_.claims, claims_before);
+  EXPECT_TRUE(local.trace.cache_hit);
+  EXPECT_EQ(local.trace.decision, http::decision::replay);
+  // From the store, with no cache.
+  use_local_cache(0);
+  const Answer stored = send(request());
+  EXPECT_EQ(stored.trace.decision, http::decision::replay);
+  EXPECT_FALSE(stored.trace.cache_hit);
+  for (const Answer* answer : {&local, &stored}) {
+    EXPECT_EQ(answer->response.result_int(), 201u);
+    EXPECT_EQ(field(answer->response, "Content-Type"), "application/json");
+    EXPECT_EQ(answer->response.body(), "created-1");
+    EXPECT_EQ(field(answer->response, "Idempotent-Replay"), "true");
+  }
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+TEST_F(Exchange, ARecordTheStoreReplaysIsSharedAndAnotherProxyReplaysItFromTheSharedCache) {
+  MapSharedCache redis;
+  use_shared_cache(&redis);
+  use_local_cache(0);
+  send(request());  // the completion is offered to the shared cache
+  ASSERT_EQ(redis.entries.size(), 1u);
+  const int claims_before = store_.claims;
+  const Answer replay = send(request());
+  EXPECT_EQ(replay.trace.decision, http::decision::replay_redis);
+  EXPECT_EQ(store_.claims, claims_before);  // Redis answered; the store was not asked
+  EXPECT_EQ(replay.response.body(), "created-1");
+  EXPECT_EQ(field(replay.response, "Idempotent-Replay"), "true");
+  // A different request under the key, answered from the cached copy, is still a 422.
+  const Answer mismatch = send(request(R"({"amount":999})"));
+  EXPECT_EQ(mismatch.response.result_int(), 422u);
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+TEST_F(Exchange, TheSameKeyAtAnotherHostIsItsOwnRecord) {
+  send(request(R"({"amount":100})", "a.example"));
+  const Answer other = send(request(R"({"amount":100})", "b.example"));
+  EXPECT_EQ(other.trace.decision, http::decision::executed);
+  EXPECT_EQ(upstream.executions, 2);
+}
+
+TEST_F(Exchange, SameKeyDifferentRequestIs422FromTheCacheAndFromTheStore) {
+  send(request());
+  const Answer cached = send(request(R"({"amount":999})"));
+  use_local_cache(0);
+  const Answer stored = send(request(R"({"amount":999})"));
+  for (const Answer* answer : {&cached, &stored}) {
+    EXPECT_EQ(answer->response.result_int(), 422u);
+    EXPECT_EQ(answer->trace.decision, http::decision::mismatch);
+    EXPECT_NE(answer->response.body().find("urn:idemproxy:problem:fingerprint-mismatch"), std::string::npos);
+  }
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+TEST_F(Exchange, ADuplicateWhileTheFirstIsInFlightIs409WithTheLeaseLeftAsRetryAfter) {
+  policy.lease = 30s;
+  upstream.delay = 50ms;  // the duplicate arrives while the first is at the upstream
+  const auto first = start(request());
+  const auto duplicate = start(request());
+  run();
+  EXPECT_EQ(duplicate->response.result_int(), 409u);
+  EXPECT_EQ(duplicate->trace.decision, http::decision::in_flight);
+  EXPECT_NE(duplicate->response.body().find("request-in-flight"), std::string::npos);
+  EXPECT_EQ(field(duplicate->response, "Retry-After"), "30");  // the store's clock did not move
+  EXPECT_EQ(first->response.result_int(), 201u);
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+TEST_F(Exchange, AWaitingDuplicateGetsTheFirstsResponseOnceItCompletes) {
+  policy.in_flight = core::InFlightPolicy::wait;
+  upstream.delay = 100ms;
+  const auto first = start(request());
+  const auto duplicate = start(request());
+  run();
+  EXPECT_EQ(first->response.result_int(), 201u);
+  EXPECT_EQ(duplicate->response.result_int(), 201u);
+  EXPECT_EQ(field(duplicate->response, "Idempotent-Replay"), "true");
+  EXPECT_EQ(duplicate->response.body(), first->response.body());
+  EXPECT_EQ(duplicate->trace.decision, http::decision::replay);
+  EXPECT_EQ(upstream.executions, 1);
+  EXPECT_EQ(waiting.load(), 0u);
+}
+
+TEST_F(Exchange, AWaitingDuplicateGets409WhenTheFirstOutlastsWaitTimeout) {
+  policy.in_flight = core::InFlightPolicy::wait;
+  policy.wait_timeout = 50ms;
+  upstream.delay = 300ms;
+  const auto first = start(request());
+  const auto duplicate = start(request());
+  run();
+  EXPECT_EQ(duplicate->response.result_int(), 409u);
+  EXPECT_EQ(duplicate->trace.decision, http::decision::in_flight);
+  EXPECT_EQ(first->response.result_int(), 201u);
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+TEST_F(Exchange, BeyondMaxWaitingADuplicateIs409AtOnce) {
+  policy.in_flight = core::InFlightPolicy::wait;
+  upstream.delay = 100ms;
+  const auto first = start(request());
+  waiting = config->config.limits.max_waiting;  // every waiting slot taken
+  const auto duplicate = start(request());
+  run();
+  EXPECT_EQ(duplicate->response.result_int(), 409u);
+  EXPECT_EQ(first->response.result_int(), 201u);
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+TEST_F(Exchange, ANotProcessedStatusIsPassedThroughAndReleasesTheKey) {
+  upstream.answer(503, "busy");
+  const Answer first = send(request());
+  EXPECT_EQ(first.response.result_int(), 503u);
+  EXPECT_EQ(first.trace.decision, http::decision::released);
+  const Answer retry = send(request());
+  EXPECT_EQ(retry.response.result_int(), 201u);
+  EXPECT_EQ(upstream.executions, 2);
+}
+
+TEST_F(Exchange, IdempotencyTransientOverridesTheStatusRuleAndIsStripped) {
+  upstream.answer(503, "keep me", "false");
+  const Answer kept = send(request());
+  EXPECT_EQ(kept.response.result_int(), 503u);
+  EXPECT_EQ(field(kept.response, "Idempotency-Transient"), "");
+  EXPECT_EQ(send(request()).response.body(), "keep me");  // stored and replayed
+
+  upstream.answer(200, "drop me", "true");
+  const Answer released = send(request(R"({"amount":1})"), "k-2");
+  EXPECT_EQ(released.trace.decision, http::decision::released);
+  EXPECT_EQ(field(released.response, "Idempotency-Transient"), "");
+  EXPECT_EQ(send(request(R"({"amount":1})"), "k-2").response.body(), "created-3");  // ran again
+  EXPECT_EQ(upstream.executions, 3);
+}
+
+TEST_F(Exchange, AnyOtherStatusIsStoredAndReplayed) {
+  upstream.answer(500, "boom");
+  EXPECT_EQ(send(request()).response.result_int(), 500u);
+  const Answer replay = send(request());
+  EXPECT_EQ(replay.response.result_int(), 500u);
+  EXPECT_EQ(replay.response.body(), "boom");
+  EXPECT_EQ(field(replay.response, "Idempotent-Replay"), "true");
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+TEST_F(Exchange, ABodyOverMaxStoredBodyReachesTheFirstClientAndRetriesGet409NamingTheStatus) {
+  policy.max_stored_body = 4;
+  upstream.answer(200, "longer than four");
+  EXPECT_EQ(send(request()).response.body(), "longer than four");
+  const Answer retry = send(request());
+  EXPECT_EQ(retry.response.result_int(), 409u);
+  EXPECT_EQ(retry.trace.decision, http::decision::too_large);
+  EXPECT_NE(retry.response.body().find("response-too-large-to-replay"), std::string::npos);
+  EXPECT_NE(retry.response.body().find("200"), std::string::npos);
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+TEST_F(Exchange, StoreUnavailableFailClosedIs503AndNothingIsForwarded) {
+  for (StoreError error : {StoreError::unavailable, StoreError::busy, StoreError::internal}) {
+    store_.next_claim = ScriptedStore::Fault{error, false};
+    const Answer answer = send(request());
+    EXPECT_EQ(answer.response.result_int(), 503u) << idem::core::store_error_name(error);
+    EXPECT_EQ(answer.trace.decision, http::decision::store_unavailable);
+    EXPECT_EQ(field(answer.response, "Retry-After"), "1");
+  }
+  EXPECT_EQ(upstream.executions, 0);
+}
+
+TEST_F(Exchange, StoreUnavailableFailOpenForwardsUncheckedButABusyStoreIsStill503) {
+  policy.store_unavailable = core::StoreUnavailable::fail_open;
+  store_.next_claim = ScriptedStore::Fault{StoreError::unavailable, false};
+  const Answer open = send(request());
+  EXPECT_EQ(open.response.result_int(), 201u);
+  EXPECT_EQ(field(open.response, "Idempotency-Status"), "unchecked");
+  EXPECT_EQ(open.trace.decision, http::decision::unchecked);
+  store_.next_claim = ScriptedStore::Fault{StoreError::busy, false};
+  EXPECT_EQ(send(request()).response.result_int(), 503u);
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+TEST_F(Exchange, AClaimWhoseReplyWasLostIs503AndItsRecordIsReleasedInTheBackground) {
+  policy.store_unavailable = core::StoreUnavailable::fail_open;  // never forwarded on reply_lost
+  store_.next_claim = ScriptedStore::Fault{StoreError::reply_lost, true};
+  const Answer lost = send(request());
+  EXPECT_EQ(lost.response.result_int(), 503u);
+  EXPECT_EQ(upstream.executions, 0);
+  EXPECT_EQ(store_.memory.size(), 0u);  // the claim committed; the fenced release deleted it
+  EXPECT_EQ(send(request()).response.result_int(), 201u);
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+TEST_F(Exchange, ACorruptRecordIs500NeverReplayedNeverExecuted) {
+  store_.next_claim = ScriptedStore::Fault{StoreError::corrupt, false};
+  const Answer answer = send(request());
+  EXPECT_EQ(answer.response.result_int(), 500u);
+  EXPECT_EQ(answer.trace.decision, http::decision::corrupt);
+  EXPECT_NE(answer.response.body().find("record-corrupt"), std::string::npos);
+  EXPECT_EQ(upstream.executions, 0);
+}
+
+TEST_F(Exchange, NothingSentUpstreamReleasesTheKeyWithItsOwnAnswer) {
+  struct Case {
+    UpstreamFailure failure;
+    unsigned status;
+    std::string_view type;
+  };
+  for (const Case& c : {Case{UpstreamFailure::connect_failed, 502, "upstream-unreachable"},
+                        Case{UpstreamFailure::tls_failed, 502, "upstream-tls-failed"},
+                        Case{UpstreamFailure::pool_exhausted, 503, "upstream-unreachable"}}) {
+    const int before = upstream.executions;
+    upstream.fail(c.failure);
+    const Answer failed = send(request());
+    EXPECT_EQ(failed.response.result_int(), c.status) << core::upstream_failure_name(c.failure);
+    EXPECT_NE(failed.response.body().find(c.type), std::string::npos) << failed.response.body();
+    EXPECT_EQ(failed.trace.decision, http::decision::released);
+    EXPECT_EQ(store_.memory.size(), 0u);
+    EXPECT_EQ(upstream.executions, before + 1);
+  }
+  EXPECT_EQ(send(request()).response.result_int(), 201u);
+}
+
+TEST_F(Exchange, AnUpstreamTimeoutUnderLockIs504ThenEveryRetryIs502OutcomeUnknown) {
+  upstream.fail(UpstreamFailure::timeout);
+  const Answer first = send(request());
+  EXPECT_EQ(first.response.result_int(), 504u);
+  EXPECT_EQ(first.trace.decision, http::decision::unknown);
+  clock.advance(policy.lease + 1s);
+  const Answer retry = send(request());
+  EXPECT_EQ(retry.response.result_int(), 502u);
+  EXPECT_NE(retry.response.body().find("outcome-unknown"), std::string::npos);
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+TEST_F(Exchange, AnUpstreamTimeoutUnderRetryStaysInFlightThenTheRetryAfterTheLeaseRunsAgain) {
+  policy.unknown_outcome = core::UnknownOutcome::retry;
+  upstream.fail(UpstreamFailure::timeout);
+  EXPECT_EQ(send(request()).response.result_int(), 504u);
+  EXPECT_EQ(send(request()).response.result_int(), 409u);  // lease still running
+  clock.advance(policy.lease + 1s);
+  const Answer retry = send(request());
+  EXPECT_EQ(retry.response.result_int(), 201u);
+  EXPECT_EQ(upstream.executions, 2);
+}
+
+TEST_F(Exchange, ABrokenResponseAfterTheRequestWentOutIs502AndTheOutcomeUnknown) {
+  for (UpstreamFailure failure : {UpstreamFailure::connection_lost, UpstreamFailure::bad_response,
+                                  UpstreamFailure::switched_protocols}) {
+    const std::string key = std::string(core::upstream_failure_name(failure));
+    upstream.fail(failure);
+    const Answer first = send(request(), key);
+    EXPECT_EQ(first.response.result_int(), 502u) << key;
+    EXPECT_NE(first.response.body().find("upstream-bad-response"), std::string::npos);
+    const Answer retry = send(request(), key);
+    EXPECT_EQ(retry.response.result_int(), 502u);
+    EXPECT_NE(retry.response.body().find("outcome-unknown"), std::string::npos) << key;
+  }
+  EXPECT_EQ(upstream.executions, 3);
+}
+
+TEST_F(Exchange, AResponseBeyondMaxResponseBodyIs502AndRetriesGet409NeverARerun) {
+  upstream.fail(UpstreamFailure::response_too_large, 200);
+  EXPECT_EQ(send(request()).response.result_int(), 502u);
+  const Answer retry = send(request());
+  EXPECT_EQ(retry.response.result_int(), 409u);
+  EXPECT_NE(retry.response.body().find("response-too-large-to-replay"), std::string::npos);
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+TEST_F(Exchange, ACompletionWhoseReplyWasLostStillAnswersTheClientAndIsRecoveredInTheBackground) {
+  use_local_cache(0);
+  store_.next_complete = ScriptedStore::Fault{StoreError::reply_lost, false};  // did not commit
+  const Answer first = send(request());
+  EXPECT_EQ(first.response.result_int(), 201u);
+  // The background retry (run to its end by send) completed the record: the retry replays.
+  const Answer retry = send(request());
+  EXPECT_EQ(retry.response.body(), "created-1");
+  EXPECT_EQ(field(retry.response, "Idempotent-Replay"), "true");
+  EXPECT_EQ(upstream.executions, 1);
+  EXPECT_EQ(background.count(), 0u);
+}
+
+}  // namespace
