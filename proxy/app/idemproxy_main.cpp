@@ -125,27 +125,11 @@ log::Level to_log_level(config::LogLevel level) {
   return log::Level::info;
 }
 
-// Sections a running process cannot change (sockets, pools and threads are built from them).
-// A reload keeps the running values for these and says which ones would need a restart.
+// A reload keeps the running values of the restart-only settings (config.hpp marks them) and says
+// which ones would need a restart.
 config::Config keep_restart_only_sections(config::Config next, const config::Config& running) {
-  std::vector<std::string> ignored;
-  auto keep = [&](auto& field, const auto& current, std::string_view name, bool changed) {
-    if (changed) ignored.emplace_back(name);
-    field = current;
-  };
-  keep(next.listen, running.listen, "listen", next.listen != running.listen);
-  keep(next.workers, running.workers, "workers", next.workers != running.workers);
-  keep(next.upstream, running.upstream, "upstream", next.upstream != running.upstream);
-  keep(next.store, running.store, "store",
-       next.store.postgres != running.store.postgres || next.store.encryption != running.store.encryption ||
-           next.store.redis != running.store.redis);
-  keep(next.admin, running.admin, "admin", next.admin != running.admin);
-  keep(next.replay_cache, running.replay_cache, "replay_cache", next.replay_cache != running.replay_cache);
-  keep(next.reaper, running.reaper, "reaper", next.reaper != running.reaper);
-  keep(next.limits.max_response_body, running.limits.max_response_body, "limits.max_response_body",
-       next.limits.max_response_body != running.limits.max_response_body);
-  for (const auto& name : ignored) log::warn("reload_needs_restart", {{"section", name}});
-  return next;
+  for (const auto& name : config::restart_only_changes(running, next)) log::warn("reload_needs_restart", {{"section", name}});
+  return config::keep_restart_only(std::move(next), running);
 }
 
 // Identity of the config file's current content, following symlinks (Kubernetes ConfigMap

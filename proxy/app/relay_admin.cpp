@@ -41,7 +41,7 @@ void register_metrics(metrics::Registry& registry, const relay::RelayStats& stat
 
 }  // namespace
 
-RelayAdmin::RelayAdmin(const config::RelayAdminConfig& config, const relay::RelayStats& stats) {
+RelayAdmin::RelayAdmin(const config::AdminConfig& config, const relay::RelayStats& stats) {
   register_metrics(registry_, stats);
   server_ = std::make_unique<admin::AdminServer>(config.host, config.port, config.token);
   server_->start([this, &stats](const admin::Request& request, const admin::Respond& respond) {

@@ -13,7 +13,7 @@ namespace idem::app {
 class RelayAdmin {
  public:
   // Binds and starts serving at once; throws when the address cannot be bound.
-  RelayAdmin(const config::RelayAdminConfig& config, const relay::RelayStats& stats);
+  RelayAdmin(const config::AdminConfig& config, const relay::RelayStats& stats);
   ~RelayAdmin();
   unsigned short port() const { return server_->port(); }
 

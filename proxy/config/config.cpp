@@ -2,11 +2,11 @@
 // schema (config_reader.cpp) and return every issue found.
 #include "config/config.hpp"
 
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
+#include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include <yaml-cpp/yaml.h>
 
@@ -18,16 +18,34 @@
 namespace idem::config {
 namespace {
 
-// A config file is a few kilobytes; anything this large is the wrong file.
-
-LoadResult finish(detail::IssueSink& issues, std::optional<Config> config) {
-  LoadResult result;
-  if (!issues.has_errors()) result.config = std::move(config);
-  result.issues = issues.take_in_file_order();
-  return result;
+// The restart-only settings of Config, each with its name: `visit(name, a's field, b's field)`.
+// Config's comments mark these; a field marked there is listed here.
+template <class ConfigA, class ConfigB, class Visit>
+void for_each_restart_only(ConfigA& a, ConfigB& b, Visit visit) {
+  visit("listen", a.listen, b.listen);
+  visit("workers", a.workers, b.workers);
+  visit("upstream", a.upstream, b.upstream);
+  visit("store", a.store, b.store);
+  visit("admin", a.admin, b.admin);
+  visit("replay_cache", a.replay_cache, b.replay_cache);
+  visit("reaper", a.reaper, b.reaper);
+  visit("limits.max_response_body", a.limits.max_response_body, b.limits.max_response_body);
 }
 
 }  // namespace
+
+std::vector<std::string> restart_only_changes(const Config& before, const Config& after) {
+  std::vector<std::string> changed;
+  for_each_restart_only(before, after, [&](std::string_view name, const auto& old_value, const auto& new_value) {
+    if (old_value != new_value) changed.emplace_back(name);
+  });
+  return changed;
+}
+
+Config keep_restart_only(Config next, const Config& running) {
+  for_each_restart_only(next, running, [](std::string_view, auto& field, const auto& current) { field = current; });
+  return next;
+}
 
 core::ExchangeTimeouts exchange_timeouts(const UpstreamConfig& upstream, const PostgresConfig& postgres) {
   return {.store_query = postgres.query_timeout,
@@ -57,33 +75,14 @@ EnvLookup process_environment() {
 
 LoadResult load_config_text(std::string_view yaml, std::string_view file_name, const EnvLookup& env,
                             const Config* running) {
-  detail::IssueSink issues{std::string(file_name)};
-  const std::optional<YAML::Node> document = detail::parse_config_document(yaml, issues);
-  if (!document) return finish(issues, std::nullopt);
-
-  std::optional<Config> config;
-  try {
-    detail::YamlReader reader(issues, env);
-    config = detail::read_config(*document, reader, running);
-  } catch (const YAML::Exception& error) {
-    // The reader checks node types before each access, so this is a yaml-cpp surprise; still
-    // a config problem, never a crash.
-    issues.error(error.mark, "cannot interpret the config: " + error.msg);
-  }
-  return finish(issues, std::move(config));
+  return detail::load_config_text_with<LoadResult>(yaml, file_name, env, [running](const YAML::Node& document, detail::YamlReader& reader) {
+    return detail::read_config(document, reader, running);
+  });
 }
 
 LoadResult load_config_file(const std::string& path, const EnvLookup& env, const Config* running) {
-  auto contents = detail::read_config_file(path);
-  if (const auto* error = std::get_if<detail::FileError>(&contents)) {
-    detail::IssueSink issues{path};
-    issues.error_without_position(error->message);
-    return finish(issues, std::nullopt);
-  }
-  const std::string& text = std::get<std::string>(contents);
-  LoadResult result = load_config_text(text, path, env, running);
-  if (result.config) result.config->source_path = path;
-  return result;
+  return detail::load_config_file_with<LoadResult>(
+      path, [&](std::string_view text) { return load_config_text(text, path, env, running); });
 }
 
 }  // namespace idem::config

@@ -11,6 +11,9 @@
 #include <string_view>
 #include <vector>
 
+#include "config/admin_section.hpp"
+#include "config/postgres_section.hpp"
+#include "config/redis_section.hpp"
 #include "core/exchange_timing.hpp"
 #include "core/route.hpp"
 
@@ -72,11 +75,9 @@ struct UpstreamConfig {
   bool operator==(const UpstreamConfig&) const = default;
 };
 
-struct PostgresConfig {
-  std::string dsn;
+// store.postgres: the connection (query_timeout bounds the claim too) and its pool.
+struct PostgresConfig : PostgresConnectionConfig {
   std::size_t pool_size = 8;                            // per process, split across workers
-  std::chrono::milliseconds connect_timeout{2'000};
-  std::chrono::milliseconds query_timeout{2'000};       // deadline on every statement (claim included)
   std::chrono::milliseconds acquire_timeout{1'000};     // wait for a free pooled connection
   // Named prepared statements per connection (parsed and planned once). Turn off behind a
   // transaction-mode pooler that does not track them (PgBouncer before 1.21).
@@ -87,12 +88,10 @@ struct PostgresConfig {
 // Optional Redis replay cache shared by every proxy: completed responses are copied to Redis with
 // a TTL of the record's remaining lifetime, and a replay that misses the in-process cache asks
 // Redis before Postgres. Only a cache: Redis down or slower than `timeout` means Postgres answers.
-struct RedisCacheConfig {
-  std::string host;  // empty: no Redis cache
-  std::uint16_t port = 6379;
-  std::string password;
-  unsigned database = 0;
-  std::chrono::milliseconds connect_timeout{500};
+struct RedisCacheConfig : RedisConnectionConfig {
+  // No host: no Redis cache. A cache that cannot connect quickly is skipped, hence the short timeout.
+  RedisCacheConfig()
+      : RedisConnectionConfig{.host = "", .port = 6379, .password = "", .database = 0, .connect_timeout = std::chrono::milliseconds(500)} {}
   std::chrono::milliseconds timeout{5};             // deadline per command
   std::string key_prefix = "idemproxy:replay:";
   std::size_t max_value_bytes = 1024 * 1024;        // larger responses are not copied to Redis
@@ -136,15 +135,7 @@ struct StoreConfig {
   PostgresConfig postgres;
   EncryptionConfig encryption;
   RedisCacheConfig redis;
-};
-
-// The admin listener: /healthz, /readyz, /metrics, /admin/keys/... (see README "Operating").
-struct AdminConfig {
-  bool enabled = true;                 // `listen: off` disables it
-  std::string host = "127.0.0.1";
-  std::uint16_t port = 9090;           // 0 picks a free port (logged at start-up)
-  std::string token;                   // bearer token for /metrics and /admin/*; empty = none
-  bool operator==(const AdminConfig&) const = default;
+  bool operator==(const StoreConfig&) const = default;
 };
 
 enum class LogLevel { debug, info, warn, error };
@@ -154,23 +145,32 @@ struct LogConfig {
   bool access = true;          // one JSON line per request (info level)
 };
 
+// "restart-only": a running process cannot change it (sockets, pools and threads are built from
+// it); a reload keeps the running value. Marking a field so means listing it in
+// for_each_restart_only (config.cpp), which restart_only_changes and keep_restart_only read.
 struct Config {
   std::string source_path;  // file the config came from ("" when loaded from text)
-  ListenConfig listen;
-  ListenerTlsConfig tls;
-  unsigned workers = 0;  // io threads; 0 = one per core
+  ListenConfig listen;      // restart-only
+  ListenerTlsConfig tls;    // reloaded, files included (see ListenerTlsConfig)
+  unsigned workers = 0;     // restart-only. io threads; 0 = one per core
   // Unset in the file: one whole exchange (core::default_drain_timeout of the timing model; 37s
   // with the default upstream and store timeouts).
   std::chrono::milliseconds drain_timeout{37'000};
-  LimitsConfig limits;
-  UpstreamConfig upstream;
-  StoreConfig store;
-  ReaperConfig reaper;
-  ReplayCacheConfig replay_cache;
+  LimitsConfig limits;            // limits.max_response_body is restart-only; the rest reload
+  UpstreamConfig upstream;        // restart-only
+  StoreConfig store;              // restart-only
+  ReaperConfig reaper;            // restart-only
+  ReplayCacheConfig replay_cache;  // restart-only
   LogConfig log;
-  AdminConfig admin;
+  AdminConfig admin;              // restart-only (idemproxy: /healthz, /readyz, /metrics, /admin/keys/...)
   std::vector<core::Route> routes;
 };
+
+// The restart-only settings (marked in Config) that `after` changes from `before`, named as the
+// file names them ("store", "limits.max_response_body"), in Config's order.
+std::vector<std::string> restart_only_changes(const Config& before, const Config& after);
+// `next` with the restart-only settings of `running` put back: what a reload puts in force.
+Config keep_restart_only(Config next, const Config& running);
 
 struct ConfigIssue {
   std::string file;

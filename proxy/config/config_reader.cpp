@@ -1,12 +1,5 @@
 #include "config/config_reader.hpp"
 
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <iterator>
-
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -15,10 +8,13 @@
 #include <vector>
 
 #include "config/addresses.hpp"
+#include "config/admin_section.hpp"
 #include "config/client_tls_reader.hpp"
-#include "config/config_file.hpp"
 #include "config/encryption_keys.hpp"
+#include "config/file_fields.hpp"
 #include "config/http_syntax.hpp"
+#include "config/postgres_section.hpp"
+#include "config/redis_section.hpp"
 #include "config/units.hpp"
 #include "core/route_table.hpp"
 #include "fingerprint/canonical_json.hpp"
@@ -29,7 +25,6 @@ namespace {
 using Keys = std::vector<std::string_view>;
 
 const Keys kTopLevelKeys = {"listen", "tls", "workers", "drain_timeout", "limits", "upstream", "store", "reaper", "replay_cache", "log", "admin", "defaults", "routes"};
-const Keys kAdminKeys = {"listen", "token", "token_file"};
 const Keys kLogKeys = {"level", "access"};
 const Keys kReplayCacheKeys = {"max_bytes"};
 const Keys kReaperKeys = {"interval", "batch"};
@@ -62,15 +57,8 @@ constexpr std::uint64_t kMaxPoolSize = 1'000;
 constexpr std::uint64_t kMaxKeyLength = 1'024;
 constexpr std::size_t kMaxHeaderBytes = 1024 * 1024;
 constexpr std::size_t kMaxRouteNameLength = 64;
-constexpr std::size_t kMaxTokenFileBytes = 4096;
 constexpr int kMinStatus = 100;
 constexpr int kMaxStatus = 599;
-
-
-template <class T>
-void assign(std::optional<T> value, T& target) {
-  if (value) target = std::move(*value);
-}
 
 // Route names appear in record scopes, logs and metrics labels: keep them plain.
 bool is_route_name(std::string_view name) {
@@ -116,13 +104,9 @@ class ConfigReader {
   void read_reaper(const Field& field, ReaperConfig& reaper);
   void read_replay_cache(const Field& field, ReplayCacheConfig& cache);
   void read_log(const Field& field, LogConfig& log);
-  void read_admin(const Field& field, AdminConfig& admin);
   void read_listener_tls(const Field& field, ListenerTlsConfig& tls);
   void read_upstream(const Field& field, UpstreamConfig& upstream);
   void read_redis_cache(const Field& field, RedisCacheConfig& redis);
-  std::optional<std::string> readable_file(const Field& field, std::string_view path) {
-    return detail::readable_file(yaml_, field, path);
-  }
   void read_store(const Field* field, const YAML::Mark& top_level, StoreConfig& store);
   void read_policy(const Fields& fields, std::string_view path, core::RoutePolicy& policy, PolicyOrigin& origin);
   std::optional<std::vector<std::string>> read_header_names(const Field& field, std::string_view path);
@@ -170,7 +154,7 @@ Config ConfigReader::read(const YAML::Node& root) {
   if (const Field* field = top->find("reaper")) read_reaper(*field, config.reaper);
   if (const Field* field = top->find("replay_cache")) read_replay_cache(*field, config.replay_cache);
   if (const Field* field = top->find("log")) read_log(*field, config.log);
-  if (const Field* field = top->find("admin")) read_admin(*field, config.admin);
+  if (const Field* field = top->find("admin")) read_admin(yaml_, *field, config.admin);
   if (const Field* field = top->find("upstream")) read_upstream(*field, config.upstream);
   read_store(top->find("store"), top->mark(), config.store);
 
@@ -274,51 +258,6 @@ void ConfigReader::read_log(const Field& field, LogConfig& log) {
   if (const Field* f = fields->find("access")) assign(yaml_.boolean(*f, "log.access"), log.access);
 }
 
-void ConfigReader::read_admin(const Field& field, AdminConfig& admin) {
-  const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "admin", kAdminKeys);
-  if (!fields) return;
-  if (const Field* f = fields->find("listen")) {
-    if (const std::optional<std::string> text = yaml_.string(*f, "admin.listen")) {
-      if (*text == "off") {
-        admin.enabled = false;
-      } else {
-        // Port 0 (a free port, for tests and side-by-side runs) is allowed here, unlike `listen`.
-        const bool any_port = text->ends_with(":0");
-        const std::optional<HostPort> address =
-            parse_host_port(any_port ? text->substr(0, text->size() - 1) + "1" : *text);
-        if (!address) {
-          issues_.error(f->value.Mark(), "bad admin.listen address " + quoted(*text) +
-                                             " (expected host:port, e.g. 127.0.0.1:9090, or off)");
-        } else {
-          admin.host = address->host;
-          admin.port = any_port ? 0 : address->port;
-        }
-      }
-    }
-  }
-  const Field* token = fields->find("token");
-  const Field* token_file = fields->find("token_file");
-  if (token != nullptr && token_file != nullptr) {
-    issues_.error(token_file->key.Mark(), "admin: give token or token_file, not both");
-  } else if (token != nullptr) {
-    assign(yaml_.string(*token, "admin.token"), admin.token);
-  } else if (token_file != nullptr) {
-    if (const std::optional<std::string> path = yaml_.string(*token_file, "admin.token_file")) {
-      auto contents = read_bounded_file(*path, kMaxTokenFileBytes, "admin.token_file " + quoted(*path));
-      std::string secret;
-      if (auto* text = std::get_if<std::string>(&contents)) secret = std::move(*text);
-      while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ')) secret.pop_back();
-      if (const auto* error = std::get_if<FileError>(&contents)) {
-        issues_.error(token_file->value.Mark(), error->message);
-      } else if (secret.empty()) {
-        issues_.error(token_file->value.Mark(), "admin.token_file " + quoted(*path) + " is missing or empty");
-      } else {
-        admin.token = std::move(secret);
-      }
-    }
-  }
-}
-
 void ConfigReader::read_upstream(const Field& field, UpstreamConfig& upstream) {
   const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "upstream", kUpstreamKeys);
   if (!fields) return;
@@ -359,8 +298,8 @@ void ConfigReader::read_listener_tls(const Field& field, ListenerTlsConfig& tls)
     issues_.error(fields->mark(), "tls needs both cert_file and key_file");
     return;
   }
-  assign(readable_file(*cert, "tls.cert_file"), tls.cert_file);
-  assign(readable_file(*key, "tls.key_file"), tls.key_file);
+  assign(readable_file(yaml_, *cert, "tls.cert_file"), tls.cert_file);
+  assign(readable_file(yaml_, *key, "tls.key_file"), tls.key_file);
   if (const Field* f = fields->find("min_version")) {
     assign(yaml_.one_of<TlsVersion>(*f, "tls.min_version", {{"1.2", TlsVersion::v1_2}, {"1.3", TlsVersion::v1_3}}),
            tls.min_version);
@@ -370,23 +309,9 @@ void ConfigReader::read_listener_tls(const Field& field, ListenerTlsConfig& tls)
 void ConfigReader::read_redis_cache(const Field& field, RedisCacheConfig& redis) {
   const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "store.redis", kRedisCacheKeys);
   if (!fields) return;
-  if (const Field* f = fields->find("address")) {
-    if (const auto text = yaml_.string(*f, "store.redis.address")) {
-      if (const auto address = parse_host_port(*text)) {
-        redis.host = address->host;
-        redis.port = address->port;
-      } else {
-        issues_.error(f->value.Mark(), "bad address " + quoted(*text) + " for store.redis.address (expected host:port, e.g. 127.0.0.1:6379)");
-      }
-    }
-  } else {
-    issues_.error(fields->mark(), "store.redis.address is required (e.g. address: 127.0.0.1:6379)");
-  }
-  if (const Field* f = fields->find("password")) assign(yaml_.string(*f, "store.redis.password"), redis.password);
-  if (const Field* f = fields->find("database")) {
-    if (const auto n = yaml_.integer(*f, "store.redis.database", 0, 65'535)) redis.database = static_cast<unsigned>(*n);
-  }
-  if (const Field* f = fields->find("connect_timeout")) assign(yaml_.duration(*f, "store.redis.connect_timeout", false), redis.connect_timeout);
+  // The cache is off without an address: a section that forgets it is a mistake, not a way to turn it off.
+  if (!fields->find("address")) issues_.error(fields->mark(), "store.redis.address is required (e.g. address: 127.0.0.1:6379)");
+  read_redis_connection(yaml_, *fields, "store.redis", redis);
   if (const Field* f = fields->find("timeout")) assign(yaml_.duration(*f, "store.redis.timeout", false), redis.timeout);
   if (const Field* f = fields->find("key_prefix")) assign(yaml_.string(*f, "store.redis.key_prefix"), redis.key_prefix);
   if (const Field* f = fields->find("max_value_bytes")) assign(yaml_.byte_size(*f, "store.redis.max_value_bytes"), redis.max_value_bytes);
@@ -405,17 +330,12 @@ void ConfigReader::read_store(const Field* field, const YAML::Mark& top_level, S
   if (!fields) return;
 
   PostgresConfig& postgres = store.postgres;
-  if (auto dsn = yaml_.required_string(*fields, "dsn", "store.postgres.dsn",
-                                       "store.postgres.dsn is required (e.g. dsn: \"${IDEMPROXY_PG_DSN}\")")) {
-    postgres.dsn = std::move(*dsn);
-  }
+  // query_timeout is one of the timing model's timeouts (see read_exchange_timeout).
+  const bool query_timeout_valid = read_postgres_connection(yaml_, *fields, "store.postgres", postgres);
+  exchange_timeouts_valid_ = exchange_timeouts_valid_ && query_timeout_valid;
   if (const Field* f = fields->find("pool_size")) {
     if (auto size = yaml_.integer(*f, "store.postgres.pool_size", 1, kMaxPoolSize)) postgres.pool_size = *size;
   }
-  if (const Field* f = fields->find("connect_timeout")) {
-    assign(yaml_.duration(*f, "store.postgres.connect_timeout", false), postgres.connect_timeout);
-  }
-  if (const Field* f = fields->find("query_timeout")) read_exchange_timeout(*f, "store.postgres.query_timeout", postgres.query_timeout);
   if (const Field* f = fields->find("acquire_timeout")) read_exchange_timeout(*f, "store.postgres.acquire_timeout", postgres.acquire_timeout);
   if (const Field* f = fields->find("prepared_statements")) {
     assign(yaml_.boolean(*f, "store.postgres.prepared_statements"), postgres.prepared_statements);

@@ -3,18 +3,18 @@
 #include "config/relay_config.hpp"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include <yaml-cpp/yaml.h>
 
 #include "config/addresses.hpp"
+#include "config/admin_section.hpp"
 #include "config/client_tls_reader.hpp"
 #include "config/config_file.hpp"
+#include "config/file_fields.hpp"
 #include "config/issue_sink.hpp"
+#include "config/postgres_section.hpp"
+#include "config/redis_section.hpp"
 #include "config/units.hpp"
 #include "config/yaml_reader.hpp"
 #include "crypto/base64.hpp"
@@ -22,6 +22,7 @@
 namespace idem::config {
 namespace {
 
+using detail::assign;
 using detail::Field;
 using detail::quoted;
 using detail::Fields;
@@ -40,7 +41,6 @@ const Keys kRedisKeys = {"address", "password", "database", "connect_timeout", "
                          "maxlen", "dedup_window", "dedup_prefix", "wait"};
 const Keys kWaitKeys = {"replicas", "timeout"};
 const Keys kHttpKeys = {"url", "connect_timeout", "timeout", "max_connections", "secret", "secret_file", "tls"};
-const Keys kAdminKeys = {"listen", "token"};
 
 constexpr std::uint64_t kMaxBatchSize = 10'000;
 constexpr std::uint64_t kMaxConcurrency = 64;
@@ -48,12 +48,6 @@ constexpr std::uint64_t kMaxAttempts = 1'000;
 constexpr std::size_t kMaxSecretFileBytes = 4'096;
 constexpr std::string_view kSecretPrefix = "whsec_";
 constexpr std::size_t kMinSecretBytes = 16;
-
-
-template <class T>
-void assign(std::optional<T> value, T& target) {
-  if (value) target = std::move(*value);
-}
 
 std::optional<MessageField> field_named(std::string_view name) {
   if (name == "event_id") return MessageField::event_id;
@@ -70,13 +64,12 @@ class RelayConfigReader {
   RelayConfig read(const YAML::Node& root);
 
  private:
-  void read_postgres(const Field* field, const YAML::Mark& top, RelayPostgresConfig& postgres);
+  void read_postgres(const Field* field, const YAML::Mark& top, PostgresConnectionConfig& postgres);
   void read_relay(const Field& field, RelayLoopConfig& relay);
   void read_retention(const Field& field, RetentionConfig& retention);
   void read_sink(const Field* field, const YAML::Mark& top, SinkConfig& sink);
   void read_redis(const Field* field, const YAML::Mark& parent, RedisSinkConfig& redis);
   void read_http(const Field* field, const YAML::Mark& parent, HttpSinkConfig& http);
-  void read_admin(const Field& field, RelayAdminConfig& admin);
   std::optional<MessageTemplate> read_template(const Field& field, std::string_view path);
   void check_lease(const RelayConfig& config, const YAML::Mark& at);
 
@@ -96,21 +89,17 @@ RelayConfig RelayConfigReader::read(const YAML::Node& root) {
   if (const Field* field = top->find("relay")) read_relay(*field, config.relay);
   if (const Field* field = top->find("retention")) read_retention(*field, config.retention);
   read_sink(top->find("sink"), top->mark(), config.sink);
-  if (const Field* field = top->find("admin")) read_admin(*field, config.admin);
+  if (const Field* field = top->find("admin")) detail::read_admin(yaml_, *field, config.admin);
   check_lease(config, lease_mark_.value_or(top->mark()));
   return config;
 }
 
-void RelayConfigReader::read_postgres(const Field* field, const YAML::Mark& top, RelayPostgresConfig& postgres) {
+void RelayConfigReader::read_postgres(const Field* field, const YAML::Mark& top, PostgresConnectionConfig& postgres) {
   const std::optional<Fields> fields =
       field ? yaml_.mapping(field->value, field->key.Mark(), "postgres", kPostgresKeys) : std::optional<Fields>(Fields(top));
   if (!fields) return;
-  if (auto dsn = yaml_.required_string(*fields, "dsn", "postgres.dsn",
-                                       "postgres.dsn is required (e.g. dsn: \"${IDEMPROXY_PG_DSN}\")")) {
-    postgres.dsn = std::move(*dsn);
-  }
-  if (const Field* f = fields->find("connect_timeout")) assign(yaml_.duration(*f, "postgres.connect_timeout", false), postgres.connect_timeout);
-  if (const Field* f = fields->find("query_timeout")) assign(yaml_.duration(*f, "postgres.query_timeout", false), postgres.query_timeout);
+  // A malformed query_timeout is reported; check_lease then uses the default, which is harmless.
+  detail::read_postgres_connection(yaml_, *fields, "postgres", postgres);
 }
 
 void RelayConfigReader::read_relay(const Field& field, RelayLoopConfig& relay) {
@@ -195,23 +184,7 @@ void RelayConfigReader::read_redis(const Field* field, const YAML::Mark& parent,
   const std::optional<Fields> fields = field ? yaml_.mapping(field->value, field->key.Mark(), "sink.redis_streams", kRedisKeys)
                                              : std::optional<Fields>(Fields(parent));
   if (!fields) return;
-  if (const Field* f = fields->find("address")) {
-    if (const auto text = yaml_.string(*f, "sink.redis_streams.address")) {
-      if (const auto address = detail::parse_host_port(*text)) {
-        redis.host = address->host;
-        redis.port = address->port;
-      } else {
-        issues_.error(f->value.Mark(), "bad address " + quoted(*text) + " for sink.redis_streams.address (expected host:port, e.g. 127.0.0.1:6379)");
-      }
-    }
-  }
-  if (const Field* f = fields->find("password")) assign(yaml_.string(*f, "sink.redis_streams.password"), redis.password);
-  if (const Field* f = fields->find("database")) {
-    if (const auto n = yaml_.integer(*f, "sink.redis_streams.database", 0, 65'535)) redis.database = static_cast<unsigned>(*n);
-  }
-  if (const Field* f = fields->find("connect_timeout")) {
-    assign(yaml_.duration(*f, "sink.redis_streams.connect_timeout", false), redis.connect_timeout);
-  }
+  detail::read_redis_connection(yaml_, *fields, "sink.redis_streams", redis);
   if (const Field* f = fields->find("command_timeout")) {
     assign(yaml_.duration(*f, "sink.redis_streams.command_timeout", false), redis.command_timeout);
   }
@@ -307,21 +280,9 @@ void RelayConfigReader::read_http(const Field* field, const YAML::Mark& parent, 
     if (!value) return;
   } else if (secret_file) {
     at = secret_file->value.Mark();
-    const auto path = yaml_.string(*secret_file, "sink.http.secret_file");
-    if (!path) return;
-    std::ifstream in(*path, std::ios::binary);
-    std::ostringstream text;
-    if (in) text << in.rdbuf();
-    if (!in) {
-      issues_.error(at, "cannot read sink.http.secret_file " + quoted(*path) + ": " + std::strerror(errno));
-      return;
-    }
-    value = text.str();
-    if (value->size() > kMaxSecretFileBytes) {
-      issues_.error(at, "sink.http.secret_file " + quoted(*path) + " is larger than " + std::to_string(kMaxSecretFileBytes) + " bytes");
-      return;
-    }
-    while (!value->empty() && (value->back() == '\n' || value->back() == '\r' || value->back() == ' ')) value->pop_back();
+    std::optional<detail::SecretFile> file = detail::read_secret_file(yaml_, *secret_file, "sink.http.secret_file", kMaxSecretFileBytes);
+    if (!file) return;
+    value = std::move(file->text);
   } else {
     issues_.error(fields->mark(), "sink.http.secret or sink.http.secret_file is required (webhook-signature needs it)");
     return;
@@ -335,23 +296,6 @@ void RelayConfigReader::read_http(const Field* field, const YAML::Mark& parent, 
     return;
   }
   http.secret = std::move(*value);
-}
-
-void RelayConfigReader::read_admin(const Field& field, RelayAdminConfig& admin) {
-  const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "admin", kAdminKeys);
-  if (!fields) return;
-  if (const Field* f = fields->find("listen")) {
-    if (const auto text = yaml_.string(*f, "admin.listen")) {
-      if (const auto address = detail::parse_host_port(*text)) {
-        admin.enabled = true;
-        admin.host = address->host;
-        admin.port = address->port;
-      } else {
-        issues_.error(f->value.Mark(), "bad admin.listen address " + quoted(*text) + " (expected host:port, e.g. 127.0.0.1:9465)");
-      }
-    }
-  }
-  if (const Field* f = fields->find("token")) assign(yaml_.string(*f, "admin.token"), admin.token);
 }
 
 std::optional<MessageTemplate> RelayConfigReader::read_template(const Field& field, std::string_view path) {
@@ -373,13 +317,6 @@ void RelayConfigReader::check_lease(const RelayConfig& config, const YAML::Mark&
     issues_.error(at, "relay.lease (" + detail::format_duration(config.relay.lease) +
                           ") must exceed the sink's timeout plus twice postgres.query_timeout (" + detail::format_duration(needed) + ")");
   }
-}
-
-RelayLoadResult finish(IssueSink& issues, std::optional<RelayConfig> config) {
-  RelayLoadResult result;
-  if (!issues.has_errors()) result.config = std::move(config);
-  result.issues = issues.take_in_file_order();
-  return result;
 }
 
 }  // namespace
@@ -428,31 +365,12 @@ std::optional<MessageTemplate> parse_message_template(std::string_view text, std
 }
 
 RelayLoadResult load_relay_config_text(std::string_view yaml, std::string_view file_name, const EnvLookup& env) {
-  IssueSink issues{std::string(file_name)};
-  const std::optional<YAML::Node> document = detail::parse_config_document(yaml, issues);
-  if (!document) return finish(issues, std::nullopt);
-  std::optional<RelayConfig> config;
-  try {
-    YamlReader reader(issues, env);
-    RelayConfigReader schema(reader);
-    config = schema.read(*document);
-  } catch (const YAML::Exception& error) {
-    issues.error(error.mark, "cannot interpret the config: " + error.msg);
-  }
-  return finish(issues, std::move(config));
+  return detail::load_config_text_with<RelayLoadResult>(
+      yaml, file_name, env, [](const YAML::Node& document, YamlReader& reader) { return RelayConfigReader(reader).read(document); });
 }
 
 RelayLoadResult load_relay_config_file(const std::string& path, const EnvLookup& env) {
-  auto contents = detail::read_config_file(path);
-  if (const auto* error = std::get_if<detail::FileError>(&contents)) {
-    IssueSink issues{path};
-    issues.error_without_position(error->message);
-    return finish(issues, std::nullopt);
-  }
-  const std::string& text = std::get<std::string>(contents);
-  RelayLoadResult result = load_relay_config_text(text, path, env);
-  if (result.config) result.config->source_path = path;
-  return result;
+  return detail::load_config_file_with<RelayLoadResult>(path, [&](std::string_view text) { return load_relay_config_text(text, path, env); });
 }
 
 }  // namespace idem::config

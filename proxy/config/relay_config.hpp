@@ -14,13 +14,6 @@
 
 namespace idem::config {
 
-// Where outbox rows come from. The table is `outbox`, resolved through the DSN's search_path.
-struct RelayPostgresConfig {
-  std::string dsn;
-  std::chrono::milliseconds connect_timeout{2'000};
-  std::chrono::milliseconds query_timeout{5'000};  // deadline on every claim, settle, delete
-};
-
 struct RelayLoopConfig {
   std::size_t batch_size = 100;                    // rows per claim
   unsigned concurrency = 2;                        // batches in flight at once (claim/publish/settle)
@@ -52,12 +45,7 @@ struct MessageTemplate {
   std::vector<TemplatePiece> pieces;
 };
 
-struct RedisSinkConfig {
-  std::string host = "127.0.0.1";
-  std::uint16_t port = 6379;
-  std::string password;                            // AUTH after connecting when set
-  unsigned database = 0;                           // SELECT after connecting when not 0
-  std::chrono::milliseconds connect_timeout{2'000};
+struct RedisSinkConfig : RedisConnectionConfig {
   std::chrono::milliseconds command_timeout{5'000};
   MessageTemplate stream;                          // default "outbox.{aggregate_type}"
   std::uint64_t maxlen = 0;                        // XADD MAXLEN ~ N when not 0
@@ -87,20 +75,16 @@ struct SinkConfig {
   HttpSinkConfig http;
 };
 
-struct RelayAdminConfig {
-  bool enabled = false;
-  std::string host = "127.0.0.1";
-  std::uint16_t port = 9465;
-  std::string token;  // bearer token for /metrics; empty: none
-};
-
 struct RelayConfig {
   std::string source_path;
-  RelayPostgresConfig postgres;
+  // Where outbox rows come from. The table is `outbox`, resolved through the DSN's search_path.
+  // query_timeout bounds every claim, settle and delete.
+  PostgresConnectionConfig postgres{.dsn = "", .connect_timeout = std::chrono::seconds(2), .query_timeout = std::chrono::seconds(5)};
   RelayLoopConfig relay;
   RetentionConfig retention;
   SinkConfig sink;
-  RelayAdminConfig admin;
+  // Off unless admin.listen is set (probes and /metrics).
+  AdminConfig admin{.enabled = false, .host = "127.0.0.1", .port = 9465, .token = ""};
 };
 
 struct RelayLoadResult {

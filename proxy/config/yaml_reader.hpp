@@ -45,6 +45,12 @@ class Fields {
 // "a" + "b" -> "a.b"; "" + "b" -> "b" (the top level has no prefix).
 std::string join_path(std::string_view parent, std::string_view child);
 
+// Stores a value the reader returned; a failed read (already reported) keeps the default.
+template <class T>
+void assign(std::optional<T> value, T& target) {
+  if (value) target = std::move(*value);
+}
+
 class YamlReader {
  public:
   YamlReader(IssueSink& issues, const EnvLookup& env) : issues_(issues), env_(env) {}
