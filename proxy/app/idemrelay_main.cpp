@@ -19,7 +19,6 @@
 
 #include "config/relay_config.hpp"
 #include "log/log.hpp"
-#include "relay/fault_hooks.hpp"
 #include "relay/http_sink.hpp"
 #include "relay/migrations.hpp"
 #include "relay/notify_listener.hpp"
@@ -131,8 +130,6 @@ relay::RelayOptions relay_options(const config::RelayConfig& config) {
 int run(const config::RelayConfig& config) {
   boost::asio::io_context io(1);
   relay::RelayStats stats;
-  const relay::FaultHooks hooks = relay::FaultHooks::from_environment();
-  if (hooks.any()) log::warn("test fault hooks are active (IDEMRELAY_TEST_*): never in production");
 
   store::pg::PoolOptions pool_options;
   // The server cancels a statement a little before our deadline would orphan it (see session_options.hpp).
@@ -158,7 +155,7 @@ int run(const config::RelayConfig& config) {
     return 1;
   }
 
-  auto loop = std::make_shared<relay::Relay>(io, relay_options(config), source, sink, stats, hooks);
+  auto loop = std::make_shared<relay::Relay>(io, relay_options(config), source, sink, stats);
   std::shared_ptr<relay::NotifyListener> listener;
   if (config.relay.notify) {
     const std::weak_ptr<relay::Relay> weak = loop;

@@ -5,7 +5,6 @@
 #include <boost/asio/post.hpp>
 
 #include <algorithm>
-#include <csignal>
 #include <random>
 #include <utility>
 
@@ -32,13 +31,12 @@ std::int64_t count_ms(std::chrono::milliseconds value) { return value.count(); }
 }  // namespace
 
 Relay::Relay(boost::asio::io_context& io, RelayOptions options, std::shared_ptr<OutboxSource> source,
-             std::shared_ptr<Sink> sink, RelayStats& stats, FaultHooks hooks)
+             std::shared_ptr<Sink> sink, RelayStats& stats)
     : io_(io),
       options_(options),
       source_(std::move(source)),
       sink_(std::move(sink)),
       stats_(stats),
-      hooks_(hooks),
       instance_(make_instance_id()),
       outage_backoff_(kOutageMin, kOutageMax),
       pause_timer_(io),
@@ -136,11 +134,6 @@ void Relay::on_claimed(std::size_t worker, std::string token, Clock::time_point 
     recovered();  // Postgres answers and the sink was ready
     worker_finished(worker, false);
     return;
-  }
-  if (hooks_.stop_after_claim) {
-    hooks_.stop_after_claim = false;
-    log::warn("test hook: stopping after claim (SIGSTOP)", {{"rows", rows.size()}, {"token", token}});
-    std::raise(SIGSTOP);
   }
   const bool full = rows.size() >= options_.batch_size;
   auto batch = std::make_shared<Batch>();
@@ -268,15 +261,6 @@ void Relay::on_published(std::shared_ptr<Batch> batch, std::vector<Delivery> del
         break;
     }
     batch->settlements.push_back(std::move(settlement));
-  }
-  if (any_through && hooks_.crash_after_publish) {
-    log::warn("test hook: exiting after publish, before settle (_exit 137)", {{"rows", rows.size()}});
-    _exit(137);
-  }
-  if (any_through && hooks_.stop_after_publish) {
-    hooks_.stop_after_publish = false;
-    log::warn("test hook: stopping after publish, before settle (SIGSTOP)", {{"token", batch->token}});
-    std::raise(SIGSTOP);
   }
   if (!unavailable.empty()) {
     stats_.sink_unavailable.fetch_add(1, std::memory_order_relaxed);

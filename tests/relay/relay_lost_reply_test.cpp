@@ -7,9 +7,7 @@
 // leased, unpublished or parked, no attempt charged for a loss that was not the row's fault, and no
 // error-level log line for a situation that healed by itself.
 //
-// Statements are told apart by their SQL text, which the relay sends in every Parse (its pool uses
-// unnamed statements): a snippet only sql::kClaim has, and one only sql::kSettle has. The Redis
-// publish is the only EVALSHA; a webhook delivery is matched by its webhook-id header.
+// Requests are matched as relay_faults.hpp says; a webhook delivery by its webhook-id header.
 //
 // The lease is 15 s: a test that drains within a few seconds of the fault proves the relay healed
 // the loss itself rather than waiting for the lease to lapse.
@@ -17,14 +15,13 @@
 
 #include <chrono>
 #include <memory>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "relay/relay_env.hpp"
+#include "relay/relay_faults.hpp"
 #include "relay/relay_fixture.hpp"
-#include "support/env.hpp"
 #include "support/eventually.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/ports.hpp"
@@ -57,23 +54,6 @@ void arm(FaultProxy& proxy, FaultProxy::Matcher matches, Fault fault) {
 }
 
 bool executed(Fault fault) { return fault != Fault::dropped_reset; }
-
-// Distinctive snippets of sql::kClaim and sql::kSettle (proxy/relay/sql.hpp).
-FaultProxy::Matcher claim_statement() { return contains_all({"WITH lanes AS MATERIALIZED"}); }
-FaultProxy::Matcher settle_statement() { return contains_all({"parked_at     = CASE WHEN o.id = ANY($5::int8[])"}); }
-
-std::uint16_t suite_postgres_port() {
-  std::smatch match;
-  const std::string dsn = pg_dsn();
-  if (!std::regex_search(dsn, match, std::regex(R"(port=(\d+))"))) throw std::runtime_error("no port in " + dsn);
-  return static_cast<std::uint16_t>(std::stoi(match[1]));
-}
-
-// The test's schema through `proxy`. sslmode=disable: the bytes stay readable for matchers.
-std::string dsn_through(const std::string& schema_dsn, const FaultProxy& proxy) {
-  return std::regex_replace(schema_dsn, std::regex(R"(port=\d+)"), "port=" + std::to_string(proxy.port())) +
-         " sslmode=disable";
-}
 
 // The log lines of `event` (JSON lines: "event":"<event>").
 std::vector<std::string> lines_of(const std::string& log, const std::string& event) {
@@ -211,7 +191,7 @@ class RelayLostReply : public RelayFixture {
   void publish_fault(Fault fault) {
     insert_rows();
     FaultProxy redis("127.0.0.1", suite_redis_port());
-    arm(redis, contains_all({"EVALSHA"}), fault);
+    arm(redis, publish_script(), fault);
     settings_.redis_port = redis.port();
     const RelayRunner runner(dir_->path(), settings_);
     Process relay = runner.start("relay");

@@ -16,10 +16,13 @@
 #include <vector>
 
 #include "relay/relay_env.hpp"
+#include "relay/relay_faults.hpp"
 #include "relay/relay_fixture.hpp"
 #include "support/eventually.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/http_client.hpp"
 #include "support/ports.hpp"
+#include "support/redis_client.hpp"
 
 namespace idem::test::relay {
 namespace {
@@ -36,6 +39,20 @@ class RelayPostgresOutage : public RelayFixture {
   RelayPostgresOutage() : RelayFixture(RelayDatabase::private_cluster) {}
 
   std::string order_stream() const { return stream("order"); }
+  // Starts a relay whose sink goes through `redis` and stops it (SIGSTOP) between its first
+  // publish and that batch's settle: Redis ran the batch, and the relay reads the answer only when
+  // it resumes. Check is_stopped before relying on it.
+  Process start_stopped_after_first_publish(FaultProxy& redis) {
+    hold_next_reply(redis, publish_script());
+    settings_.redis_port = redis.port();
+    Process relay = RelayRunner(dir_->path(), settings_).start("relay");
+    stop_while_reply_held(redis, relay, 10s);
+    return relay;
+  }
+  // The stream holds the whole first batch (30 rows); Redis may still be running its last rows.
+  bool first_batch_in_stream() {
+    return eventually([&] { return read_stream(*redis_, order_stream()).size() == 3u * kRowsPerAggregate; }, 5s);
+  }
   void insert_rows(std::initializer_list<const char*> aggregates) {
     for (const char* aggregate : aggregates) schema_->insert("order", aggregate, kRowsPerAggregate);
   }
@@ -114,13 +131,13 @@ TEST_F(RelayPostgresOutage, CrashWhileIdleIsRiddenOutAndLaterRowsFlowInOrder) {
 TEST_F(RelayPostgresOutage, CrashBetweenPublishAndMarkPastTheLeaseLeavesOneEntryPerEvent) {
   insert_rows({"p1", "p2", "p3"});
   settings_.batch_size = 100;
-  settings_.concurrency = 1;  // one claim holds all 30 rows when the hook fires
+  settings_.concurrency = 1;  // one claim holds all 30 rows when the relay is stopped
   settings_.lease = "5s";  // time for a few settle retries before the relay gives the batch up
-  const RelayRunner runner(dir_->path(), settings_);
+  FaultProxy redis("127.0.0.1", suite_redis_port());
 
-  Process relay = runner.start("relay", {{"IDEMRELAY_TEST_STOP_AFTER_PUBLISH", "1"}});
-  ASSERT_TRUE(eventually([&] { return is_stopped(relay.pid()); }, 10s)) << relay.describe();
-  EXPECT_EQ(read_stream(*redis_, order_stream()).size(), 3u * kRowsPerAggregate) << "the batch reached the stream";
+  Process relay = start_stopped_after_first_publish(redis);
+  ASSERT_TRUE(is_stopped(relay.pid())) << relay.describe();
+  EXPECT_TRUE(first_batch_in_stream()) << "the batch reached the stream";
   EXPECT_EQ(unpublished(), 3 * kRowsPerAggregate) << "...but is not marked";
 
   postgres_->stop_immediate();
@@ -151,11 +168,11 @@ TEST_F(RelayPostgresOutage, CrashBetweenPublishAndMarkWithinTheLeaseIsSettledByA
   settings_.batch_size = 100;
   settings_.concurrency = 1;
   settings_.lease = "60s";
-  const RelayRunner runner(dir_->path(), settings_);
+  FaultProxy redis("127.0.0.1", suite_redis_port());
 
-  Process relay = runner.start("relay", {{"IDEMRELAY_TEST_STOP_AFTER_PUBLISH", "1"}});
-  ASSERT_TRUE(eventually([&] { return is_stopped(relay.pid()); }, 10s)) << relay.describe();
-  EXPECT_EQ(read_stream(*redis_, order_stream()).size(), 3u * kRowsPerAggregate);
+  Process relay = start_stopped_after_first_publish(redis);
+  ASSERT_TRUE(is_stopped(relay.pid())) << relay.describe();
+  EXPECT_TRUE(first_batch_in_stream());
 
   postgres_->stop_immediate();
   ASSERT_TRUE(relay.signal(SIGCONT));
