@@ -151,7 +151,7 @@ int run(const config::RelayConfig& config) {
         break;
     }
   } catch (const std::exception& error) {
-    log::error("sink set-up failed", {{"error", error.what()}});
+    log::error("sink_setup_failed", {{"error", error.what()}});
     return 1;
   }
 
@@ -168,9 +168,9 @@ int run(const config::RelayConfig& config) {
   if (config.admin.enabled) {
     try {
       admin = std::make_unique<app::RelayAdmin>(config.admin, stats);
-      log::info("admin listening", {{"address", config.admin.host + ":" + std::to_string(admin->port())}});
+      log::info("admin_listening", {{"address", config.admin.host + ":" + std::to_string(admin->port())}});
     } catch (const std::exception& error) {
-      log::error("admin listener failed", {{"error", error.what()}});
+      log::error("admin_listener_failed", {{"error", error.what()}});
       return 1;
     }
   }
@@ -183,16 +183,16 @@ int run(const config::RelayConfig& config) {
       [&](const boost::system::error_code& error, int signal_number) {
         if (error) return;
         if (stopping) {
-          log::warn("second signal: exiting now", {{"signal", signal_number}});
+          log::warn("shutdown_forced", {{"signal", signal_number}});
           std::_Exit(1);
         }
         stopping = true;
-        log::info("stopping: finishing the batches in hand", {{"signal", signal_number}});
+        log::info("stopping", {{"signal", signal_number}});
         if (listener) listener->stop();
         shutdown_deadline.expires_after(config.relay.shutdown_timeout);
         shutdown_deadline.async_wait([&](const boost::system::error_code& wait_error) {
           if (wait_error) return;
-          log::error("shutdown timed out: exiting with batches in hand (their leases will lapse)");
+          log::error("shutdown_timed_out");  // batches still in hand: their leases will lapse
           exit_code = 1;
           io.stop();
         });

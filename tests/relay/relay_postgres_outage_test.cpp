@@ -32,7 +32,9 @@ using namespace std::chrono_literals;
 constexpr std::chrono::milliseconds kProbeTimeout{2'000};
 constexpr int kRowsPerAggregate = 10;
 // What the relay logs when it gives a batch up because its settle kept failing (relay.cpp).
-constexpr const char* kBatchGivenUp = "the rows are re-claimed when their lease lapses";
+constexpr const char* kBatchGivenUp = "\"event\":\"settle_given_up\"";
+// What it logs for each failed settle it will retry.
+constexpr const char* kSettleRetried = "\"event\":\"settle_failed\"";
 
 class RelayPostgresOutage : public RelayFixture {
  protected:
@@ -107,7 +109,7 @@ TEST_F(RelayPostgresOutage, CrashWhileIdleIsRiddenOutAndLaterRowsFlowInOrder) {
   EXPECT_EQ(readiness(), 503) << "still not ready while Postgres is down";
   EXPECT_EQ(send(settings_.admin_port, HttpRequest::get("/healthz"), kProbeTimeout).status, 200)
       << "liveness does not depend on Postgres: restarting the relay would not help";
-  EXPECT_TRUE(log_has(relay, "\"event\":\"backing off\"")) << relay.describe();
+  EXPECT_TRUE(log_has(relay, "\"event\":\"backing_off\"")) << relay.describe();
   EXPECT_TRUE(log_has(relay, "claim failed")) << relay.describe();
 
   postgres_->start();
@@ -118,7 +120,7 @@ TEST_F(RelayPostgresOutage, CrashWhileIdleIsRiddenOutAndLaterRowsFlowInOrder) {
 
   expect_each_event_once_in_order(7 * kRowsPerAggregate);
   const std::string log = relay.stderr_text();
-  EXPECT_NE(log.find("\"event\":\"relay recovered\""), std::string::npos) << log;
+  EXPECT_NE(log.find("\"event\":\"relay_recovered\""), std::string::npos) << log;
   EXPECT_EQ(stopped_field(log, "published"), 7 * kRowsPerAggregate);
   EXPECT_EQ(stopped_field(log, "duplicates"), 0) << "nothing was in flight when Postgres went away";
   EXPECT_NE(log.find("\"event\":\"postgres\""), std::string::npos) << "the outage is in the log: " << log;
@@ -143,10 +145,10 @@ TEST_F(RelayPostgresOutage, CrashBetweenPublishAndMarkPastTheLeaseLeavesOneEntry
   postgres_->stop_immediate();
   ASSERT_TRUE(relay.signal(SIGCONT));
   // Every settle attempt fails until the lease is nearly over; then the relay lets the batch go.
-  // (A warning "settle outcome unknown" when some attempt went out on a connection that then died,
-  // an error "settle failed" when none did: either way the same sentence about the lease.)
+  // (A warning, "applied":"unknown", when some attempt went out on a connection that then died;
+  // an error, "applied":"no", when none did.)
   ASSERT_TRUE(eventually([&] { return log_has(relay, kBatchGivenUp); }, 15s)) << relay.describe();
-  EXPECT_TRUE(log_has(relay, "settle failed: retrying")) << relay.describe();
+  EXPECT_TRUE(log_has(relay, kSettleRetried)) << relay.describe();
   ASSERT_TRUE(relay.running()) << relay.describe();
 
   postgres_->start();
@@ -176,7 +178,7 @@ TEST_F(RelayPostgresOutage, CrashBetweenPublishAndMarkWithinTheLeaseIsSettledByA
 
   postgres_->stop_immediate();
   ASSERT_TRUE(relay.signal(SIGCONT));
-  ASSERT_TRUE(eventually([&] { return log_has(relay, "settle failed: retrying"); }, 10s)) << relay.describe();
+  ASSERT_TRUE(eventually([&] { return log_has(relay, kSettleRetried); }, 10s)) << relay.describe();
   std::this_thread::sleep_for(2s);  // a few more failed attempts
   ASSERT_TRUE(relay.running()) << relay.describe();
 
