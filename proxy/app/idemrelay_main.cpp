@@ -19,7 +19,6 @@
 
 #include "config/relay_config.hpp"
 #include "log/log.hpp"
-#include "relay/fault_hooks.hpp"
 #include "relay/http_sink.hpp"
 #include "relay/migrations.hpp"
 #include "relay/notify_listener.hpp"
@@ -131,8 +130,6 @@ relay::RelayOptions relay_options(const config::RelayConfig& config) {
 int run(const config::RelayConfig& config) {
   boost::asio::io_context io(1);
   relay::RelayStats stats;
-  const relay::FaultHooks hooks = relay::FaultHooks::from_environment();
-  if (hooks.any()) log::warn("test fault hooks are active (IDEMRELAY_TEST_*): never in production");
 
   store::pg::PoolOptions pool_options;
   // The server cancels a statement a little before our deadline would orphan it (see session_options.hpp).
@@ -154,11 +151,11 @@ int run(const config::RelayConfig& config) {
         break;
     }
   } catch (const std::exception& error) {
-    log::error("sink set-up failed", {{"error", error.what()}});
+    log::error("sink_setup_failed", {{"error", error.what()}});
     return 1;
   }
 
-  auto loop = std::make_shared<relay::Relay>(io, relay_options(config), source, sink, stats, hooks);
+  auto loop = std::make_shared<relay::Relay>(io, relay_options(config), source, sink, stats);
   std::shared_ptr<relay::NotifyListener> listener;
   if (config.relay.notify) {
     const std::weak_ptr<relay::Relay> weak = loop;
@@ -171,9 +168,9 @@ int run(const config::RelayConfig& config) {
   if (config.admin.enabled) {
     try {
       admin = std::make_unique<app::RelayAdmin>(config.admin, stats);
-      log::info("admin listening", {{"address", config.admin.host + ":" + std::to_string(admin->port())}});
+      log::info("admin_listening", {{"address", config.admin.host + ":" + std::to_string(admin->port())}});
     } catch (const std::exception& error) {
-      log::error("admin listener failed", {{"error", error.what()}});
+      log::error("admin_listener_failed", {{"error", error.what()}});
       return 1;
     }
   }
@@ -186,16 +183,16 @@ int run(const config::RelayConfig& config) {
       [&](const boost::system::error_code& error, int signal_number) {
         if (error) return;
         if (stopping) {
-          log::warn("second signal: exiting now", {{"signal", signal_number}});
+          log::warn("shutdown_forced", {{"signal", signal_number}});
           std::_Exit(1);
         }
         stopping = true;
-        log::info("stopping: finishing the batches in hand", {{"signal", signal_number}});
+        log::info("stopping", {{"signal", signal_number}});
         if (listener) listener->stop();
         shutdown_deadline.expires_after(config.relay.shutdown_timeout);
         shutdown_deadline.async_wait([&](const boost::system::error_code& wait_error) {
           if (wait_error) return;
-          log::error("shutdown timed out: exiting with batches in hand (their leases will lapse)");
+          log::error("shutdown_timed_out");  // batches still in hand: their leases will lapse
           exit_code = 1;
           io.stop();
         });

@@ -37,7 +37,7 @@ void NotifyListener::connect() {
   connection_ = std::make_shared<store::pg::Connection>(io_, [weak, generation] {
     const auto self = weak.lock();
     if (!self || generation != self->generation_) return;
-    log::warn("notify connection lost: reconnecting");
+    log::warn("notify_connection_lost");
     self->schedule_reconnect();
   });
   connection_->set_notification_handler([weak, generation](const std::string& /*channel*/, const std::string& /*payload*/) {
@@ -49,7 +49,7 @@ void NotifyListener::connect() {
     if (!self || generation != self->generation_) return;
     if (!error.ok()) {
       if (++self->failures_ == 1 || self->failures_ % 20 == 0) {
-        log::warn("notify connection failed", {{"error", error.message}, {"attempt", self->failures_}});
+        log::warn("notify_connect_failed", {{"error", error.message}, {"attempt", self->failures_}});
       }
       self->schedule_reconnect();
       return;
@@ -61,7 +61,7 @@ void NotifyListener::connect() {
                                  if (!self || generation != self->generation_) return;
                                  if (!error.ok()) {
                                    ++self->failures_;
-                                   log::warn("LISTEN failed", {{"error", error.message}});
+                                   log::warn("notify_listen_failed", {{"error", error.message}});
                                    self->schedule_reconnect();
                                    return;
                                  }

@@ -155,7 +155,7 @@ void RedisStreamSink::connect() {
                                      return;
                                    }
                                    if (self->failed_connects_ > 0) {
-                                     log::info("redis connected", {{"after_failed_attempts", self->failed_connects_}});
+                                     log::info("redis_connected", {{"after_failed_attempts", self->failed_connects_}});
                                    }
                                    self->failed_connects_ = 0;
                                    self->ready_ = true;
@@ -168,7 +168,7 @@ void RedisStreamSink::on_connect_failed(const std::string& why) {
   ready_ = false;
   ++failed_connects_;
   if (failed_connects_ == 1 || failed_connects_ % 20 == 0) {
-    log::warn("redis connect failed", {{"error", why}, {"attempt", failed_connects_}});
+    log::warn("redis_connect_failed", {{"error", why}, {"attempt", failed_connects_}});
   }
   if (connection_) connection_->close();
   schedule_reconnect();
@@ -176,7 +176,7 @@ void RedisStreamSink::on_connect_failed(const std::string& why) {
 
 void RedisStreamSink::on_lost(const redis::RedisError& why) {
   ready_ = false;
-  log::warn("redis connection lost", {{"error", why.message}});
+  log::warn("redis_connection_lost", {{"error", why.message}});
   schedule_reconnect();
 }
 
@@ -289,9 +289,9 @@ void RedisStreamSink::on_row_reply(const std::shared_ptr<Batch>& batch, std::siz
   } else if (integer && reply.integer == kScriptDuplicate) {
     delivery = {DeliveryOutcome::duplicate, {}};
   } else if (integer && reply.integer == kScriptAddedOverAnotherEvent) {
-    log::warn("event id reused by another event: added to the stream, its marker replaced (the outbox was restored, "
-              "recreated, or shares this Redis and dedup_prefix with another database)",
-              {{"event_id", (*batch->rows)[index].id}, {"stream", batch->streams[index]}});
+    // Added to the stream, its marker replaced: the outbox was restored, recreated, or shares this
+    // Redis and dedup_prefix with another database.
+    log::warn("event_id_reused", {{"event_id", (*batch->rows)[index].id}, {"stream", batch->streams[index]}});
     delivery = {DeliveryOutcome::delivered, {}};
   } else if (integer && reply.integer == kScriptHeld) {
     delivery = {DeliveryOutcome::held, "an earlier row of the aggregate did not go through"};
@@ -308,7 +308,7 @@ void RedisStreamSink::finish_sends(const std::shared_ptr<Batch>& batch) {
     std::vector<std::size_t> again = std::move(batch->noscript);
     batch->noscript.clear();
     std::sort(again.begin(), again.end());
-    log::warn("redis script missing (NOSCRIPT): reloading", {{"rows", again.size()}});
+    log::warn("redis_script_missing", {{"rows", again.size()}});
     const std::weak_ptr<RedisStreamSink> weak = weak_from_this();
     batch->outstanding = 1;  // the SCRIPT LOAD; send_rows adds the rows
     connection_->command({"SCRIPT", "LOAD", kPublishScript}, config_.command_timeout,

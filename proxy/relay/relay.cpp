@@ -5,7 +5,6 @@
 #include <boost/asio/post.hpp>
 
 #include <algorithm>
-#include <csignal>
 #include <random>
 #include <utility>
 
@@ -32,13 +31,12 @@ std::int64_t count_ms(std::chrono::milliseconds value) { return value.count(); }
 }  // namespace
 
 Relay::Relay(boost::asio::io_context& io, RelayOptions options, std::shared_ptr<OutboxSource> source,
-             std::shared_ptr<Sink> sink, RelayStats& stats, FaultHooks hooks)
+             std::shared_ptr<Sink> sink, RelayStats& stats)
     : io_(io),
       options_(options),
       source_(std::move(source)),
       sink_(std::move(sink)),
       stats_(stats),
-      hooks_(hooks),
       instance_(make_instance_id()),
       outage_backoff_(kOutageMin, kOutageMax),
       pause_timer_(io),
@@ -56,7 +54,7 @@ Relay::~Relay() = default;
 void Relay::start() {
   if (started_) return;
   started_ = true;
-  log::info("relay started", {{"instance", instance_},
+  log::info("relay_started", {{"instance", instance_},
                               {"sink", std::string(sink_->name())},
                               {"batch_size", options_.batch_size},
                               {"concurrency", static_cast<unsigned>(workers_.size())},
@@ -123,7 +121,7 @@ void Relay::on_claimed(std::size_t worker, std::string token, Clock::time_point 
     claim->token = std::move(token);
     claim->sent = lease_end - options_.lease;
     claim->lease_end = lease_end;
-    log::warn("claim reply lost: releasing whatever it leased", {{"token", claim->token}, {"error", error.message}});
+    log::warn("claim_reply_lost", {{"token", claim->token}, {"error", error.message}});
     workers_[worker].state = WorkerState::releasing_lost_claim;
     const Clock::time_point claim_ended = stopping_ ? Clock::now() : claim->sent + options_.query_timeout;
     release_lost_claim(std::move(claim), claim_ended);
@@ -136,11 +134,6 @@ void Relay::on_claimed(std::size_t worker, std::string token, Clock::time_point 
     recovered();  // Postgres answers and the sink was ready
     worker_finished(worker, false);
     return;
-  }
-  if (hooks_.stop_after_claim) {
-    hooks_.stop_after_claim = false;
-    log::warn("test hook: stopping after claim (SIGSTOP)", {{"rows", rows.size()}, {"token", token}});
-    std::raise(SIGSTOP);
   }
   const bool full = rows.size() >= options_.batch_size;
   auto batch = std::make_shared<Batch>();
@@ -176,7 +169,7 @@ void Relay::on_lost_claim_released(std::shared_ptr<LostClaim> claim, const store
   if (error.ok()) {
     stats_.released.fetch_add(released, std::memory_order_relaxed);
     // 0 rows: the claim never committed (or leased nothing).
-    log::info("released the rows of a claim whose reply was lost", {{"token", claim->token}, {"rows", released}});
+    log::info("lost_claim_released", {{"token", claim->token}, {"rows", released}});
     worker_finished(worker, false);
     return;
   }
@@ -189,8 +182,7 @@ void Relay::on_lost_claim_released(std::shared_ptr<LostClaim> claim, const store
     release_lost_claim(std::move(claim), Clock::now() + delay);
     return;
   }
-  log::warn("could not release the rows of a claim whose reply was lost: they are claimable again when its lease lapses",
-            {{"token", claim->token}, {"attempts", claim->failures}, {"error", error.message}});
+  log::warn("lost_claim_release_failed", {{"token", claim->token}, {"attempts", claim->failures}, {"error", error.message}});
   worker_finished(worker, false);
 }
 
@@ -198,8 +190,7 @@ void Relay::publish(std::shared_ptr<Batch> batch) {
   if (Clock::now() + options_.publish_timeout >= batch->lease_end) {
     // Paused (SIGSTOP, a long GC-like stall) with the batch in hand: another relay may own these
     // rows by now. Publishing late could overtake that relay's publishes of the same aggregate.
-    log::warn("lease nearly over before publishing: releasing the batch",
-              {{"token", batch->token}, {"rows", batch->rows->size()}});
+    log::warn("lease_nearly_over", {{"token", batch->token}, {"rows", batch->rows->size()}});
     release_all(std::move(batch), "lease nearly over");
     return;
   }
@@ -233,31 +224,33 @@ void Relay::on_published(std::shared_ptr<Batch> batch, std::vector<Delivery> del
         if (attempts >= static_cast<int>(options_.max_attempts)) {
           settlement.outcome = Settlement::parked;
           settlement.error = delivery.error;
-          log::error("row parked after its last attempt", {{"event_id", row.id},
-                                                           {"aggregate_type", row.aggregate_type},
-                                                           {"aggregate_id", row.aggregate_id},
-                                                           {"attempts", attempts},
-                                                           {"error", delivery.error}});
+          log::error("row_parked", {{"event_id", row.id},
+                                    {"aggregate_type", row.aggregate_type},
+                                    {"aggregate_id", row.aggregate_id},
+                                    {"reason", "max_attempts"},
+                                    {"attempts", attempts},
+                                    {"error", delivery.error}});
         } else {
           settlement.outcome = Settlement::retry;
           settlement.delay = row_backoff_.delay(attempts);
           settlement.error = delivery.error;
           earliest_retry = std::min(earliest_retry, settlement.delay);
-          log::warn("publish failed: will retry", {{"event_id", row.id},
-                                                   {"aggregate_id", row.aggregate_id},
-                                                   {"attempts", attempts},
-                                                   {"retry_in_ms", count_ms(settlement.delay)},
-                                                   {"error", delivery.error}});
+          log::warn("publish_failed", {{"event_id", row.id},
+                                      {"aggregate_id", row.aggregate_id},
+                                      {"attempts", attempts},
+                                      {"retry_in_ms", count_ms(settlement.delay)},
+                                      {"error", delivery.error}});
         }
         break;
       }
       case DeliveryOutcome::poison:
         settlement.outcome = Settlement::parked;
         settlement.error = delivery.error;
-        log::error("row refused by the sink: parked", {{"event_id", row.id},
-                                                       {"aggregate_type", row.aggregate_type},
-                                                       {"aggregate_id", row.aggregate_id},
-                                                       {"error", delivery.error}});
+        log::error("row_parked", {{"event_id", row.id},
+                                  {"aggregate_type", row.aggregate_type},
+                                  {"aggregate_id", row.aggregate_id},
+                                  {"reason", "refused_by_sink"},
+                                  {"error", delivery.error}});
         break;
       case DeliveryOutcome::held:
         settlement.outcome = Settlement::released;
@@ -268,15 +261,6 @@ void Relay::on_published(std::shared_ptr<Batch> batch, std::vector<Delivery> del
         break;
     }
     batch->settlements.push_back(std::move(settlement));
-  }
-  if (any_through && hooks_.crash_after_publish) {
-    log::warn("test hook: exiting after publish, before settle (_exit 137)", {{"rows", rows.size()}});
-    _exit(137);
-  }
-  if (any_through && hooks_.stop_after_publish) {
-    hooks_.stop_after_publish = false;
-    log::warn("test hook: stopping after publish, before settle (SIGSTOP)", {{"token", batch->token}});
-    std::raise(SIGSTOP);
   }
   if (!unavailable.empty()) {
     stats_.sink_unavailable.fetch_add(1, std::memory_order_relaxed);
@@ -293,7 +277,7 @@ void Relay::release_all(std::shared_ptr<Batch> batch, std::string why) {
   for (const OutboxRow& row : *batch->rows) {
     batch->settlements.push_back({.id = row.id, .outcome = Settlement::released, .delay = {}, .error = {}});
   }
-  log::info("releasing batch", {{"token", batch->token}, {"rows", batch->rows->size()}, {"why", why}});
+  log::info("releasing_batch", {{"token", batch->token}, {"rows", batch->rows->size()}, {"why", why}});
   settle(std::move(batch));
 }
 
@@ -313,10 +297,10 @@ void Relay::on_settled(std::shared_ptr<Batch> batch, store::pg::PgError error, s
     if (error.kind == store::pg::PgErrorKind::reply_lost) batch->settle_reply_lost = true;
     const std::chrono::milliseconds delay = outage_backoff_.delay(batch->settle_failures);
     if (!stopping_ && Clock::now() + delay + options_.publish_timeout < batch->lease_end) {
-      log::warn("settle failed: retrying", {{"token", batch->token},
-                                            {"attempt", batch->settle_failures},
-                                            {"retry_in_ms", count_ms(delay)},
-                                            {"error", error.message}});
+      log::warn("settle_failed", {{"token", batch->token},
+                                  {"attempt", batch->settle_failures},
+                                  {"retry_in_ms", count_ms(delay)},
+                                  {"error", error.message}});
       boost::asio::steady_timer& timer = *workers_[worker].timer;
       timer.expires_after(delay);
       timer.async_wait([self = shared_from_this(), batch](const boost::system::error_code& wait_error) mutable {
@@ -328,16 +312,14 @@ void Relay::on_settled(std::shared_ptr<Batch> batch, store::pg::PgError error, s
       });
       return;
     }
-    if (batch->settle_reply_lost) {
-      // An attempt may have applied: then there is nothing wrong at all. If none did, the lease
-      // lapses and the rows are published again (the sink deduplicates).
-      log::warn("settle outcome unknown (a reply was lost): if it did not apply, the rows are re-claimed when their "
-                "lease lapses (the sink deduplicates)",
-                {{"token", batch->token}, {"rows", batch->rows->size()}, {"error", error.message}});
-    } else {
-      log::error("settle failed: the rows are re-claimed when their lease lapses (the sink deduplicates)",
-                 {{"token", batch->token}, {"rows", batch->rows->size()}, {"error", error.message}});
-    }
+    // The rows are re-claimed when their lease lapses and published again (the sink
+    // deduplicates). When some attempt's reply was lost, that attempt may have applied: then
+    // nothing is wrong at all, so not an error.
+    log::write(batch->settle_reply_lost ? log::Level::warn : log::Level::error, "settle_given_up",
+               {{"token", batch->token},
+                {"rows", batch->rows->size()},
+                {"applied", batch->settle_reply_lost ? "unknown" : "no"},
+                {"error", error.message}});
     pause("settle failed");
     worker_finished(worker, false);
     return;
@@ -347,14 +329,13 @@ void Relay::on_settled(std::shared_ptr<Batch> batch, store::pg::PgError error, s
     // rows still held by the token, while the lease still holds (lease_end is conservative, and
     // this answer was computed before it arrived), means no other claim can have taken them: the
     // attempt whose reply was lost committed.
-    log::info("settle had applied (its reply was lost): the retry found nothing left to do",
-              {{"token", batch->token}, {"rows", batch->settlements.size()}});
+    log::info("lost_settle_applied", {{"token", batch->token}, {"rows", batch->settlements.size()}});
     count_settled(*batch);
   } else if (updated < batch->settlements.size()) {
     const std::size_t lost = batch->settlements.size() - updated;
     stats_.lease_lost.fetch_add(lost, std::memory_order_relaxed);
-    log::warn("lease lost: another claim owns these rows now; settle ignored for them",
-              {{"token", batch->token}, {"rows", lost}});
+    // Another claim owns these rows now: the settle changed nothing for them.
+    log::warn("lease_lost", {{"token", batch->token}, {"rows", lost}});
   } else {
     count_settled(*batch);
   }
@@ -404,7 +385,7 @@ void Relay::pause(std::string why) {
   paused_ = true;
   const std::chrono::milliseconds delay = outage_backoff_.delay(outages_);
   if (outages_ == 1 || outages_ % 10 == 0) {
-    log::warn("backing off", {{"why", why}, {"consecutive", outages_}, {"delay_ms", count_ms(delay)}});
+    log::warn("backing_off", {{"why", why}, {"consecutive", outages_}, {"delay_ms", count_ms(delay)}});
   }
   pause_timer_.expires_after(delay);
   pause_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
@@ -416,7 +397,7 @@ void Relay::pause(std::string why) {
 
 void Relay::recovered() {
   if (outages_ == 0) return;
-  log::info("relay recovered", {{"after_outages", outages_}});
+  log::info("relay_recovered", {{"after_outages", outages_}});
   outages_ = 0;
 }
 
@@ -446,7 +427,7 @@ void Relay::retention_round(std::size_t deleted_so_far, std::size_t batches) {
       options_.retention_max_age, options_.retention_batch,
       [self = shared_from_this(), deleted_so_far, batches](store::pg::PgError error, std::size_t deleted) {
         if (!error.ok()) {
-          if (!self->stopping_) log::warn("retention delete failed", {{"error", error.message}});
+          if (!self->stopping_) log::warn("retention_failed", {{"error", error.message}});
           self->run_retention();
           return;
         }
@@ -458,7 +439,7 @@ void Relay::retention_round(std::size_t deleted_so_far, std::size_t batches) {
           return;
         }
         if (total > 0) {
-          log::info("retention deleted published rows", {{"rows", total}, {"statements", batches + 1}});
+          log::info("retention_deleted", {{"rows", total}, {"statements", batches + 1}});
         }
         self->run_retention();
       });
@@ -476,11 +457,8 @@ void Relay::run_stats() {
       stats.backlog_known.store(true, std::memory_order_relaxed);
       if (backlog.parked != self->last_parked_logged_) {
         self->last_parked_logged_ = backlog.parked;
-        if (backlog.parked > 0) {
-          log::warn("parked rows in the outbox (redrive with --redrive ID or --redrive-all)", {{"parked", backlog.parked}});
-        } else {
-          log::info("no parked rows left");
-        }
+        // Redriven with idemrelay --redrive ID or --redrive-all.
+        log::write(backlog.parked > 0 ? log::Level::warn : log::Level::info, "parked_rows", {{"parked", backlog.parked}});
       }
     }
     if (self->stopping_) return;

@@ -36,7 +36,6 @@
 #include <vector>
 
 #include "relay/backoff.hpp"
-#include "relay/fault_hooks.hpp"
 #include "relay/outbox_source.hpp"
 #include "relay/sink.hpp"
 #include "relay/stats.hpp"
@@ -65,7 +64,7 @@ struct RelayOptions {
 class Relay : public std::enable_shared_from_this<Relay> {
  public:
   Relay(boost::asio::io_context& io, RelayOptions options, std::shared_ptr<OutboxSource> source,
-        std::shared_ptr<Sink> sink, RelayStats& stats, FaultHooks hooks = {});
+        std::shared_ptr<Sink> sink, RelayStats& stats);
   ~Relay();
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;
@@ -128,7 +127,6 @@ class Relay : public std::enable_shared_from_this<Relay> {
   std::shared_ptr<OutboxSource> source_;
   std::shared_ptr<Sink> sink_;
   RelayStats& stats_;
-  FaultHooks hooks_;
   std::string instance_;  // host-pid-random: the prefix of every batch token
   std::uint64_t batches_ = 0;
   std::vector<Worker> workers_;

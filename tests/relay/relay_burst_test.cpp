@@ -48,7 +48,7 @@ class RelayBurst : public RelayFixture {
     ASSERT_EQ(relay.terminate(10s), 0) << relay.describe();
     const std::string log = relay.stderr_text();
 
-    for (const char* symptom : {"timed out", "statement timeout", "backing off"}) {
+    for (const char* symptom : {"timed out", "statement timeout", "\"event\":\"backing_off\""}) {
       EXPECT_EQ(log.find(symptom), std::string::npos) << "the relay logged \"" << symptom << "\"\n" << log.substr(0, 4000);
     }
     EXPECT_EQ(schema_->client().scalar("SELECT count(*) FROM pg_stat_user_tables WHERE relid = 'outbox'::regclass "

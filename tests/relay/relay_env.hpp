@@ -80,7 +80,7 @@ StreamAudit audit(const std::vector<StreamEntry>& entries);
 // A field of the JSON "stopped" line idemrelay logs on exit (its counters); -1 when absent.
 std::int64_t stopped_field(const std::string& log, const std::string& field);
 
-// True while `pid` is stopped by a signal (state T in /proc/PID/stat): a fault hook's SIGSTOP took hold.
+// True while `pid` is stopped by a signal (state T in /proc/PID/stat): a SIGSTOP took hold.
 bool is_stopped(pid_t pid);
 
 struct RelaySettings {

@@ -7,9 +7,7 @@
 // leased, unpublished or parked, no attempt charged for a loss that was not the row's fault, and no
 // error-level log line for a situation that healed by itself.
 //
-// Statements are told apart by their SQL text, which the relay sends in every Parse (its pool uses
-// unnamed statements): a snippet only sql::kClaim has, and one only sql::kSettle has. The Redis
-// publish is the only EVALSHA; a webhook delivery is matched by its webhook-id header.
+// Requests are matched as relay_faults.hpp says; a webhook delivery by its webhook-id header.
 //
 // The lease is 15 s: a test that drains within a few seconds of the fault proves the relay healed
 // the loss itself rather than waiting for the lease to lapse.
@@ -17,14 +15,13 @@
 
 #include <chrono>
 #include <memory>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "relay/relay_env.hpp"
+#include "relay/relay_faults.hpp"
 #include "relay/relay_fixture.hpp"
-#include "support/env.hpp"
 #include "support/eventually.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/ports.hpp"
@@ -57,23 +54,6 @@ void arm(FaultProxy& proxy, FaultProxy::Matcher matches, Fault fault) {
 }
 
 bool executed(Fault fault) { return fault != Fault::dropped_reset; }
-
-// Distinctive snippets of sql::kClaim and sql::kSettle (proxy/relay/sql.hpp).
-FaultProxy::Matcher claim_statement() { return contains_all({"WITH lanes AS MATERIALIZED"}); }
-FaultProxy::Matcher settle_statement() { return contains_all({"parked_at     = CASE WHEN o.id = ANY($5::int8[])"}); }
-
-std::uint16_t suite_postgres_port() {
-  std::smatch match;
-  const std::string dsn = pg_dsn();
-  if (!std::regex_search(dsn, match, std::regex(R"(port=(\d+))"))) throw std::runtime_error("no port in " + dsn);
-  return static_cast<std::uint16_t>(std::stoi(match[1]));
-}
-
-// The test's schema through `proxy`. sslmode=disable: the bytes stay readable for matchers.
-std::string dsn_through(const std::string& schema_dsn, const FaultProxy& proxy) {
-  return std::regex_replace(schema_dsn, std::regex(R"(port=\d+)"), "port=" + std::to_string(proxy.port())) +
-         " sslmode=disable";
-}
 
 // The log lines of `event` (JSON lines: "event":"<event>").
 std::vector<std::string> lines_of(const std::string& log, const std::string& event) {
@@ -156,7 +136,7 @@ class RelayLostReply : public RelayFixture {
     ASSERT_EQ(relay.terminate(10s), 0) << relay.describe();
     const std::string log = relay.stderr_text();
 
-    const auto released = lines_of(log, "released the rows of a claim whose reply was lost");
+    const auto released = lines_of(log, "lost_claim_released");
     ASSERT_EQ(released.size(), 1u) << log;
     // Executed: the claim had leased every row; dropped: it never ran, so nothing to hand back.
     const std::string rows = executed(fault) ? std::to_string(kRows) : "0";
@@ -186,15 +166,14 @@ class RelayLostReply : public RelayFixture {
       // come back (whatever it concludes).
       ASSERT_TRUE(eventually([&] {
         const std::string log = relay.stderr_text();
-        return log.find("\"event\":\"settle had applied") != std::string::npos ||
-               log.find("\"event\":\"lease lost") != std::string::npos;
+        return !lines_of(log, "lost_settle_applied").empty() || !lines_of(log, "lease_lost").empty();
       }, 5s)) << relay.describe();
     }
     ASSERT_EQ(relay.terminate(10s), 0) << relay.describe();
     const std::string log = relay.stderr_text();
 
-    EXPECT_TRUE(lines_of(log, "lease lost: another claim owns these rows now; settle ignored for them").empty()) << log;
-    EXPECT_EQ(lines_of(log, "settle had applied (its reply was lost): the retry found nothing left to do").size(),
+    EXPECT_TRUE(lines_of(log, "lease_lost").empty()) << log;
+    EXPECT_EQ(lines_of(log, "lost_settle_applied").size(),
               executed(fault) ? 1u : 0u)
         << log;
     EXPECT_EQ(stopped_field(log, "published"), kRows) << "the counters say what happened to the rows";
@@ -211,7 +190,7 @@ class RelayLostReply : public RelayFixture {
   void publish_fault(Fault fault) {
     insert_rows();
     FaultProxy redis("127.0.0.1", suite_redis_port());
-    arm(redis, contains_all({"EVALSHA"}), fault);
+    arm(redis, publish_script(), fault);
     settings_.redis_port = redis.port();
     const RelayRunner runner(dir_->path(), settings_);
     Process relay = runner.start("relay");
@@ -296,7 +275,7 @@ class RelayLostWebhookReply : public RelayLostReply {
       for (const std::int64_t id : *ids) EXPECT_EQ(consumer.upstream_webhook_count(std::to_string(id)), 1u) << id;
     }
     // The lost delivery was retried (an attempt: the consumer may have seen it), nothing else was.
-    const auto retried = lines_of(log, "publish failed: will retry");
+    const auto retried = lines_of(log, "publish_failed");
     ASSERT_FALSE(retried.empty()) << log;
     for (const std::string& line : retried) EXPECT_NE(line.find("\"event_id\":" + target + ","), std::string::npos) << line;
     EXPECT_GE(attempts_of(first[0]), 1);
@@ -342,7 +321,7 @@ TEST_F(RelayLostWebhookReply, SlowConsumerAnsweringConflictIsRetriedNotParked) {
   ASSERT_EQ(relay.terminate(10s), 0) << relay.describe();
   const std::string log = relay.stderr_text();
 
-  EXPECT_FALSE(lines_of(log, "publish failed: will retry").empty()) << log;
+  EXPECT_FALSE(lines_of(log, "publish_failed").empty()) << log;
   EXPECT_NE(log.find("HTTP 409"), std::string::npos) << "the redelivery met the inbox's in-flight answer\n" << log;
   for (const std::int64_t id : ids) EXPECT_EQ(consumer.upstream_webhook_count(std::to_string(id)), 1u) << id;
   EXPECT_EQ(consumer.upstream_total(), 2u);

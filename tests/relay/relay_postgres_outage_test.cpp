@@ -16,10 +16,13 @@
 #include <vector>
 
 #include "relay/relay_env.hpp"
+#include "relay/relay_faults.hpp"
 #include "relay/relay_fixture.hpp"
 #include "support/eventually.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/http_client.hpp"
 #include "support/ports.hpp"
+#include "support/redis_client.hpp"
 
 namespace idem::test::relay {
 namespace {
@@ -29,13 +32,29 @@ using namespace std::chrono_literals;
 constexpr std::chrono::milliseconds kProbeTimeout{2'000};
 constexpr int kRowsPerAggregate = 10;
 // What the relay logs when it gives a batch up because its settle kept failing (relay.cpp).
-constexpr const char* kBatchGivenUp = "the rows are re-claimed when their lease lapses";
+constexpr const char* kBatchGivenUp = "\"event\":\"settle_given_up\"";
+// What it logs for each failed settle it will retry.
+constexpr const char* kSettleRetried = "\"event\":\"settle_failed\"";
 
 class RelayPostgresOutage : public RelayFixture {
  protected:
   RelayPostgresOutage() : RelayFixture(RelayDatabase::private_cluster) {}
 
   std::string order_stream() const { return stream("order"); }
+  // Starts a relay whose sink goes through `redis` and stops it (SIGSTOP) between its first
+  // publish and that batch's settle: Redis ran the batch, and the relay reads the answer only when
+  // it resumes. Check is_stopped before relying on it.
+  Process start_stopped_after_first_publish(FaultProxy& redis) {
+    hold_next_reply(redis, publish_script());
+    settings_.redis_port = redis.port();
+    Process relay = RelayRunner(dir_->path(), settings_).start("relay");
+    stop_while_reply_held(redis, relay, 10s);
+    return relay;
+  }
+  // The stream holds the whole first batch (30 rows); Redis may still be running its last rows.
+  bool first_batch_in_stream() {
+    return eventually([&] { return read_stream(*redis_, order_stream()).size() == 3u * kRowsPerAggregate; }, 5s);
+  }
   void insert_rows(std::initializer_list<const char*> aggregates) {
     for (const char* aggregate : aggregates) schema_->insert("order", aggregate, kRowsPerAggregate);
   }
@@ -90,7 +109,7 @@ TEST_F(RelayPostgresOutage, CrashWhileIdleIsRiddenOutAndLaterRowsFlowInOrder) {
   EXPECT_EQ(readiness(), 503) << "still not ready while Postgres is down";
   EXPECT_EQ(send(settings_.admin_port, HttpRequest::get("/healthz"), kProbeTimeout).status, 200)
       << "liveness does not depend on Postgres: restarting the relay would not help";
-  EXPECT_TRUE(log_has(relay, "\"event\":\"backing off\"")) << relay.describe();
+  EXPECT_TRUE(log_has(relay, "\"event\":\"backing_off\"")) << relay.describe();
   EXPECT_TRUE(log_has(relay, "claim failed")) << relay.describe();
 
   postgres_->start();
@@ -101,7 +120,7 @@ TEST_F(RelayPostgresOutage, CrashWhileIdleIsRiddenOutAndLaterRowsFlowInOrder) {
 
   expect_each_event_once_in_order(7 * kRowsPerAggregate);
   const std::string log = relay.stderr_text();
-  EXPECT_NE(log.find("\"event\":\"relay recovered\""), std::string::npos) << log;
+  EXPECT_NE(log.find("\"event\":\"relay_recovered\""), std::string::npos) << log;
   EXPECT_EQ(stopped_field(log, "published"), 7 * kRowsPerAggregate);
   EXPECT_EQ(stopped_field(log, "duplicates"), 0) << "nothing was in flight when Postgres went away";
   EXPECT_NE(log.find("\"event\":\"postgres\""), std::string::npos) << "the outage is in the log: " << log;
@@ -114,22 +133,22 @@ TEST_F(RelayPostgresOutage, CrashWhileIdleIsRiddenOutAndLaterRowsFlowInOrder) {
 TEST_F(RelayPostgresOutage, CrashBetweenPublishAndMarkPastTheLeaseLeavesOneEntryPerEvent) {
   insert_rows({"p1", "p2", "p3"});
   settings_.batch_size = 100;
-  settings_.concurrency = 1;  // one claim holds all 30 rows when the hook fires
+  settings_.concurrency = 1;  // one claim holds all 30 rows when the relay is stopped
   settings_.lease = "5s";  // time for a few settle retries before the relay gives the batch up
-  const RelayRunner runner(dir_->path(), settings_);
+  FaultProxy redis("127.0.0.1", suite_redis_port());
 
-  Process relay = runner.start("relay", {{"IDEMRELAY_TEST_STOP_AFTER_PUBLISH", "1"}});
-  ASSERT_TRUE(eventually([&] { return is_stopped(relay.pid()); }, 10s)) << relay.describe();
-  EXPECT_EQ(read_stream(*redis_, order_stream()).size(), 3u * kRowsPerAggregate) << "the batch reached the stream";
+  Process relay = start_stopped_after_first_publish(redis);
+  ASSERT_TRUE(is_stopped(relay.pid())) << relay.describe();
+  EXPECT_TRUE(first_batch_in_stream()) << "the batch reached the stream";
   EXPECT_EQ(unpublished(), 3 * kRowsPerAggregate) << "...but is not marked";
 
   postgres_->stop_immediate();
   ASSERT_TRUE(relay.signal(SIGCONT));
   // Every settle attempt fails until the lease is nearly over; then the relay lets the batch go.
-  // (A warning "settle outcome unknown" when some attempt went out on a connection that then died,
-  // an error "settle failed" when none did: either way the same sentence about the lease.)
+  // (A warning, "applied":"unknown", when some attempt went out on a connection that then died;
+  // an error, "applied":"no", when none did.)
   ASSERT_TRUE(eventually([&] { return log_has(relay, kBatchGivenUp); }, 15s)) << relay.describe();
-  EXPECT_TRUE(log_has(relay, "settle failed: retrying")) << relay.describe();
+  EXPECT_TRUE(log_has(relay, kSettleRetried)) << relay.describe();
   ASSERT_TRUE(relay.running()) << relay.describe();
 
   postgres_->start();
@@ -151,15 +170,15 @@ TEST_F(RelayPostgresOutage, CrashBetweenPublishAndMarkWithinTheLeaseIsSettledByA
   settings_.batch_size = 100;
   settings_.concurrency = 1;
   settings_.lease = "60s";
-  const RelayRunner runner(dir_->path(), settings_);
+  FaultProxy redis("127.0.0.1", suite_redis_port());
 
-  Process relay = runner.start("relay", {{"IDEMRELAY_TEST_STOP_AFTER_PUBLISH", "1"}});
-  ASSERT_TRUE(eventually([&] { return is_stopped(relay.pid()); }, 10s)) << relay.describe();
-  EXPECT_EQ(read_stream(*redis_, order_stream()).size(), 3u * kRowsPerAggregate);
+  Process relay = start_stopped_after_first_publish(redis);
+  ASSERT_TRUE(is_stopped(relay.pid())) << relay.describe();
+  EXPECT_TRUE(first_batch_in_stream());
 
   postgres_->stop_immediate();
   ASSERT_TRUE(relay.signal(SIGCONT));
-  ASSERT_TRUE(eventually([&] { return log_has(relay, "settle failed: retrying"); }, 10s)) << relay.describe();
+  ASSERT_TRUE(eventually([&] { return log_has(relay, kSettleRetried); }, 10s)) << relay.describe();
   std::this_thread::sleep_for(2s);  // a few more failed attempts
   ASSERT_TRUE(relay.running()) << relay.describe();
 

@@ -11,9 +11,11 @@
 #include <thread>
 
 #include "relay/relay_env.hpp"
+#include "relay/relay_faults.hpp"
 #include "relay/relay_fixture.hpp"
 #include "support/env.hpp"
 #include "support/eventually.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/http_client.hpp"
 #include "support/ports.hpp"
 #include "support/private_redis.hpp"
@@ -28,7 +30,19 @@ namespace {
 using namespace std::chrono_literals;
 
 // Every test on the suite's Postgres and Redis (a private Redis where the test stops it).
-class RelayProcess : public RelayFixture {};
+class RelayProcess : public RelayFixture {
+ protected:
+  // Starts a relay and kill -9s it once it has published its first batch and sent that batch's
+  // settle, which `postgres` keeps from the server: the batch is delivered and never marked. The
+  // relay waits for the settle's answer for postgres.query_timeout (1 s) before retrying it; the
+  // kill lands long before.
+  static Process start_and_kill_before_first_mark(const RelayRunner& runner, FaultProxy& postgres) {
+    postgres.drop_next_request(settle_statement(), FaultProxy::AfterLoss::hang);
+    Process relay = runner.start("crashing");
+    if (postgres.wait_fired(1, 15s)) relay.kill9();
+    return relay;
+  }
+};
 
 // A throwaway CA and, issued by it, an HTTPS consumer's certificate (localhost, 127.0.0.1) and a
 // client certificate for the relay, under `dir`/pki.
@@ -51,12 +65,14 @@ ConsumerCertificates make_consumer_certificates(const std::filesystem::path& dir
 TEST_F(RelayProcess, CrashAfterPublishBeforeMarkLeavesOneEntryPerEvent) {
   for (const char* aggregate : {"a1", "a2", "a3"}) schema_->insert("order", aggregate, 10);
   settings_.batch_size = 100;
-  // One worker, so one claim holds all 30 rows when the hook fires: with two, a second worker's
-  // claim can race the first, take one aggregate, and publish (and crash) first.
+  // One worker, so one claim holds all 30 rows when the relay is killed: with two, a second
+  // worker's claim can race the first, take one aggregate, and publish (and settle) first.
   settings_.concurrency = 1;
+  FaultProxy postgres("127.0.0.1", suite_postgres_port());
+  settings_.dsn = dsn_through(schema_->dsn(), postgres);
   const RelayRunner runner(dir_->path(), settings_);
 
-  Process crashing = runner.start("crashing", {{"IDEMRELAY_TEST_CRASH_AFTER_PUBLISH", "1"}});
+  Process crashing = start_and_kill_before_first_mark(runner, postgres);
   ASSERT_EQ(crashing.wait_exit(15s), 137) << crashing.describe();
   EXPECT_EQ(read_stream(*redis_, stream("order")).size(), 30u) << "the batch reached the stream";
   EXPECT_EQ(unpublished(), 30) << "...but was never marked";
@@ -146,7 +162,7 @@ TEST_F(RelayProcess, NewEventsReusingIdsAfterARestoreAreAddedNotDroppedAsDuplica
   EXPECT_EQ(entries[6].fields.at("event_type"), "after-restore");
   EXPECT_EQ(stopped_field(log, "duplicates"), 3) << "the restored rows were answered by their markers";
   EXPECT_EQ(stopped_field(log, "published"), 5);
-  EXPECT_NE(log.find("event id reused by another event"), std::string::npos) << log;
+  EXPECT_NE(log.find("\"event\":\"event_id_reused\""), std::string::npos) << log;
 }
 
 // 2. Two relays, 20 aggregates x 50 rows inserted concurrently: each row once, in order per aggregate.
@@ -281,8 +297,8 @@ TEST_F(RelayProcess, RedisOutageBacksOffAndDrainsInOrder) {
   EXPECT_TRUE(result.ordered_per_aggregate) << result.first_disorder;
   EXPECT_EQ(relay.terminate(10s), 0) << relay.describe();
   const std::string log = relay.stderr_text();
-  EXPECT_NE(log.find("\"event\":\"backing off\""), std::string::npos) << log;
-  EXPECT_NE(log.find("\"event\":\"relay recovered\""), std::string::npos) << log;
+  EXPECT_NE(log.find("\"event\":\"backing_off\""), std::string::npos) << log;
+  EXPECT_NE(log.find("\"event\":\"relay_recovered\""), std::string::npos) << log;
   EXPECT_GT(stopped_field(log, "published"), 0);
 }
 
@@ -325,7 +341,7 @@ TEST_F(RelayProcess, PoisonRowParksOnlyItsAggregateUntilRedriven) {
   for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(entries[i].event_id(), blocked[i]);
   EXPECT_EQ(relay.terminate(10s), 0) << relay.describe();
   const std::string log = relay.stderr_text();
-  EXPECT_NE(log.find("row parked after its last attempt"), std::string::npos);
+  EXPECT_TRUE(std::regex_search(log, std::regex(R"("event":"row_parked"[^\n]*"reason":"max_attempts")"))) << log;
   EXPECT_EQ(stopped_field(log, "parked"), 1);
 }
 
@@ -398,9 +414,11 @@ TEST_F(RelayProcess, HttpSinkThroughIdemproxyExecutesEachEventOnce) {
   settings_.http = true;
   settings_.http_url = "http://127.0.0.1:" + std::to_string(proxy.proxy_port()) + "/webhooks/{event_type}";
   settings_.batch_size = 100;
+  FaultProxy postgres("127.0.0.1", suite_postgres_port());
+  settings_.dsn = dsn_through(schema_->dsn(), postgres);
   const RelayRunner runner(dir_->path(), settings_);
 
-  Process crashing = runner.start("crashing", {{"IDEMRELAY_TEST_CRASH_AFTER_PUBLISH", "1"}});
+  Process crashing = start_and_kill_before_first_mark(runner, postgres);
   ASSERT_EQ(crashing.wait_exit(15s), 137) << crashing.describe() << proxy.diagnostics();
   EXPECT_EQ(unpublished(), 20) << "delivered but never marked: the next relay sends them again";
   EXPECT_EQ(proxy.upstream_total(), 20u);
@@ -482,14 +500,21 @@ TEST_F(RelayProcess, HttpsSinkPresentsItsClientCertificate) {
 
 // 9. A relay paused (SIGSTOP) past its lease while holding a published batch: another relay takes
 //    over; when the paused one resumes, its settle is fenced off and it publishes nothing twice.
+//    It is stopped while Redis's answer to its publish is held on the way: the batch is in the
+//    stream, and the relay reads that it went through only when it resumes.
 TEST_F(RelayProcess, PausedRelayResumingAfterItsLeaseChangesNothing) {
   for (const char* aggregate : {"p1", "p2", "p3"}) schema_->insert("order", aggregate, 10);
   settings_.batch_size = 100;
   const RelayRunner runner(dir_->path(), settings_);
+  FaultProxy redis("127.0.0.1", suite_redis_port());
+  hold_next_reply(redis, publish_script());
+  RelaySettings through_proxy = settings_;
+  through_proxy.redis_port = redis.port();
+  const RelayRunner paused_runner(dir_->path(), through_proxy);
 
-  Process paused = runner.start("paused", {{"IDEMRELAY_TEST_STOP_AFTER_PUBLISH", "1"}});
-  ASSERT_TRUE(eventually([&] { return is_stopped(paused.pid()); }, 10s)) << paused.describe();
-  EXPECT_EQ(read_stream(*redis_, stream("order")).size(), 30u);
+  Process paused = paused_runner.start("paused");
+  ASSERT_TRUE(stop_while_reply_held(redis, paused, 10s)) << paused.describe();
+  EXPECT_TRUE(eventually([&] { return read_stream(*redis_, stream("order")).size() == 30u; }, 5s));
 
   Process other = runner.start("other");
   ASSERT_TRUE(drained(15s)) << other.describe();  // after the paused relay's 3 s lease
@@ -497,7 +522,7 @@ TEST_F(RelayProcess, PausedRelayResumingAfterItsLeaseChangesNothing) {
   ASSERT_TRUE(drained(10s)) << other.describe();
 
   ASSERT_TRUE(paused.signal(SIGCONT));
-  ASSERT_TRUE(eventually([&] { return paused.stderr_text().find("lease lost") != std::string::npos; }, 10s))
+  ASSERT_TRUE(eventually([&] { return paused.stderr_text().find("\"event\":\"lease_lost\"") != std::string::npos; }, 10s))
       << paused.describe();
   for (const char* aggregate : {"p1", "p2", "p3"}) schema_->insert("order", aggregate, 5);
   ASSERT_TRUE(drained(10s)) << paused.describe() << other.describe();
@@ -514,20 +539,25 @@ TEST_F(RelayProcess, PausedRelayResumingAfterItsLeaseChangesNothing) {
 }
 
 // 9b. Paused right after its claim: on resume the lease is (nearly) over, so it drops the batch
-//     without publishing it late behind the relay that took over.
+//     without publishing it late behind the relay that took over. It is stopped while the claim's
+//     answer is held on the way: the rows are leased to it, and it reads them only when it resumes.
 TEST_F(RelayProcess, PausedRelayResumingAfterClaimDoesNotPublishLate) {
   for (const char* aggregate : {"q1", "q2"}) schema_->insert("order", aggregate, 10);
   settings_.batch_size = 100;
   const RelayRunner runner(dir_->path(), settings_);
+  FaultProxy postgres("127.0.0.1", suite_postgres_port());
+  hold_next_reply(postgres, claim_statement());
+  RelaySettings through_proxy = settings_;
+  through_proxy.dsn = dsn_through(schema_->dsn(), postgres);
+  const RelayRunner paused_runner(dir_->path(), through_proxy);
 
-  Process paused = runner.start("paused", {{"IDEMRELAY_TEST_STOP_AFTER_CLAIM", "1"}});
-  ASSERT_TRUE(eventually([&] { return is_stopped(paused.pid()); }, 10s)) << paused.describe();
+  Process paused = paused_runner.start("paused");
+  ASSERT_TRUE(stop_while_reply_held(postgres, paused, 10s)) << paused.describe();
   EXPECT_EQ(read_stream(*redis_, stream("order")).size(), 0u);
   Process other = runner.start("other");
   ASSERT_TRUE(drained(15s)) << other.describe();
   ASSERT_TRUE(paused.signal(SIGCONT));
-  ASSERT_TRUE(eventually([&] { return paused.stderr_text().find("lease nearly over before publishing") != std::string::npos; },
-                         10s))
+  ASSERT_TRUE(eventually([&] { return paused.stderr_text().find("\"event\":\"lease_nearly_over\"") != std::string::npos; }, 10s))
       << paused.describe();
   EXPECT_EQ(paused.terminate(10s), 0) << paused.describe();
   EXPECT_EQ(other.terminate(10s), 0) << other.describe();
