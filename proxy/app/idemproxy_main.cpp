@@ -36,11 +36,11 @@
 #include "http/worker.hpp"
 #include "log/log.hpp"
 #include "crypto/keyring.hpp"
+#include "pg/counters.hpp"
+#include "pg/session_options.hpp"
 #include "store/encrypting_store.hpp"
-#include "store/pg/counters.hpp"
-#include "store/pg/migrate.hpp"
+#include "store/pg/migrations.hpp"
 #include "store/pg/pg_store.hpp"
-#include "store/pg/session_options.hpp"
 
 #ifndef IDEMPROXY_VERSION
 #define IDEMPROXY_VERSION "0.0.0"
@@ -188,7 +188,7 @@ void register_process_metrics(metrics::Registry& registry, const cache::ReplayCa
                               const std::atomic<std::size_t>& waiting, const std::atomic<std::size_t>& connections,
                               const std::atomic<bool>& draining,
                               const config::Config& config) {
-  auto& pg = store::pg::pg_counters();
+  auto& counters = pg::pg_counters();
   auto number = [](auto value) { return static_cast<double>(value); };
   registry.add_callback("idemproxy_replay_cache_hits_total", "Replays answered from the in-process cache.", "counter",
                         [&cache, number] { return number(cache.hits()); });
@@ -208,22 +208,22 @@ void register_process_metrics(metrics::Registry& registry, const cache::ReplayCa
   registry.add_callback("idemproxy_pg_pool_size", "Postgres connections this process keeps (all workers).", "gauge",
                         [pool_size] { return pool_size; });
   registry.add_callback("idemproxy_pg_pool_waits_total", "Statements that queued for a busy Postgres pool.", "counter",
-                        [&pg, number] { return number(pg.acquire_waits.load()); });
+                        [&counters, number] { return number(counters.acquire_waits.load()); });
   registry.add_callback("idemproxy_pg_pool_wait_timeouts_total",
                         "Statements that found no free Postgres connection within acquire_timeout.", "counter",
-                        [&pg, number] { return number(pg.acquire_timeouts.load()); });
+                        [&counters, number] { return number(counters.acquire_timeouts.load()); });
   registry.add_callback("idemproxy_pg_statements_total", "Statements sent to Postgres (round trips).", "counter",
-                        [&pg, number] { return number(pg.statements_sent.load()); });
+                        [&counters, number] { return number(counters.statements_sent.load()); });
   registry.add_callback("idemproxy_pg_connects_failed_total", "Failed Postgres connection attempts.", "counter",
-                        [&pg, number] { return number(pg.connects_failed.load()); });
+                        [&counters, number] { return number(counters.connects_failed.load()); });
   registry.add_callback("idemproxy_pg_query_timeouts_total", "Postgres statements that passed query_timeout.", "counter",
-                        [&pg, number] { return number(pg.query_timeouts.load()); });
+                        [&counters, number] { return number(counters.query_timeouts.load()); });
 }
 
 // The server cancels a statement a little before the client deadline would orphan it (a
 // statement left running holds its snapshot and row locks: see session_options.hpp).
 std::string session_dsn(const config::PostgresConfig& postgres) {
-  return store::pg::with_session_settings(postgres.dsn, postgres.query_timeout * 9 / 10);
+  return pg::with_session_settings(postgres.dsn, postgres.query_timeout * 9 / 10);
 }
 
 std::size_t share(std::size_t total, unsigned parts) { return std::max<std::size_t>(1, (total + parts - 1) / parts); }
@@ -286,7 +286,7 @@ int run_proxy(config::Config loaded, const std::string& config_path, std::option
   try {
     for (unsigned i = 0; i < workers; ++i) {
       auto slot = std::make_unique<WorkerSlot>();
-      store::pg::PoolOptions pool;
+      pg::PoolOptions pool;
       pool.dsn = session_dsn(config.store.postgres);
       pool.size = share(config.store.postgres.pool_size, workers);
       pool.connect_timeout = config.store.postgres.connect_timeout;
@@ -335,7 +335,7 @@ int run_proxy(config::Config loaded, const std::string& config_path, std::option
       log::error("startup_failed", {{"error", e.what()}, {"admin_listen", config.admin.host + ":" + std::to_string(config.admin.port)}});
       return 1;
     }
-    store::pg::PoolOptions pool;
+    pg::PoolOptions pool;
     pool.dsn = session_dsn(config.store.postgres);
     pool.size = 1;
     pool.connect_timeout = config.store.postgres.connect_timeout;

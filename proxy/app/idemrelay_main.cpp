@@ -19,6 +19,8 @@
 
 #include "config/relay_config.hpp"
 #include "log/log.hpp"
+#include "pg/migrate.hpp"
+#include "pg/session_options.hpp"
 #include "relay/http_sink.hpp"
 #include "relay/migrations.hpp"
 #include "relay/notify_listener.hpp"
@@ -26,10 +28,8 @@
 #include "relay/redis_stream_sink.hpp"
 #include "relay/redrive.hpp"
 #include "relay/relay.hpp"
-#include "store/pg/session_options.hpp"
 #include "relay/stats.hpp"
 #include "relay_admin.hpp"
-#include "store/pg/migrate.hpp"
 
 #ifndef IDEMRELAY_VERSION
 #define IDEMRELAY_VERSION "0.0.0"
@@ -131,9 +131,9 @@ int run(const config::RelayConfig& config) {
   boost::asio::io_context io(1);
   relay::RelayStats stats;
 
-  store::pg::PoolOptions pool_options;
+  pg::PoolOptions pool_options;
   // The server cancels a statement a little before our deadline would orphan it (see session_options.hpp).
-  pool_options.dsn = store::pg::with_session_settings(config.postgres.dsn, config.postgres.query_timeout * 9 / 10);
+  pool_options.dsn = pg::with_session_settings(config.postgres.dsn, config.postgres.query_timeout * 9 / 10);
   pool_options.size = config.relay.concurrency + 1;  // a connection per lane, one for retention and stats
   pool_options.connect_timeout = config.postgres.connect_timeout;
   pool_options.query_timeout = config.postgres.query_timeout;
@@ -234,7 +234,7 @@ int relay_main(int argc, char** argv) {
       std::cout << options->config_path << ": ok\n";
       return 0;
     case Command::migrate: {
-      const store::pg::MigrateResult result = store::pg::migrate(config.postgres.dsn, relay::relay_migration_set());
+      const pg::MigrateResult result = pg::migrate(config.postgres.dsn, relay::relay_migration_set());
       if (!result.ok) {
         std::cerr << "idemrelay --migrate failed: " << result.error << "\n";
         return 1;

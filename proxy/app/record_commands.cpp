@@ -41,7 +41,7 @@ int run_record_command(const config::Config& config, const RecordCommand& comman
   const std::optional<std::string> scope = scope_of(config, command);
   if (!scope) return 1;
   boost::asio::io_context io;
-  store::pg::PoolOptions pool;
+  pg::PoolOptions pool;
   pool.dsn = config.store.postgres.dsn;
   pool.size = 1;
   pool.connect_timeout = config.store.postgres.connect_timeout;

@@ -4,12 +4,12 @@
 
 namespace idem::relay {
 
-store::pg::MigrationSet relay_migration_set() {
-  return store::pg::MigrationSet{.migrations = relay_migrations(),
-                                 .create_versions_table = sql::kCreateVersionsTable,
-                                 .applied_versions = sql::kAppliedVersions,
-                                 .record_version = sql::kRecordVersion,
-                                 .lock_key = sql::kMigrationLockKey};
+pg::MigrationSet relay_migration_set() {
+  return pg::MigrationSet{.migrations = relay_migrations(),
+                          .create_versions_table = sql::kCreateVersionsTable,
+                          .applied_versions = sql::kAppliedVersions,
+                          .record_version = sql::kRecordVersion,
+                          .lock_key = sql::kMigrationLockKey};
 }
 
 }  // namespace idem::relay

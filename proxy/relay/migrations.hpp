@@ -3,12 +3,12 @@
 // generator as idemproxy's), versions recorded in relay_schema_migrations.
 #include <span>
 
-#include "store/pg/embedded_migrations.hpp"
-#include "store/pg/migrate.hpp"
+#include "pg/embedded_migration.hpp"
+#include "pg/migrate.hpp"
 
 namespace idem::relay {
 
-std::span<const store::pg::EmbeddedMigration> relay_migrations();  // generated
-store::pg::MigrationSet relay_migration_set();
+std::span<const pg::EmbeddedMigration> relay_migrations();  // generated
+pg::MigrationSet relay_migration_set();
 
 }  // namespace idem::relay

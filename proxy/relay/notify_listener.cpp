@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "log/log.hpp"
+#include "pg/statement.hpp"
 #include "relay/sql.hpp"
-#include "store/pg/statement.hpp"
 
 namespace idem::relay {
 
@@ -34,7 +34,7 @@ void NotifyListener::stop() {
 void NotifyListener::connect() {
   const std::uint64_t generation = ++generation_;
   const std::weak_ptr<NotifyListener> weak = weak_from_this();
-  connection_ = std::make_shared<store::pg::Connection>(io_, [weak, generation] {
+  connection_ = std::make_shared<pg::Connection>(io_, [weak, generation] {
     const auto self = weak.lock();
     if (!self || generation != self->generation_) return;
     log::warn("notify_connection_lost");
@@ -44,7 +44,7 @@ void NotifyListener::connect() {
     const auto self = weak.lock();
     if (self && generation == self->generation_ && self->on_wake_) self->on_wake_();
   });
-  connection_->connect(dsn_, timeout_, [weak, generation](store::pg::PgError error) {
+  connection_->connect(dsn_, timeout_, [weak, generation](pg::PgError error) {
     const auto self = weak.lock();
     if (!self || generation != self->generation_) return;
     if (!error.ok()) {
@@ -54,9 +54,9 @@ void NotifyListener::connect() {
       self->schedule_reconnect();
       return;
     }
-    auto listen = std::make_shared<store::pg::Statement>(store::pg::Statement{"listen", sql::kListen, {}});
+    auto listen = std::make_shared<pg::Statement>(pg::Statement{"listen", sql::kListen, {}});
     self->connection_->execute(std::move(listen), self->timeout_,
-                               [weak, generation](store::pg::PgError error, store::pg::ResultHandle) {
+                               [weak, generation](pg::PgError error, pg::ResultHandle) {
                                  const auto self = weak.lock();
                                  if (!self || generation != self->generation_) return;
                                  if (!error.ok()) {

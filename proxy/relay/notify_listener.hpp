@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
+#include "pg/connection.hpp"
 #include "relay/backoff.hpp"
-#include "store/pg/connection.hpp"
 
 namespace idem::relay {
 
@@ -34,7 +34,7 @@ class NotifyListener : public std::enable_shared_from_this<NotifyListener> {
   std::string dsn_;
   std::chrono::milliseconds timeout_;
   std::function<void()> on_wake_;
-  std::shared_ptr<store::pg::Connection> connection_;
+  std::shared_ptr<pg::Connection> connection_;
   boost::asio::steady_timer reconnect_timer_;
   Backoff backoff_;
   int failures_ = 0;

@@ -6,20 +6,20 @@
 #include <charconv>
 #include <utility>
 
+#include "pg/binary_row.hpp"
+#include "pg/pool.hpp"
+#include "pg/statement.hpp"
 #include "relay/sql.hpp"
-#include "store/pg/binary_row.hpp"
-#include "store/pg/pool.hpp"
-#include "store/pg/statement.hpp"
 
 namespace idem::relay {
 namespace {
 
-using store::pg::BinaryRow;
-using store::pg::Param;
-using store::pg::PgError;
-using store::pg::PgErrorKind;
-using store::pg::ResultHandle;
-using store::pg::Statement;
+using pg::BinaryRow;
+using pg::Param;
+using pg::PgError;
+using pg::PgErrorKind;
+using pg::ResultHandle;
+using pg::Statement;
 
 PgError decode_error(std::string what) { return {PgErrorKind::internal, {}, std::move(what)}; }
 
@@ -32,8 +32,8 @@ std::size_t affected_rows(const PGresult* result) {
 
 }  // namespace
 
-OutboxSource::OutboxSource(boost::asio::io_context& io, store::pg::PoolOptions options)
-    : pool_(std::make_shared<store::pg::Pool>(io, std::move(options))) {}
+OutboxSource::OutboxSource(boost::asio::io_context& io, pg::PoolOptions options)
+    : pool_(std::make_shared<pg::Pool>(io, std::move(options))) {}
 
 OutboxSource::~OutboxSource() { pool_->stop(); }
 

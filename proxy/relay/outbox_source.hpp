@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "pg/errors.hpp"
+#include "pg/pool_options.hpp"
 #include "relay/outbox_row.hpp"
-#include "store/pg/errors.hpp"
-#include "store/pg/pg_store.hpp"
 
 namespace boost::asio { class io_context; }
-namespace idem::store::pg { class Pool; }
+namespace idem::pg { class Pool; }
 
 namespace idem::relay {
 
@@ -38,11 +38,11 @@ struct Backlog {
 
 class OutboxSource {
  public:
-  using ClaimHandler = std::function<void(store::pg::PgError, std::vector<OutboxRow>)>;
-  using CountHandler = std::function<void(store::pg::PgError, std::size_t rows)>;
-  using BacklogHandler = std::function<void(store::pg::PgError, Backlog)>;
+  using ClaimHandler = std::function<void(pg::PgError, std::vector<OutboxRow>)>;
+  using CountHandler = std::function<void(pg::PgError, std::size_t rows)>;
+  using BacklogHandler = std::function<void(pg::PgError, Backlog)>;
 
-  OutboxSource(boost::asio::io_context& io, store::pg::PoolOptions options);
+  OutboxSource(boost::asio::io_context& io, pg::PoolOptions options);
   ~OutboxSource();
   OutboxSource(const OutboxSource&) = delete;
   OutboxSource& operator=(const OutboxSource&) = delete;
@@ -63,7 +63,7 @@ class OutboxSource {
   void backlog(BacklogHandler handler);
 
  private:
-  std::shared_ptr<store::pg::Pool> pool_;
+  std::shared_ptr<pg::Pool> pool_;
 };
 
 }  // namespace idem::relay

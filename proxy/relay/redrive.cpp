@@ -4,28 +4,28 @@
 
 #include <vector>
 
+#include "pg/binary_row.hpp"
+#include "pg/handles.hpp"
+#include "pg/log.hpp"
+#include "pg/statement.hpp"
 #include "relay/sql.hpp"
-#include "store/pg/binary_row.hpp"
-#include "store/pg/handles.hpp"
-#include "store/pg/log.hpp"
-#include "store/pg/statement.hpp"
 
 namespace idem::relay {
 namespace {
 
-store::pg::ResultHandle run(PGconn* connection, const char* sql, const std::vector<store::pg::Param>& params) {
+pg::ResultHandle run(PGconn* connection, const char* sql, const std::vector<pg::Param>& params) {
   std::vector<Oid> types;
   std::vector<const char*> values;
   std::vector<int> lengths;
   std::vector<int> formats;
-  for (const store::pg::Param& param : params) {
+  for (const pg::Param& param : params) {
     types.push_back(param.type());
     values.push_back(param.is_null() ? nullptr : param.bytes().data());
     lengths.push_back(static_cast<int>(param.bytes().size()));
     formats.push_back(1);
   }
-  return store::pg::ResultHandle(PQexecParams(connection, sql, static_cast<int>(params.size()), types.data(), values.data(),
-                                              lengths.data(), formats.data(), /*resultFormat=*/1));
+  return pg::ResultHandle(PQexecParams(connection, sql, static_cast<int>(params.size()), types.data(), values.data(),
+                                       lengths.data(), formats.data(), /*resultFormat=*/1));
 }
 
 std::string failure(PGconn* connection, const PGresult* result) {
@@ -38,23 +38,23 @@ std::string failure(PGconn* connection, const PGresult* result) {
 
 RedriveResult redrive(const std::string& dsn, std::optional<std::int64_t> id) {
   RedriveResult outcome;
-  const store::pg::ConnHandle connection(PQconnectdb(dsn.c_str()));
+  const pg::ConnHandle connection(PQconnectdb(dsn.c_str()));
   if (!connection || PQstatus(connection.get()) != CONNECTION_OK) {
     outcome.error = "connect: " + (connection ? failure(connection.get(), nullptr) : std::string("out of memory"));
     return outcome;
   }
-  PQsetNoticeProcessor(connection.get(), store::pg::log_notice, nullptr);
-  const store::pg::ResultHandle result =
-      id ? run(connection.get(), sql::kRedriveOne, {store::pg::Param::int8(*id)}) : run(connection.get(), sql::kRedriveAll, {});
+  PQsetNoticeProcessor(connection.get(), pg::log_notice, nullptr);
+  const pg::ResultHandle result =
+      id ? run(connection.get(), sql::kRedriveOne, {pg::Param::int8(*id)}) : run(connection.get(), sql::kRedriveAll, {});
   if (!result || PQresultStatus(result.get()) != PGRES_TUPLES_OK) {
     outcome.error = "redrive: " + failure(connection.get(), result.get());
     return outcome;
   }
   for (int row = 0; row < PQntuples(result.get()); ++row) {
-    if (const auto value = store::pg::BinaryRow(result.get(), row).int8(0)) outcome.ids.push_back(*value);
+    if (const auto value = pg::BinaryRow(result.get(), row).int8(0)) outcome.ids.push_back(*value);
   }
   // Wake idle relays now rather than at their next poll (best effort).
-  store::pg::ResultHandle wake(PQexec(connection.get(), sql::kWakeRelays));
+  pg::ResultHandle wake(PQexec(connection.get(), sql::kWakeRelays));
   outcome.ok = true;
   return outcome;
 }

@@ -98,17 +98,17 @@ void Relay::claim(std::size_t worker) {
   std::string token = instance_ + "-" + std::to_string(++batches_);
   const Clock::time_point lease_end = Clock::now() + options_.lease;
   source_->claim(options_.batch_size, token, options_.lease,
-                 [self = shared_from_this(), worker, token, lease_end](const store::pg::PgError& error, std::vector<OutboxRow> rows) mutable {
+                 [self = shared_from_this(), worker, token, lease_end](const pg::PgError& error, std::vector<OutboxRow> rows) mutable {
                    self->on_claimed(worker, std::move(token), lease_end, error, std::move(rows));
                  });
 }
 
-void Relay::on_claimed(std::size_t worker, std::string token, Clock::time_point lease_end, const store::pg::PgError& error,
+void Relay::on_claimed(std::size_t worker, std::string token, Clock::time_point lease_end, const pg::PgError& error,
                        std::vector<OutboxRow> rows) {
   if (!error.ok()) {
     stats_.source_failures.fetch_add(1, std::memory_order_relaxed);
-    pause("claim failed (" + std::string(store::pg::pg_error_kind_name(error.kind)) + "): " + error.message);
-    if (error.kind != store::pg::PgErrorKind::reply_lost) {
+    pause("claim failed (" + std::string(pg::pg_error_kind_name(error.kind)) + "): " + error.message);
+    if (error.kind != pg::PgErrorKind::reply_lost) {
       go_idle(worker);
       return;
     }
@@ -156,14 +156,14 @@ void Relay::release_lost_claim(std::shared_ptr<LostClaim> claim, Clock::time_poi
   // rather than leave the rows leased behind it. Either way the release goes out.
   timer.async_wait([self = shared_from_this(), claim](const boost::system::error_code&) mutable {
     const std::string token = claim->token;
-    self->source_->release_claim(token, [self, claim = std::move(claim)](const store::pg::PgError& error,
+    self->source_->release_claim(token, [self, claim = std::move(claim)](const pg::PgError& error,
                                                                           std::size_t released) mutable {
       self->on_lost_claim_released(std::move(claim), error, released);
     });
   });
 }
 
-void Relay::on_lost_claim_released(std::shared_ptr<LostClaim> claim, const store::pg::PgError& error,
+void Relay::on_lost_claim_released(std::shared_ptr<LostClaim> claim, const pg::PgError& error,
                                    std::size_t released) {
   const std::size_t worker = claim->worker;
   if (error.ok()) {
@@ -284,17 +284,17 @@ void Relay::release_all(std::shared_ptr<Batch> batch, std::string why) {
 void Relay::settle(std::shared_ptr<Batch> batch) {
   workers_[batch->worker].state = WorkerState::settling;
   source_->settle(batch->token, batch->settlements,
-                  [self = shared_from_this(), batch](store::pg::PgError error, std::size_t updated) mutable {
+                  [self = shared_from_this(), batch](pg::PgError error, std::size_t updated) mutable {
                     self->on_settled(std::move(batch), std::move(error), updated);
                   });
 }
 
-void Relay::on_settled(std::shared_ptr<Batch> batch, store::pg::PgError error, std::size_t updated) {
+void Relay::on_settled(std::shared_ptr<Batch> batch, pg::PgError error, std::size_t updated) {
   const std::size_t worker = batch->worker;
   if (!error.ok()) {
     stats_.source_failures.fetch_add(1, std::memory_order_relaxed);
     ++batch->settle_failures;
-    if (error.kind == store::pg::PgErrorKind::reply_lost) batch->settle_reply_lost = true;
+    if (error.kind == pg::PgErrorKind::reply_lost) batch->settle_reply_lost = true;
     const std::chrono::milliseconds delay = outage_backoff_.delay(batch->settle_failures);
     if (!stopping_ && Clock::now() + delay + options_.publish_timeout < batch->lease_end) {
       log::warn("settle_failed", {{"token", batch->token},
@@ -425,7 +425,7 @@ void Relay::run_retention() {
 void Relay::retention_round(std::size_t deleted_so_far, std::size_t batches) {
   source_->delete_published(
       options_.retention_max_age, options_.retention_batch,
-      [self = shared_from_this(), deleted_so_far, batches](store::pg::PgError error, std::size_t deleted) {
+      [self = shared_from_this(), deleted_so_far, batches](pg::PgError error, std::size_t deleted) {
         if (!error.ok()) {
           if (!self->stopping_) log::warn("retention_failed", {{"error", error.message}});
           self->run_retention();
@@ -446,7 +446,7 @@ void Relay::retention_round(std::size_t deleted_so_far, std::size_t batches) {
 }
 
 void Relay::run_stats() {
-  source_->backlog([self = shared_from_this()](const store::pg::PgError& error, Backlog backlog) {
+  source_->backlog([self = shared_from_this()](const pg::PgError& error, Backlog backlog) {
     RelayStats& stats = self->stats_;
     stats.sink_ready.store(self->sink_->ready(), std::memory_order_relaxed);
     stats.source_connected.store(self->source_->connected(), std::memory_order_relaxed);

@@ -101,16 +101,16 @@ class Relay : public std::enable_shared_from_this<Relay> {
 
   void wake_one();
   void claim(std::size_t worker);
-  void on_claimed(std::size_t worker, std::string token, Clock::time_point lease_end, const store::pg::PgError& error,
+  void on_claimed(std::size_t worker, std::string token, Clock::time_point lease_end, const pg::PgError& error,
                   std::vector<OutboxRow> rows);
   void publish(std::shared_ptr<Batch> batch);
   void on_published(std::shared_ptr<Batch> batch, std::vector<Delivery> deliveries);
   void release_all(std::shared_ptr<Batch> batch, std::string why);
   void settle(std::shared_ptr<Batch> batch);
-  void on_settled(std::shared_ptr<Batch> batch, store::pg::PgError error, std::size_t updated);
+  void on_settled(std::shared_ptr<Batch> batch, pg::PgError error, std::size_t updated);
   void count_settled(const Batch& batch);
   void release_lost_claim(std::shared_ptr<LostClaim> claim, Clock::time_point at);
-  void on_lost_claim_released(std::shared_ptr<LostClaim> claim, const store::pg::PgError& error, std::size_t released);
+  void on_lost_claim_released(std::shared_ptr<LostClaim> claim, const pg::PgError& error, std::size_t released);
   void worker_finished(std::size_t worker, bool more_work);
   void go_idle(std::size_t worker);
   void pause(std::string why);

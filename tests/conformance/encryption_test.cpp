@@ -16,7 +16,7 @@
 
 #include "conformance/store_harness.hpp"
 #include "crypto/keyring.hpp"
-#include "store/pg/handles.hpp"
+#include "pg/handles.hpp"
 #include "store/sealed_record.hpp"
 
 namespace idem::test {
@@ -242,7 +242,7 @@ struct RawRow {
 class PgEncryption : public StoreEncryption<PgHarness> {
  protected:
   // Runs `sql` with text parameters on a connection of its own; binary results (bytea as is).
-  store::pg::ResultHandle run(const std::string& sql, const std::vector<std::string>& params) {
+  pg::ResultHandle run(const std::string& sql, const std::vector<std::string>& params) {
     connection_.reset(PQconnectdb(harness_.dsn().c_str()));
     if (PQstatus(connection_.get()) != CONNECTION_OK) {
       ADD_FAILURE() << "cannot connect: " << PQerrorMessage(connection_.get());
@@ -250,7 +250,7 @@ class PgEncryption : public StoreEncryption<PgHarness> {
     }
     std::vector<const char*> values;
     for (const std::string& param : params) values.push_back(param.c_str());
-    store::pg::ResultHandle result(PQexecParams(connection_.get(), sql.c_str(), static_cast<int>(values.size()), nullptr,
+    pg::ResultHandle result(PQexecParams(connection_.get(), sql.c_str(), static_cast<int>(values.size()), nullptr,
                                                 values.data(), nullptr, nullptr, 1));
     const ExecStatusType status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
     if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
@@ -261,7 +261,7 @@ class PgEncryption : public StoreEncryption<PgHarness> {
   }
 
   std::optional<RawRow> raw_row(const std::string& key) {
-    const store::pg::ResultHandle result =
+    const pg::ResultHandle result =
         run("SELECT response_status, response_headers, response_body FROM idempotency_records WHERE scope = $1 AND key = $2",
             {scope_, key});
     if (!result || PQntuples(result.get()) != 1) {
@@ -283,7 +283,7 @@ class PgEncryption : public StoreEncryption<PgHarness> {
                     {scope_, key, std::to_string(index)}));
   }
 
-  store::pg::ConnHandle connection_;
+  pg::ConnHandle connection_;
 };
 
 TEST_F(PgEncryption, RawRowHoldsNoPlaintextAndNamesItsKey) {

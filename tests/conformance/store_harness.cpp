@@ -10,10 +10,10 @@
 
 #include "crypto/keyring.hpp"
 #include "integration/pg_private_schema.hpp"
+#include "pg/handles.hpp"
 #include "store/encrypting_store.hpp"
 #include "store/memory_store.hpp"
 #include "store/sealed_record.hpp"
-#include "store/pg/handles.hpp"
 #include "store/pg/pg_store.hpp"
 
 namespace idem::test {
@@ -159,7 +159,7 @@ void PgHarness::set_up() {
 
   io_ = std::make_unique<boost::asio::io_context>(1);
   store_ = std::make_unique<store::pg::PgStore>(
-      *io_, store::pg::PoolOptions{.dsn = schema_->dsn(),
+      *io_, pg::PoolOptions{.dsn = schema_->dsn(),
                                    .size = 2,
                                    .connect_timeout = std::chrono::seconds(5),
                                    .query_timeout = std::chrono::seconds(5),
@@ -184,7 +184,7 @@ store::Store& PgHarness::backend() { return *store_; }
 const std::string& PgHarness::dsn() const { return schema_->dsn(); }
 
 std::optional<std::size_t> PgHarness::count_rows(const std::string& where, const std::vector<std::string>& params) {
-  const store::pg::ConnHandle connection(PQconnectdb(schema_->dsn().c_str()));
+  const pg::ConnHandle connection(PQconnectdb(schema_->dsn().c_str()));
   if (!connection || PQstatus(connection.get()) != CONNECTION_OK) {
     ADD_FAILURE() << "count_rows: cannot connect: " << (connection ? PQerrorMessage(connection.get()) : "");
     return std::nullopt;
@@ -192,7 +192,7 @@ std::optional<std::size_t> PgHarness::count_rows(const std::string& where, const
   std::vector<const char*> values;
   for (const std::string& param : params) values.push_back(param.c_str());
   const std::string sql = "SELECT count(*) FROM idempotency_records WHERE " + where;
-  const store::pg::ResultHandle result(PQexecParams(connection.get(), sql.c_str(), static_cast<int>(values.size()),
+  const pg::ResultHandle result(PQexecParams(connection.get(), sql.c_str(), static_cast<int>(values.size()),
                                                     nullptr, values.data(), nullptr, nullptr, 0));
   if (!result || PQresultStatus(result.get()) != PGRES_TUPLES_OK || PQntuples(result.get()) != 1) {
     ADD_FAILURE() << "count_rows: " << PQerrorMessage(connection.get());

@@ -8,7 +8,8 @@
 #include <thread>
 
 #include "integration/pg_test_env.hpp"
-#include "store/pg/counters.hpp"
+#include "pg/counters.hpp"
+#include "store/pg/store_counters.hpp"
 
 namespace idem::test {
 namespace {
@@ -37,7 +38,7 @@ void tally(RoundTally& round, StoreError error, const core::ClaimResult& result)
   }
 }
 
-store::pg::PoolOptions pool_of(const std::string& dsn, std::size_t size) {
+pg::PoolOptions pool_of(const std::string& dsn, std::size_t size) {
   return {.dsn = dsn,
           .size = size,
           .connect_timeout = std::chrono::seconds(5),
@@ -49,15 +50,15 @@ class ClaimRace : public PgTest {};
 
 TEST_F(ClaimRace, SixtyFourConnectionsOnOneLoopElectExactlyOneOwner) {
   boost::asio::io_context io(1);
-  const auto connects_before = store::pg::pg_counters().connects_succeeded.load();
+  const auto connects_before = pg::pg_counters().connects_succeeded.load();
   store::pg::PgStore store(io, pool_of(dsn(), kClaimers));
   store.start();
   // All 64 connections up first, so the claims really leave together.
   ASSERT_TRUE(run_until(io, [&] {
-    return store::pg::pg_counters().connects_succeeded.load() - connects_before >= kClaimers;
+    return pg::pg_counters().connects_succeeded.load() - connects_before >= kClaimers;
   })) << "the pool did not open " << kClaimers << " connections";
 
-  const auto reruns_before = store::pg::pg_counters().claim_reruns.load();
+  const auto reruns_before = store::pg::pg_store_counters().claim_reruns.load();
   const std::string scope = fresh_name("race-");
   for (int round = 0; round < kRounds; ++round) {
     const std::string key = fresh_name("key-");
@@ -75,7 +76,7 @@ TEST_F(ClaimRace, SixtyFourConnectionsOnOneLoopElectExactlyOneOwner) {
     EXPECT_EQ(tallied.in_flight, kClaimers - 1) << "round " << round;
     EXPECT_EQ(tallied.other, 0) << "round " << round;
   }
-  const auto reruns = store::pg::pg_counters().claim_reruns.load() - reruns_before;
+  const auto reruns = store::pg::pg_store_counters().claim_reruns.load() - reruns_before;
   // Not asserted (it may be 0 by chance); shown so a run tells whether the re-run path was taken.
   std::cout << "claim statements re-run after the race (one loop, " << kRounds << " rounds): " << reruns << "\n";
   RecordProperty("claim_reruns", static_cast<int>(reruns));
@@ -91,7 +92,7 @@ TEST_F(ClaimRace, FourStoresOnFourThreadsElectExactlyOneOwner) {
   std::vector<std::vector<RoundTally>> tallies(kThreads, std::vector<RoundTally>(kRounds));
   std::vector<std::string> failures(kThreads);
   std::barrier sync(kThreads);
-  const auto reruns_before = store::pg::pg_counters().claim_reruns.load();
+  const auto reruns_before = store::pg::pg_store_counters().claim_reruns.load();
 
   std::vector<std::thread> threads;
   for (int thread = 0; thread < kThreads; ++thread) {
@@ -130,7 +131,7 @@ TEST_F(ClaimRace, FourStoresOnFourThreadsElectExactlyOneOwner) {
     EXPECT_EQ(total.in_flight, kClaimers - 1) << "round " << round;
     EXPECT_EQ(total.other, 0) << "round " << round;
   }
-  const auto reruns = store::pg::pg_counters().claim_reruns.load() - reruns_before;
+  const auto reruns = store::pg::pg_store_counters().claim_reruns.load() - reruns_before;
   std::cout << "claim statements re-run after the race (four loops, " << kRounds << " rounds): " << reruns << "\n";
   RecordProperty("claim_reruns", static_cast<int>(reruns));
 }
@@ -157,7 +158,7 @@ TEST_F(ClaimRace, AClaimThatWaitedOnAnotherInsertRunsAgainAndSeesItsRecord) {
                          {scope, key}))
       << other.error();
 
-  const auto reruns_before = store::pg::pg_counters().claim_reruns.load();
+  const auto reruns_before = store::pg::pg_store_counters().claim_reruns.load();
   auto outcome = std::make_shared<std::optional<std::pair<StoreError, core::ClaimResult>>>();
   store.claim(claim_request(scope, key, "owner-waiting"), [outcome](StoreError error, core::ClaimResult result) {
     *outcome = std::make_pair(error, std::move(result));
@@ -172,7 +173,7 @@ TEST_F(ClaimRace, AClaimThatWaitedOnAnotherInsertRunsAgainAndSeesItsRecord) {
   EXPECT_EQ((*outcome)->second.existing.state, core::RecordState::in_flight);
   EXPECT_EQ((*outcome)->second.existing.fingerprint, "v1:other");
   EXPECT_GT((*outcome)->second.existing.lease_remaining, std::chrono::milliseconds(0));
-  EXPECT_EQ(store::pg::pg_counters().claim_reruns.load() - reruns_before, 1u) << "the no-row answer was not run again";
+  EXPECT_EQ(store::pg::pg_store_counters().claim_reruns.load() - reruns_before, 1u) << "the no-row answer was not run again";
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 #include <thread>
 
 #include "integration/pg_test_env.hpp"
-#include "store/pg/embedded_migrations.hpp"
-#include "store/pg/migrate.hpp"
+#include "pg/migrate.hpp"
+#include "store/pg/migrations.hpp"
 
 namespace idem::test {
 namespace {
@@ -34,12 +34,12 @@ class Migrate : public PgTest {
 };
 
 TEST_F(Migrate, SecondRunAppliesNothing) {
-  const store::pg::MigrateResult first = store::pg::migrate(database_dsn_);
+  const pg::MigrateResult first = store::pg::migrate(database_dsn_);
   ASSERT_TRUE(first.ok) << first.error;
   EXPECT_EQ(first.applied, migration_count());
   EXPECT_EQ(first.schema_version, latest_version());
 
-  const store::pg::MigrateResult second = store::pg::migrate(database_dsn_);
+  const pg::MigrateResult second = store::pg::migrate(database_dsn_);
   ASSERT_TRUE(second.ok) << second.error;
   EXPECT_EQ(second.applied, 0);
   EXPECT_EQ(second.schema_version, latest_version());
@@ -63,7 +63,7 @@ TEST_F(Migrate, SecondRunAppliesNothing) {
 
 TEST_F(Migrate, ConcurrentMigratorsAllSucceedAndApplyOnce) {
   constexpr int kMigrators = 4;
-  std::vector<store::pg::MigrateResult> results(kMigrators);
+  std::vector<pg::MigrateResult> results(kMigrators);
   std::vector<std::thread> threads;
   for (int i = 0; i < kMigrators; ++i) {
     threads.emplace_back([&, i] { results[i] = store::pg::migrate(database_dsn_); });
@@ -71,7 +71,7 @@ TEST_F(Migrate, ConcurrentMigratorsAllSucceedAndApplyOnce) {
   for (std::thread& thread : threads) thread.join();
 
   int applied = 0;
-  for (const store::pg::MigrateResult& result : results) {
+  for (const pg::MigrateResult& result : results) {
     EXPECT_TRUE(result.ok) << result.error;
     EXPECT_EQ(result.schema_version, latest_version());
     applied += result.applied;
@@ -80,7 +80,7 @@ TEST_F(Migrate, ConcurrentMigratorsAllSucceedAndApplyOnce) {
 }
 
 TEST_F(Migrate, UnreachableServerIsAnErrorNotACrash) {
-  const store::pg::MigrateResult result =
+  const pg::MigrateResult result =
       store::pg::migrate(dsn_with(dsn_with(dsn(), "host", "127.0.0.1"), "port", std::to_string(closed_port())));
   EXPECT_FALSE(result.ok);
   EXPECT_EQ(result.applied, 0);

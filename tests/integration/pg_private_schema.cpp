@@ -6,8 +6,8 @@
 #include <random>
 #include <string_view>
 
-#include "store/pg/handles.hpp"
-#include "store/pg/migrate.hpp"
+#include "pg/handles.hpp"
+#include "store/pg/migrations.hpp"
 
 namespace idem::test {
 namespace {
@@ -15,7 +15,7 @@ namespace {
 // `dsn` with `-c search_path=<schema>` added to its `options` (kept, when it has some).
 std::string with_search_path(const std::string& dsn, const std::string& schema, std::string& error) {
   char* parse_error = nullptr;
-  const store::pg::ConninfoHandle options(PQconninfoParse(dsn.c_str(), &parse_error));
+  const pg::ConninfoHandle options(PQconninfoParse(dsn.c_str(), &parse_error));
   if (!options) {
     error = parse_error != nullptr ? parse_error : "cannot parse the DSN";
     PQfreemem(parse_error);
@@ -45,13 +45,13 @@ std::string with_search_path(const std::string& dsn, const std::string& schema, 
 
 // Runs one parameterless command on a fresh connection; empty on success, else the error.
 std::string run_command(const std::string& dsn, const std::string& sql) {
-  const store::pg::ConnHandle connection(PQconnectdb(dsn.c_str()));
+  const pg::ConnHandle connection(PQconnectdb(dsn.c_str()));
   if (!connection || PQstatus(connection.get()) != CONNECTION_OK) {
     return "connect: " + std::string(connection ? PQerrorMessage(connection.get()) : "out of memory");
   }
   // DROP ... CASCADE lists what it drops as NOTICEs: not worth a test log.
   PQsetNoticeProcessor(connection.get(), [](void*, const char*) {}, nullptr);
-  const store::pg::ResultHandle result(PQexec(connection.get(), sql.c_str()));
+  const pg::ResultHandle result(PQexec(connection.get(), sql.c_str()));
   if (!result || PQresultStatus(result.get()) != PGRES_COMMAND_OK) return sql + ": " + PQerrorMessage(connection.get());
   return {};
 }
@@ -70,7 +70,7 @@ PrivateSchema::PrivateSchema(const std::string& dsn, const std::string& prefix) 
   error_ = run_command(dsn, "CREATE SCHEMA \"" + name_ + "\"");
   if (!ok()) return;
   created_ = true;
-  const store::pg::MigrateResult migrated = store::pg::migrate(schema_dsn_);
+  const pg::MigrateResult migrated = store::pg::migrate(schema_dsn_);
   if (!migrated.ok) error_ = "migrate: " + migrated.error;
 }
 

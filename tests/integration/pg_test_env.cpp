@@ -9,7 +9,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "store/pg/migrate.hpp"
+#include "store/pg/migrations.hpp"
 
 namespace idem::test {
 
@@ -20,7 +20,7 @@ void PgTest::SetUp() {
                     "(e.g. IDEMPROXY_TEST_PG_DSN='host=127.0.0.1 port=55432 user=postgres dbname=postgres')";
   }
   dsn_ = dsn;
-  static const store::pg::MigrateResult migrated = store::pg::migrate(dsn_);
+  static const pg::MigrateResult migrated = store::pg::migrate(dsn_);
   ASSERT_TRUE(migrated.ok) << "migrate: " << migrated.error;
 }
 
@@ -60,7 +60,7 @@ std::string dsn_with(const std::string& dsn, const std::string& keyword, const s
     PQfreemem(error);
     throw std::runtime_error(message);
   }
-  const store::pg::ConninfoHandle owned(options);
+  const pg::ConninfoHandle owned(options);
   std::string result;
   const auto quoted = [](const std::string& text) {
     std::string out = "'";
@@ -108,7 +108,7 @@ std::optional<std::vector<std::string>> BlockingClient::exec(const std::string& 
                                                              const std::vector<std::string>& params) {
   std::vector<const char*> values;
   for (const std::string& param : params) values.push_back(param.c_str());
-  const store::pg::ResultHandle result(PQexecParams(connection_.get(), sql.c_str(), static_cast<int>(values.size()),
+  const pg::ResultHandle result(PQexecParams(connection_.get(), sql.c_str(), static_cast<int>(values.size()),
                                                     nullptr, values.data(), nullptr, nullptr, 0));
   const ExecStatusType status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "store/pg/handles.hpp"
+#include "pg/handles.hpp"
 #include "store/pg/pg_store.hpp"
 #include "store/store.hpp"
 
@@ -58,7 +58,7 @@ class BlockingClient {
   std::optional<std::vector<std::string>> exec(const std::string& sql, const std::vector<std::string>& params = {});
 
  private:
-  store::pg::ConnHandle connection_;
+  pg::ConnHandle connection_;
   std::string last_error_;
 };
 

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "integration/pg_test_env.hpp"
-#include "store/pg/counters.hpp"
+#include "pg/counters.hpp"
 
 namespace idem::test {
 namespace {
@@ -39,7 +39,7 @@ class PoolFailure : public PgTest {};
 TEST_F(PoolFailure, NoServerMeansUnavailableWithinTheAcquireTimeout) {
   boost::asio::io_context io(1);
   const std::string nowhere = dsn_with(dsn(), "port", std::to_string(closed_port()));
-  const auto failed_before = store::pg::pg_counters().connects_failed.load();
+  const auto failed_before = pg::pg_counters().connects_failed.load();
   store::pg::PgStore store(io, {.dsn = dsn_with(nowhere, "host", "127.0.0.1"),
                                 .size = 2,
                                 .connect_timeout = 500ms,
@@ -56,9 +56,9 @@ TEST_F(PoolFailure, NoServerMeansUnavailableWithinTheAcquireTimeout) {
   EXPECT_FALSE(store.connected());
 
   // The slots keep trying, with backoff: some attempts, but no tight loop.
-  const auto failed_mid = store::pg::pg_counters().connects_failed.load();
+  const auto failed_mid = pg::pg_counters().connects_failed.load();
   run_until(io, [] { return false; }, 1200ms);
-  const auto attempts = store::pg::pg_counters().connects_failed.load() - failed_mid;
+  const auto attempts = pg::pg_counters().connects_failed.load() - failed_mid;
   EXPECT_GE(attempts, 2u);
   EXPECT_LE(attempts, 20u);
   EXPECT_GT(failed_mid - failed_before, 0u);
@@ -79,7 +79,7 @@ TEST_F(PoolFailure, SilentServerHitsTheConnectDeadline) {
   {
     boost::asio::io_context io(1);
     const auto timeouts_dsn = dsn_with(dsn_with(dsn(), "host", "127.0.0.1"), "port", std::to_string(ntohs(address.sin_port)));
-    const auto failed_before = store::pg::pg_counters().connects_failed.load();
+    const auto failed_before = pg::pg_counters().connects_failed.load();
     store::pg::PgStore store(io, {.dsn = dsn_with(timeouts_dsn, "sslmode", "disable"),
                                   .size = 1,
                                   .connect_timeout = 200ms,
@@ -90,7 +90,7 @@ TEST_F(PoolFailure, SilentServerHitsTheConnectDeadline) {
     ASSERT_TRUE(claim.error.has_value());
     EXPECT_EQ(*claim.error, StoreError::unavailable);
     EXPECT_LT(claim.took, 1500ms);
-    EXPECT_GE(store::pg::pg_counters().connects_failed.load() - failed_before, 1u);  // the deadline fired
+    EXPECT_GE(pg::pg_counters().connects_failed.load() - failed_before, 1u);  // the deadline fired
   }
   ::close(listener);
 }
@@ -143,13 +143,13 @@ TEST_F(PoolFailure, StatementPastItsDeadlineIsAReplyLostThenThePoolRecovers) {
                                   {scope, "locked"});
   ASSERT_TRUE(locked && locked->size() == 1) << locker.error();
 
-  const auto timeouts_before = store::pg::pg_counters().query_timeouts.load();
+  const auto timeouts_before = pg::pg_counters().query_timeouts.load();
   const TimedClaim stuck = timed_claim(io, store, claim_request(scope, "locked", "owner-2"));
   ASSERT_TRUE(stuck.error.has_value());
   EXPECT_EQ(*stuck.error, StoreError::reply_lost);  // sent: its effect is unknown
   EXPECT_GE(stuck.took, 280ms);
   EXPECT_LT(stuck.took, 1500ms);
-  EXPECT_EQ(store::pg::pg_counters().query_timeouts.load() - timeouts_before, 1u);
+  EXPECT_EQ(pg::pg_counters().query_timeouts.load() - timeouts_before, 1u);
 
   ASSERT_TRUE(locker.exec("ROLLBACK")) << locker.error();
   const TimedClaim next = timed_claim(io, store, claim_request(scope, "after", "owner-3"));
@@ -166,14 +166,14 @@ TEST_F(PoolFailure, IdleConnectionsKilledByTheServerAreReplaced) {
   boost::asio::io_context io(1);
   const std::string application = fresh_name("idem-kill-");
   constexpr std::size_t kSize = 3;
-  const auto connects_before = store::pg::pg_counters().connects_succeeded.load();
+  const auto connects_before = pg::pg_counters().connects_succeeded.load();
   store::pg::PgStore store(io, {.dsn = dsn_with(dsn(), "application_name", application),
                                 .size = kSize,
                                 .connect_timeout = 2s,
                                 .query_timeout = 2s,
                                 .acquire_timeout = 2s});
   store.start();
-  ASSERT_TRUE(run_until(io, [&] { return store::pg::pg_counters().connects_succeeded.load() - connects_before >= kSize; }));
+  ASSERT_TRUE(run_until(io, [&] { return pg::pg_counters().connects_succeeded.load() - connects_before >= kSize; }));
 
   BlockingClient admin(dsn());
   ASSERT_TRUE(admin.ok()) << admin.error();
@@ -184,7 +184,7 @@ TEST_F(PoolFailure, IdleConnectionsKilledByTheServerAreReplaced) {
 
   // Each idle connection notices the hang-up by itself and the pool reconnects it...
   ASSERT_TRUE(run_until(io, [&] {
-    return store::pg::pg_counters().connects_succeeded.load() - connects_before >= 2 * kSize;
+    return pg::pg_counters().connects_succeeded.load() - connects_before >= 2 * kSize;
   }, 5s)) << "the killed connections were not replaced";
   // ...so no request pays for the dead connections.
   const std::string scope = fresh_name("killed-");
@@ -233,7 +233,7 @@ TEST_F(PoolFailure, DestroyingTheStoreWithStatementsInFlightRunsEveryHandlerOnce
   std::vector<int> calls(kClaims, 0);
   std::vector<std::optional<StoreError>> errors(kClaims);
   {
-    auto store = std::make_unique<store::pg::PgStore>(io, store::pg::PoolOptions{.dsn = dsn(), .size = 2});
+    auto store = std::make_unique<store::pg::PgStore>(io, pg::PoolOptions{.dsn = dsn(), .size = 2});
     store->start();
     ASSERT_TRUE(run_until(io, [&] { return store->connected(); }));
     const std::string scope = fresh_name("destroy-");

@@ -4,10 +4,10 @@
 // or already holds one under our name (42P05) is served transparently, and with
 // prepared_statements off nothing is prepared at all.
 #include "integration/pg_test_env.hpp"
-#include "store/pg/binary_row.hpp"
-#include "store/pg/counters.hpp"
-#include "store/pg/pool.hpp"
-#include "store/pg/prepared_statements.hpp"
+#include "pg/binary_row.hpp"
+#include "pg/counters.hpp"
+#include "pg/pool.hpp"
+#include "pg/prepared_statements.hpp"
 #include "store/pg/record_codec.hpp"
 #include "store/pg/sql.hpp"
 
@@ -18,11 +18,11 @@ namespace {
 
 using namespace std::chrono_literals;
 using store::StoreError;
-using store::pg::PgError;
-using store::pg::PgErrorKind;
-using store::pg::Pool;
-using store::pg::ResultHandle;
-using store::pg::Statement;
+using pg::PgError;
+using pg::PgErrorKind;
+using pg::Pool;
+using pg::ResultHandle;
+using pg::Statement;
 
 // Statements of the tests themselves, run on the pooled session they inspect.
 constexpr const char* kPreparedNames = "SELECT name FROM pg_prepared_statements ORDER BY name";
@@ -45,7 +45,7 @@ class PreparedStatements : public PgTest {
   // A one-connection pool, so every statement runs in the same server session.
   std::shared_ptr<Pool> start_pool(bool prepared) {
     auto pool = std::make_shared<Pool>(
-        io_, store::pg::PoolOptions{.dsn = dsn_with(dsn(), "application_name", application_),
+        io_, pg::PoolOptions{.dsn = dsn_with(dsn(), "application_name", application_),
                                     .size = 1,
                                     .prepared_statements = prepared});
     pool->start();
@@ -72,7 +72,7 @@ class PreparedStatements : public PgTest {
     std::vector<std::string> names;
     if (!listed.result) return names;
     for (int row = 0; row < PQntuples(listed.result.get()); ++row) {
-      const auto name = store::pg::BinaryRow(listed.result.get(), row).text(0);
+      const auto name = pg::BinaryRow(listed.result.get(), row).text(0);
       EXPECT_TRUE(name.has_value());
       if (name) names.emplace_back(*name);
     }
@@ -83,7 +83,7 @@ class PreparedStatements : public PgTest {
     Executed pid = execute(pool, Statement{.name = "backend pid", .sql = kBackendPid, .params = {}});
     EXPECT_TRUE(pid.error.ok()) << pid.error.message;
     if (!pid.result || PQntuples(pid.result.get()) != 1) return 0;
-    return store::pg::BinaryRow(pid.result.get(), 0).int4(0).value_or(0);
+    return pg::BinaryRow(pid.result.get(), 0).int4(0).value_or(0);
   }
 
   // A claim of a fresh key through `pool`: ok and claimed, or a test failure.
@@ -111,7 +111,7 @@ class PreparedStatements : public PgTest {
   static std::string name_of(const Statement& statement) {
     std::vector<Oid> types;
     for (const auto& param : statement.params) types.push_back(param.type());
-    return store::pg::prepared_statement_name(statement.sql, types);
+    return pg::prepared_statement_name(statement.sql, types);
   }
   std::string claim_name() const { return name_of(store::pg::claim_statement(claim_request(scope_, "k", "o"))); }
   std::string complete_name() const {
@@ -119,9 +119,9 @@ class PreparedStatements : public PgTest {
                                                   .state = core::RecordState::completed, .response = {}}));
   }
 
-  std::uint64_t prepared_count() const { return store::pg::pg_counters().statements_prepared.load(); }
-  std::uint64_t sent_count() const { return store::pg::pg_counters().statements_sent.load(); }
-  std::uint64_t lost_count() const { return store::pg::pg_counters().prepared_statements_lost.load(); }
+  std::uint64_t prepared_count() const { return pg::pg_counters().statements_prepared.load(); }
+  std::uint64_t sent_count() const { return pg::pg_counters().statements_sent.load(); }
+  std::uint64_t lost_count() const { return pg::pg_counters().prepared_statements_lost.load(); }
 
   boost::asio::io_context io_{1};
   std::string application_;
@@ -158,14 +158,14 @@ TEST_F(PreparedStatements, AReconnectedSessionPreparesAgainWithoutAFailedRequest
   const std::int32_t first_pid = backend_pid(*pool);
   ASSERT_NE(first_pid, 0);
 
-  const auto connects_before = store::pg::pg_counters().connects_succeeded.load();
+  const auto connects_before = pg::pg_counters().connects_succeeded.load();
   BlockingClient admin(dsn());
   ASSERT_TRUE(admin.ok()) << admin.error();
   const auto killed = admin.exec("SELECT pg_terminate_backend($1::int)::text", {std::to_string(first_pid)});
   ASSERT_TRUE(killed) << admin.error();
   ASSERT_EQ(*killed, std::vector<std::string>{"true"});
   // The idle connection notices the hang-up and the pool connects a new session.
-  ASSERT_TRUE(run_until(io_, [&] { return store::pg::pg_counters().connects_succeeded.load() > connects_before; }, 5s));
+  ASSERT_TRUE(run_until(io_, [&] { return pg::pg_counters().connects_succeeded.load() > connects_before; }, 5s));
 
   const auto prepared_before = prepared_count();
   const auto sent_before = sent_count();

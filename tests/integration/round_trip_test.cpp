@@ -2,7 +2,7 @@
 // costs a claim and a complete, a replay costs one claim; every other operation is one statement.
 // The same with prepared statements: a statement's prepare travels with its first execution.
 #include "integration/pg_test_env.hpp"
-#include "store/pg/counters.hpp"
+#include "pg/counters.hpp"
 
 namespace idem::test {
 namespace {
@@ -15,18 +15,18 @@ class RoundTrips : public PgTest, public ::testing::WithParamInterface<bool> {
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(PgTest::SetUp());
     store_ = std::make_unique<store::pg::PgStore>(
-        io_, store::pg::PoolOptions{.dsn = dsn(), .size = 1, .prepared_statements = GetParam()});
+        io_, pg::PoolOptions{.dsn = dsn(), .size = 1, .prepared_statements = GetParam()});
     store_->start();
     ASSERT_TRUE(run_until(io_, [&] { return store_->connected(); }));
   }
 
   // Statements sent while `operation` ran to completion.
   std::uint64_t statements_for(const std::function<void(std::function<void()> done)>& operation) {
-    const auto before = store::pg::pg_counters().statements_sent.load();
+    const auto before = pg::pg_counters().statements_sent.load();
     bool finished = false;
     operation([&] { finished = true; });
     EXPECT_TRUE(run_until(io_, [&] { return finished; }));
-    return store::pg::pg_counters().statements_sent.load() - before;
+    return pg::pg_counters().statements_sent.load() - before;
   }
 
   boost::asio::io_context io_{1};

@@ -37,7 +37,7 @@ class Sweep : public PgTest {
     schema_.reset();
   }
 
-  store::pg::PoolOptions pool(std::size_t size) const {
+  pg::PoolOptions pool(std::size_t size) const {
     return {.dsn = schema_->dsn(), .size = size, .connect_timeout = 5s, .query_timeout = 2s, .acquire_timeout = 5s};
   }
 
@@ -250,7 +250,7 @@ TEST_P(SweepFaults, TheReaperHearsReplyLostAndTheNextSweepsCarryOn) {
   }
 
   boost::asio::io_context io(1);
-  store::pg::PoolOptions options = pool(1);
+  pg::PoolOptions options = pool(1);
   options.query_timeout = 1s;
   options.dsn = dsn_with(dsn_with(options.dsn, "port", std::to_string(postgres.port())), "sslmode", "disable");
   store::pg::PgStore store(io, options);

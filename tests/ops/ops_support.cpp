@@ -14,7 +14,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "store/pg/handles.hpp"
+#include "pg/handles.hpp"
 #include "support/env.hpp"
 #include "support/eventually.hpp"
 
@@ -25,9 +25,9 @@ namespace {
 constexpr std::string_view kFixtureAdminLine = R"(admin: { listen: "127.0.0.1:0" })";
 constexpr std::string_view kAdminListeningEvent = R"("event":"admin_listening")";
 
-using PgConn = store::pg::ConnHandle;
-using PgResult = store::pg::ResultHandle;
-using PgConninfo = store::pg::ConninfoHandle;
+using PgConn = pg::ConnHandle;
+using PgResult = pg::ResultHandle;
+using PgConninfo = pg::ConninfoHandle;
 
 // dsn with its dbname replaced: parsed by libpq, so keyword strings and URIs both work.
 std::string dsn_with_dbname(const std::string& dsn, const std::string& dbname) {

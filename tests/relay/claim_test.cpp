@@ -23,7 +23,7 @@ class Claim : public ::testing::Test {
  protected:
   void SetUp() override {
     schema_ = std::make_unique<OutboxSchema>("claim");
-    store::pg::PoolOptions options;
+    pg::PoolOptions options;
     options.dsn = schema_->dsn();
     options.size = 4;
     source_ = std::make_shared<OutboxSource>(io_, options);
@@ -43,7 +43,7 @@ class Claim : public ::testing::Test {
   std::vector<std::int64_t> claim(std::size_t limit, const std::string& token, std::chrono::milliseconds lease = 10s) {
     bool done = false;
     std::vector<std::int64_t> ids;
-    source_->claim(limit, token, lease, [&](store::pg::PgError error, std::vector<OutboxRow> rows) {
+    source_->claim(limit, token, lease, [&](pg::PgError error, std::vector<OutboxRow> rows) {
       EXPECT_TRUE(error.ok()) << error.message;
       for (const OutboxRow& row : rows) ids.push_back(row.id);
       done = true;
@@ -58,7 +58,7 @@ class Claim : public ::testing::Test {
     for (const std::int64_t id : ids) settlements.push_back({.id = id, .outcome = outcome, .delay = delay, .error = "boom"});
     bool done = false;
     std::size_t updated = 0;
-    source_->settle(token, settlements, [&](store::pg::PgError error, std::size_t rows) {
+    source_->settle(token, settlements, [&](pg::PgError error, std::size_t rows) {
       EXPECT_TRUE(error.ok()) << error.message;
       updated = rows;
       done = true;
@@ -140,7 +140,7 @@ TEST_F(Claim, ConcurrentClaimersNeverReorderAnAggregate) {
   int batch_number = 0;
   std::function<void(int)> loop = [&](int worker) {
     const std::string token = "w" + std::to_string(worker) + "-" + std::to_string(++batch_number);
-    source_->claim(7, token, 10s, [&, worker, token](store::pg::PgError error, std::vector<OutboxRow> rows) {
+    source_->claim(7, token, 10s, [&, worker, token](pg::PgError error, std::vector<OutboxRow> rows) {
       ASSERT_TRUE(error.ok()) << error.message;
       if (rows.empty() && seen.size() == aggregate_of.size()) {
         --running;
@@ -152,7 +152,7 @@ TEST_F(Claim, ConcurrentClaimersNeverReorderAnAggregate) {
         publication_order.push_back(row.id);
         settlements.push_back({.id = row.id, .outcome = Settlement::published, .delay = {}, .error = {}});
       }
-      source_->settle(token, settlements, [&, worker](store::pg::PgError settle_error, std::size_t) {
+      source_->settle(token, settlements, [&, worker](pg::PgError settle_error, std::size_t) {
         ASSERT_TRUE(settle_error.ok()) << settle_error.message;
         loop(worker);
       });

@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "pg/migrate.hpp"
 #include "relay/migrations.hpp"
-#include "store/pg/migrate.hpp"
 #include "support/env.hpp"
 #include "support/random_hex.hpp"
 
@@ -57,7 +57,7 @@ PgClient::PgClient(const std::string& dsn) : connection_(PQconnectdb(dsn.c_str()
 std::vector<Row> PgClient::query(const std::string& sql, const std::vector<std::string>& params) {
   std::vector<const char*> values;
   for (const std::string& param : params) values.push_back(param.c_str());
-  const store::pg::ResultHandle result(PQexecParams(connection_.get(), sql.c_str(), static_cast<int>(values.size()), nullptr,
+  const pg::ResultHandle result(PQexecParams(connection_.get(), sql.c_str(), static_cast<int>(values.size()), nullptr,
                                                     values.data(), nullptr, nullptr, 0));
   const ExecStatusType status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
   if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
@@ -90,7 +90,7 @@ OutboxSchema::OutboxSchema(const std::string& prefix, std::string server_dsn) : 
   name_ = prefix + "_" + random_hex(12);
   schema_dsn_ = with_search_path(server_dsn_, name_);
   PgClient(server_dsn_).query("CREATE SCHEMA \"" + name_ + "\"");
-  const store::pg::MigrateResult migrated = store::pg::migrate(schema_dsn_, idem::relay::relay_migration_set());
+  const pg::MigrateResult migrated = pg::migrate(schema_dsn_, idem::relay::relay_migration_set());
   if (!migrated.ok) throw std::runtime_error("relay migrate: " + migrated.error);
 }
 

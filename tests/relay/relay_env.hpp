@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "store/pg/handles.hpp"
+#include "pg/handles.hpp"
 #include "support/process.hpp"
 #include "support/redis_client.hpp"
 
@@ -30,7 +30,7 @@ class PgClient {
   std::int64_t scalar(const std::string& sql, const std::vector<std::string>& params = {});
 
  private:
-  store::pg::ConnHandle connection_;
+  pg::ConnHandle connection_;
 };
 
 // `dsn` (key=value form, as tests/run.sh sets it) with search_path pinned to `schema`.

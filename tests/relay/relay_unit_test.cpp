@@ -5,11 +5,11 @@
 #include <map>
 
 #include "config/relay_config.hpp"
+#include "pg/session_options.hpp"
 #include "relay/backoff.hpp"
 #include "relay/http_sink.hpp"
 #include "relay/message_template.hpp"
 #include "relay/redis_stream_sink.hpp"
-#include "store/pg/session_options.hpp"
 #include "crypto/base64.hpp"
 #include "relay/webhook_signature.hpp"
 
@@ -17,7 +17,7 @@ namespace idem::relay {
 namespace {
 
 using namespace std::chrono_literals;
-using store::pg::with_session_settings;
+using pg::with_session_settings;
 
 config::EnvLookup env(std::map<std::string, std::string> values) {
   return [values = std::move(values)](std::string_view name) -> std::optional<std::string> {

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "store/pg/handles.hpp"
+#include "pg/handles.hpp"
 #include "support/env.hpp"
 
 namespace idem::test::security {
@@ -19,8 +19,8 @@ constexpr const char* kFlipBodyByte =
     "UPDATE idempotency_records SET response_body = set_byte(response_body, 20, get_byte(response_body, 20) # 255) "
     "WHERE key = $1";
 
-using PgConn = store::pg::ConnHandle;
-using PgResult = store::pg::ResultHandle;
+using PgConn = pg::ConnHandle;
+using PgResult = pg::ResultHandle;
 
 PgConn connect_test_database() {
   PgConn connection(PQconnectdb(pg_dsn().c_str()));

@@ -11,20 +11,30 @@
 #include <string_view>
 #include <utility>
 
-#include "store/pg/counters.hpp"
-#include "store/pg/errors.hpp"
-#include "store/pg/log.hpp"
-#include "store/pg/pool.hpp"
+#include "pg/errors.hpp"
+#include "pg/log.hpp"
+#include "pg/pool.hpp"
 #include "store/pg/record_codec.hpp"
+#include "store/pg/store_counters.hpp"
+#include "store/pg/store_error.hpp"
 
 namespace idem::store::pg {
+
+using idem::pg::log_event;
+using idem::pg::PgError;
+using idem::pg::PgErrorKind;
+using idem::pg::Pool;
+using idem::pg::PoolOptions;
+using idem::pg::ResultHandle;
+using idem::pg::Statement;
+
 namespace {
 
 // Attempts per operation: a retryable SQLSTATE, or a claim that met the race (no row), runs again.
 constexpr int kMaxAttempts = 3;
 
 void log_statement_failure(std::string_view statement, const PgError& error) {
-  std::string what = std::string(statement) + " failed (" + std::string(pg_error_kind_name(error.kind));
+  std::string what = std::string(statement) + " failed (" + std::string(idem::pg::pg_error_kind_name(error.kind));
   if (!error.sqlstate.empty()) what += ", SQLSTATE " + error.sqlstate;
   what += ")";
   log_event(what, error.message);
@@ -56,7 +66,7 @@ void run_claim(const std::weak_ptr<Pool>& weak_pool, std::shared_ptr<const State
     if (rows == 0) {
       // The conflicting row was committed while we waited for it: not visible to this
       // statement's snapshot. A fresh statement sees it.
-      pg_counters().claim_reruns.fetch_add(1, std::memory_order_relaxed);
+      pg_store_counters().claim_reruns.fetch_add(1, std::memory_order_relaxed);
       if (attempt < kMaxAttempts) {
         run_claim(weak_pool, std::move(statement), attempt + 1, std::move(handler));
         return;

@@ -3,32 +3,19 @@
 // Owns a bounded pool of nonblocking connections on that io_context; nothing here blocks the
 // io thread (connect via PQconnectStart/PQconnectPoll, statements via PQsendQueryPrepared or
 // PQsendQueryParams + PQflush + PQconsumeInput on socket readiness, a deadline on every step).
-#include <chrono>
 #include <memory>
-#include <string>
 
+#include "pg/pool_options.hpp"
 #include "store/store.hpp"
 
 namespace boost::asio { class io_context; }
 
 namespace idem::store::pg {
 
-struct PoolOptions {
-  std::string dsn;
-  std::size_t size = 4;                             // connections held by this pool
-  std::chrono::milliseconds connect_timeout{2'000};
-  std::chrono::milliseconds query_timeout{2'000};   // deadline per statement
-  std::chrono::milliseconds acquire_timeout{1'000}; // wait for a free connection, then `unavailable`
-  // Named prepared statements per connection (parsed and planned once per session; connection.hpp).
-  // Off here, so that a pool made without saying keeps working behind any pooler; idemproxy turns
-  // it on from store.postgres.prepared_statements (default true).
-  bool prepared_statements = false;
-};
-
 class PgStore final : public Store {
  public:
   // Must be constructed, used and destroyed on the thread running `io`.
-  PgStore(boost::asio::io_context& io, PoolOptions options);
+  PgStore(boost::asio::io_context& io, idem::pg::PoolOptions options);
   ~PgStore() override;
   PgStore(const PgStore&) = delete;
   PgStore& operator=(const PgStore&) = delete;

@@ -6,10 +6,15 @@
 #include <utility>
 
 #include "core/stored_headers.hpp"
-#include "store/pg/binary_row.hpp"
+#include "pg/binary_row.hpp"
 #include "store/pg/sql.hpp"
 
 namespace idem::store::pg {
+
+using idem::pg::BinaryRow;
+using idem::pg::Param;
+using idem::pg::Statement;
+namespace oid = idem::pg::oid;
 
 std::string_view state_column_value(core::RecordState state) {
   switch (state) {

@@ -10,7 +10,7 @@
 
 #include "core/decision.hpp"
 #include "core/record.hpp"
-#include "store/pg/statement.hpp"
+#include "pg/statement.hpp"
 #include "store/store.hpp"
 
 namespace idem::store::pg {
@@ -19,13 +19,13 @@ namespace idem::store::pg {
 std::string_view state_column_value(core::RecordState state);
 std::optional<core::RecordState> parse_state_column(std::string_view value);
 
-Statement claim_statement(const ClaimRequest& request);
-Statement complete_statement(const CompleteRequest& request);  // request.state must not be in_flight
-Statement release_statement(const ReleaseRequest& request);
-Statement mark_unknown_statement(const ReleaseRequest& request);
-Statement force_release_statement(const RecordKey& key);
-Statement sweep_expired_statement(std::size_t batch);
-Statement inspect_statement(const RecordKey& key);
+idem::pg::Statement claim_statement(const ClaimRequest& request);
+idem::pg::Statement complete_statement(const CompleteRequest& request);  // request.state must not be in_flight
+idem::pg::Statement release_statement(const ReleaseRequest& request);
+idem::pg::Statement mark_unknown_statement(const ReleaseRequest& request);
+idem::pg::Statement force_release_statement(const RecordKey& key);
+idem::pg::Statement sweep_expired_statement(std::size_t batch);
+idem::pg::Statement inspect_statement(const RecordKey& key);
 
 struct DecodedClaim {
   std::optional<core::ClaimResult> claim;  // set on success

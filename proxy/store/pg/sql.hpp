@@ -1,6 +1,6 @@
 #pragma once
 // Every SQL statement of the Postgres store. Parameters are $n, sent in binary with explicit type
-// OIDs (statement.hpp). Sent as named prepared statements (one per connection, prepared on first
+// OIDs (pg/statement.hpp). Sent as named prepared statements (one per connection, prepared on first
 // use), or with prepared_statements off as unnamed statements: no session state, so they work
 // behind PgBouncer in transaction pooling mode before 1.21. The data-path statements (claim, complete, release,
 // mark_unknown) and the operator's (force_release, inspect) stay within what CockroachDB,
@@ -206,11 +206,10 @@ SELECT fingerprint, state,
  WHERE scope = $1 AND key = $2 AND expires_at > now()
 )sql";
 
-// Migrations (blocking libpq, one transaction; see migrate.cpp).
+// Migrations (blocking libpq, one transaction; see pg/migrate.cpp and migrations.cpp).
 // Serializes concurrent migrators until the transaction ends. The key is arbitrary but fixed:
 // the bytes of "idemprox".
 inline constexpr std::int64_t kMigrationLockKey = 0x6964656d70726f78;
-inline constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock($1)";
 inline constexpr const char* kCreateSchemaMigrations = R"sql(
 CREATE TABLE IF NOT EXISTS schema_migrations (
   version    integer     PRIMARY KEY,

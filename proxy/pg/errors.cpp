@@ -1,6 +1,6 @@
-#include "store/pg/errors.hpp"
+#include "pg/errors.hpp"
 
-namespace idem::store::pg {
+namespace idem::pg {
 
 std::string_view pg_error_kind_name(PgErrorKind kind) {
   switch (kind) {
@@ -42,16 +42,4 @@ PgError error_from_result(const PGresult* result, const PGconn* connection) {
   return error;
 }
 
-StoreError to_store_error(PgErrorKind kind) {
-  switch (kind) {
-    case PgErrorKind::ok: return StoreError::ok;
-    case PgErrorKind::unavailable: return StoreError::unavailable;
-    case PgErrorKind::busy: return StoreError::busy;
-    case PgErrorKind::reply_lost: return StoreError::reply_lost;
-    case PgErrorKind::retryable:  // retries exhausted: to the caller, a failure like any other
-    case PgErrorKind::internal: return StoreError::internal;
-  }
-  return StoreError::internal;
-}
-
-}  // namespace idem::store::pg
+}  // namespace idem::pg

@@ -20,10 +20,10 @@
 #include <random>
 #include <vector>
 
-#include "store/pg/connection.hpp"
-#include "store/pg/pg_store.hpp"
+#include "pg/connection.hpp"
+#include "pg/pool_options.hpp"
 
-namespace idem::store::pg {
+namespace idem::pg {
 
 class Pool : public std::enable_shared_from_this<Pool> {
  public:
@@ -77,4 +77,4 @@ class Pool : public std::enable_shared_from_this<Pool> {
   std::minstd_rand jitter_;
 };
 
-}  // namespace idem::store::pg
+}  // namespace idem::pg

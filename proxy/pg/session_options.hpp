@@ -9,10 +9,10 @@
 #include <chrono>
 #include <string>
 
-namespace idem::store::pg {
+namespace idem::pg {
 
 // `dsn` (key=value or URI) as key=value with "-c statement_timeout=<ms> -c jit=off" appended to its
 // options; `dsn` unchanged when libpq cannot parse it (connecting then reports the problem).
 std::string with_session_settings(const std::string& dsn, std::chrono::milliseconds timeout);
 
-}  // namespace idem::store::pg
+}  // namespace idem::pg

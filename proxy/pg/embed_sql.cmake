@@ -1,21 +1,15 @@
 # Generates a C++ source holding every <SQL_DIR>/NNN_name.sql file as a raw string literal, so
 # `idemproxy --migrate` (and `idemrelay --migrate`) need no files at run time. Run at build time:
-#   cmake -DSQL_DIR=<dir> -DOUTPUT=<file.cpp> [-DNAMESPACE=<ns> -DFUNCTION=<name> -DHEADER=<include>]
+#   cmake -DSQL_DIR=<dir> -DOUTPUT=<file.cpp> -DNAMESPACE=<ns> -DFUNCTION=<name> -DHEADER=<include>
 #         -P embed_sql.cmake
-# The defaults generate idemproxy's idem::store::pg::embedded_migrations().
+# The source defines `std::span<const idem::pg::EmbeddedMigration> <NAMESPACE>::<FUNCTION>()`,
+# declared in <HEADER>; each component names its own (store/CMakeLists.txt, relay/CMakeLists.txt).
 cmake_minimum_required(VERSION 3.25)
-if(NOT SQL_DIR OR NOT OUTPUT)
-  message(FATAL_ERROR "embed_sql.cmake: SQL_DIR and OUTPUT are required")
-endif()
-if(NOT NAMESPACE)
-  set(NAMESPACE "idem::store::pg")
-endif()
-if(NOT FUNCTION)
-  set(FUNCTION "embedded_migrations")
-endif()
-if(NOT HEADER)
-  set(HEADER "store/pg/embedded_migrations.hpp")
-endif()
+foreach(required IN ITEMS SQL_DIR OUTPUT NAMESPACE FUNCTION HEADER)
+  if(NOT ${required})
+    message(FATAL_ERROR "embed_sql.cmake: SQL_DIR, OUTPUT, NAMESPACE, FUNCTION and HEADER are required")
+  endif()
+endforeach()
 
 file(GLOB sql_files RELATIVE "${SQL_DIR}" "${SQL_DIR}/*.sql")
 list(SORT sql_files COMPARE NATURAL)
@@ -44,16 +38,16 @@ foreach(name IN LISTS sql_files)
   string(APPEND entries "    {${version}, \"${name}\", R\"${delimiter}(${body})${delimiter}\"},\n")
 endforeach()
 
-set(source "// Generated from ${SQL_DIR}/*.sql by proxy/store/pg/embed_sql.cmake. Do not edit.
+set(source "// Generated from ${SQL_DIR}/*.sql by proxy/pg/embed_sql.cmake. Do not edit.
 #include \"${HEADER}\"
 
 namespace ${NAMESPACE} {
 namespace {
-constexpr ::idem::store::pg::EmbeddedMigration kMigrations[] = {
+constexpr ::idem::pg::EmbeddedMigration kMigrations[] = {
 ${entries}};
 }  // namespace
 
-std::span<const ::idem::store::pg::EmbeddedMigration> ${FUNCTION}() { return kMigrations; }
+std::span<const ::idem::pg::EmbeddedMigration> ${FUNCTION}() { return kMigrations; }
 
 }  // namespace ${NAMESPACE}
 ")

@@ -1,4 +1,4 @@
-#include "store/pg/connection.hpp"
+#include "pg/connection.hpp"
 
 #include <sys/socket.h>
 
@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "store/pg/counters.hpp"
-#include "store/pg/log.hpp"
+#include "pg/counters.hpp"
+#include "pg/log.hpp"
 
-namespace idem::store::pg {
+namespace idem::pg {
 namespace {
 
 // The DSN's parameters as keyword/value arrays, with `extra_options` appended to its `options`.
@@ -80,7 +80,7 @@ void Connection::connect(const std::string& dsn, std::chrono::milliseconds timeo
   ++operation_;
   arm_deadline(timeout);
   // Note: a host name (not an address) in the DSN is resolved inside this call, synchronously.
-  // The records are the product's memory of what executed: a commit the server acknowledged must
+  // Callers keep in the database what they must not forget: a commit the server acknowledged must
   // survive a server crash, whatever the server's default. synchronous_commit=on is requested as
   // a startup option, appended to the DSN's own `options` (so it wins over a setting there while
   // the DSN's other settings, e.g. -c search_path=..., stay). (Poolers that refuse the `options`
@@ -151,12 +151,11 @@ void Connection::execute(std::shared_ptr<const Statement> statement, std::chrono
   // The idle watch's read wait stays armed: it is the one that sees the results arrive.
   execute_handler_ = std::move(handler);
   statement_ = std::move(statement);
-  resent_ = false;
   statement_sent_ = false;
   arm_deadline(timeout);
   bind_params();
-  prepared_entry_ = statement_mode_ == StatementMode::prepared ? &prepared_.find_or_add(statement_->sql, param_types_)
-                                                               : nullptr;
+  run_ = PreparedRun{};
+  if (statement_mode_ == StatementMode::prepared) run_.entry = &prepared_.find_or_add(statement_->sql, param_types_);
   send_statement(Delivery::posted);
 }
 
@@ -183,17 +182,17 @@ void Connection::send_statement(Delivery delivery) {
   switch (statement_mode_) {
     case StatementMode::unnamed:
       // Unnamed statement, no session state: works behind PgBouncer in transaction pooling mode.
-      exchange_ = Exchange::unnamed;
+      run_.begin_attempt(Exchange::unnamed);
       sent = PQsendQueryParams(conn_.get(), statement_->sql, count, param_types_.data(), param_values_.data(),
                                param_lengths_.data(), param_formats_.data(), /*resultFormat=*/1) == 1;
       break;
     case StatementMode::prepared:
-      if (prepared_entry_->prepared) {
-        exchange_ = Exchange::execute_prepared;
-        sent = PQsendQueryPrepared(conn_.get(), prepared_entry_->name.c_str(), count, param_values_.data(),
+      if (run_.entry->prepared) {
+        run_.begin_attempt(Exchange::execute_prepared);
+        sent = PQsendQueryPrepared(conn_.get(), run_.entry->name.c_str(), count, param_values_.data(),
                                    param_lengths_.data(), param_formats_.data(), /*resultFormat=*/1) == 1;
       } else {
-        exchange_ = Exchange::prepare_and_execute;
+        run_.begin_attempt(Exchange::prepare_and_execute);
         sent = send_prepare_and_execute();
       }
       break;
@@ -212,11 +211,8 @@ void Connection::send_statement(Delivery delivery) {
 }
 
 bool Connection::send_prepare_and_execute() {
-  pipeline_stage_ = PipelineStage::prepare;
-  prepare_error_ = {};
-  execute_skipped_ = false;
   const int count = static_cast<int>(param_types_.size());
-  const char* name = prepared_entry_->name.c_str();
+  const char* name = run_.entry->name.c_str();
   // Parse, then Bind/Describe/Execute, then one Sync: one round trip. Should the Parse fail, the
   // server skips the Execute (the pipeline is aborted up to the Sync).
   const bool sent = PQenterPipelineMode(conn_.get()) == 1 &&
@@ -259,7 +255,7 @@ void Connection::on_readable() {
   deliver_notifications();
   while (PQisBusy(conn_.get()) == 0) {
     ResultHandle result(PQgetResult(conn_.get()));
-    if (exchange_ != Exchange::prepare_and_execute) {
+    if (run_.exchange != Exchange::prepare_and_execute) {
       if (!result) {  // the statement is over
         end_of_results(Delivery::now);
         return;
@@ -268,12 +264,12 @@ void Connection::on_readable() {
       continue;
     }
     if (!result) {  // one query of the pipeline is over
-      switch (pipeline_stage_) {
+      switch (run_.pipeline_stage) {
         case PipelineStage::prepare:
-          pipeline_stage_ = PipelineStage::execute;
+          run_.pipeline_stage = PipelineStage::execute;
           continue;
         case PipelineStage::execute:
-          pipeline_stage_ = PipelineStage::sync;
+          run_.pipeline_stage = PipelineStage::sync;
           continue;
         case PipelineStage::sync:  // libpq ends a pipeline with its Sync result, never a NULL
           fail(PgErrorKind::internal, "pipeline ended without its sync result", Delivery::now);
@@ -323,20 +319,22 @@ void Connection::take_result(ResultHandle result) {
 
 void Connection::take_pipeline_result(ResultHandle result) {
   const ExecStatusType status = PQresultStatus(result.get());
-  switch (pipeline_stage_) {
+  switch (run_.pipeline_stage) {
     case PipelineStage::prepare:
       if (status == PGRES_COMMAND_OK) {
-        prepared_entry_->prepared = true;
-      } else if (prepare_error_.ok()) {
-        prepare_error_ = status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR || status == PGRES_BAD_RESPONSE
-                             ? error_from_result(result.get(), conn_.get())
-                             : PgError{PgErrorKind::internal, {}, std::string("unexpected prepare result status ") +
-                                                                      PQresStatus(status)};
+        run_.entry->prepared = true;
+      } else if (run_.prepare_error.ok()) {
+        const bool error_result =
+            status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR || status == PGRES_BAD_RESPONSE;
+        run_.prepare_error = error_result ? error_from_result(result.get(), conn_.get())
+                                          : PgError{PgErrorKind::internal, {},
+                                                    std::string("unexpected prepare result status ") +
+                                                        PQresStatus(status)};
       }
       return;
     case PipelineStage::execute:
       if (status == PGRES_PIPELINE_ABORTED) {
-        execute_skipped_ = true;
+        run_.execute_skipped = true;
         return;
       }
       take_result(std::move(result));
@@ -351,34 +349,35 @@ void Connection::take_pipeline_result(ResultHandle result) {
 }
 
 void Connection::end_of_results(Delivery delivery) {
-  switch (exchange_) {
+  switch (run_.exchange) {
     case Exchange::unnamed:
       break;
     case Exchange::execute_prepared:
       // The session lost the statement (DEALLOCATE, DISCARD ALL, a pooler that switched server
       // sessions). Refused at Bind, so it did not run: prepare it again and run it, once.
-      if (statement_error_.sqlstate == sqlstate::invalid_sql_statement_name && !resent_) {
+      if (statement_error_.sqlstate == sqlstate::invalid_sql_statement_name && !run_.resent) {
         pg_counters().prepared_statements_lost.fetch_add(1, std::memory_order_relaxed);
-        log_event("prepared statement " + prepared_entry_->name + " (" + std::string(statement_->name) +
+        log_event("prepared statement " + run_.entry->name + " (" + std::string(statement_->name) +
                       ") missing from the session, preparing it again",
                   statement_error_.message);
-        prepared_entry_->prepared = false;
-        resent_ = true;
+        run_.entry->prepared = false;
+        run_.resent = true;
         send_statement(delivery);
         return;
       }
       break;
     case Exchange::prepare_and_execute:
-      if (!prepare_error_.ok()) {
+      if (!run_.prepare_error.ok()) {
         // The name is taken: by this very statement (names follow the text and types), which the
         // session held without our knowing. The Execute was skipped: send it again on its own.
-        if (prepare_error_.sqlstate == sqlstate::duplicate_prepared_statement && execute_skipped_ && !resent_) {
-          prepared_entry_->prepared = true;
-          resent_ = true;
+        if (run_.prepare_error.sqlstate == sqlstate::duplicate_prepared_statement && run_.execute_skipped &&
+            !run_.resent) {
+          run_.entry->prepared = true;
+          run_.resent = true;
           send_statement(delivery);
           return;
         }
-        finish_execute(std::move(prepare_error_), nullptr, delivery);
+        finish_execute(std::move(run_.prepare_error), nullptr, delivery);
         return;
       }
       break;
@@ -626,7 +625,6 @@ void Connection::finish_execute(PgError error, ResultHandle result, Delivery del
   }
   statement_.reset();
   statement_result_.reset();
-  prepared_entry_ = nullptr;
   ExecuteHandler handler = std::move(execute_handler_);
   execute_handler_ = nullptr;
   if (!handler) return;
@@ -639,4 +637,4 @@ void Connection::finish_execute(PgError error, ResultHandle result, Delivery del
   }
 }
 
-}  // namespace idem::store::pg
+}  // namespace idem::pg

@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-namespace idem::store::pg {
+namespace idem::pg {
 
-// Type OIDs of the built-in types used by our statements (pg_type.dat; fixed since forever).
+// Type OIDs of the built-in types Param sends (pg_type.dat; fixed since forever).
 namespace oid {
 inline constexpr Oid boolean = 16;
 inline constexpr Oid bytea = 17;
@@ -51,11 +51,11 @@ class Param {
 };
 
 struct Statement {
-  std::string_view name;  // for logs ("claim", "complete"...)
-  // One of the constants in sql.hpp (static storage duration): with prepared statements its
+  std::string_view name;  // for logs (e.g. "claim", "complete")
+  // A constant of the caller's SQL (static storage duration): with prepared statements its
   // address identifies the prepared statement on a connection (prepared_statements.hpp).
   const char* sql = nullptr;
   std::vector<Param> params;
 };
 
-}  // namespace idem::store::pg
+}  // namespace idem::pg

@@ -1,10 +1,10 @@
-#include "store/pg/log.hpp"
+#include "pg/log.hpp"
 
 #include <string>
 
 #include "log/log.hpp"
 
-namespace idem::store::pg {
+namespace idem::pg {
 namespace {
 
 // Trailing line breaks trimmed, and each run of line breaks, tabs and spaces made one space.
@@ -35,4 +35,4 @@ void log_notice(void* /*unused*/, const char* message) {
   log::warn("postgres", {{"message", "server notice"}, {"detail", one_line(message != nullptr ? message : "")}});
 }
 
-}  // namespace idem::store::pg
+}  // namespace idem::pg

@@ -1,8 +1,8 @@
-#include "store/pg/binary_row.hpp"
+#include "pg/binary_row.hpp"
 
-#include "store/pg/statement.hpp"
+#include "pg/statement.hpp"
 
-namespace idem::store::pg {
+namespace idem::pg {
 namespace {
 
 std::uint64_t read_big_endian(std::string_view bytes) {
@@ -45,4 +45,4 @@ std::optional<std::string_view> BinaryRow::text(int column) const { return raw(c
 
 std::optional<std::string_view> BinaryRow::bytea(int column) const { return raw(column, oid::bytea); }
 
-}  // namespace idem::store::pg
+}  // namespace idem::pg

@@ -1,10 +1,10 @@
 #pragma once
-// Process-wide counters of the Postgres store, for tests (round trips per operation, the claim
-// race) and later for metrics. Relaxed atomics: totals, not ordering.
+// Process-wide counters of the driver (every Pool and Connection in the process), for tests
+// (round trips per operation) and metrics. Relaxed atomics: totals, not ordering.
 #include <atomic>
 #include <cstdint>
 
-namespace idem::store::pg {
+namespace idem::pg {
 
 struct PgCounters {
   // Statements sent, i.e. round trips: a prepare pipelined with the statement's first execution
@@ -12,7 +12,6 @@ struct PgCounters {
   std::atomic<std::uint64_t> statements_sent{0};
   std::atomic<std::uint64_t> statements_prepared{0};       // named prepares sent (once per statement per session)
   std::atomic<std::uint64_t> prepared_statements_lost{0};  // executions refused with 26000, then prepared again
-  std::atomic<std::uint64_t> claim_reruns{0};     // claims run again after returning no row (the race)
   std::atomic<std::uint64_t> connects_succeeded{0};
   std::atomic<std::uint64_t> connects_failed{0};
   std::atomic<std::uint64_t> query_timeouts{0};
@@ -22,4 +21,4 @@ struct PgCounters {
 
 PgCounters& pg_counters();
 
-}  // namespace idem::store::pg
+}  // namespace idem::pg

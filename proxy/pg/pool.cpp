@@ -1,4 +1,4 @@
-#include "store/pg/pool.hpp"
+#include "pg/pool.hpp"
 
 #include <boost/asio/post.hpp>
 
@@ -6,10 +6,10 @@
 #include <string>
 #include <utility>
 
-#include "store/pg/counters.hpp"
-#include "store/pg/log.hpp"
+#include "pg/counters.hpp"
+#include "pg/log.hpp"
 
-namespace idem::store::pg {
+namespace idem::pg {
 namespace {
 
 constexpr std::chrono::milliseconds kMinBackoff{100};
@@ -209,8 +209,8 @@ void Pool::on_acquire_timer() {
   const Clock::time_point now = Clock::now();
   while (!waiters_.empty() && waiters_.front().deadline <= now) {
     pg_counters().acquire_timeouts.fetch_add(1, std::memory_order_relaxed);
-    // Connections up but all busy is a saturated store; none up is an absent one (fail_open
-    // forwards only then).
+    // Connections up but all busy is a saturated server; none up is an absent one (callers may
+    // treat the two differently: idemproxy's fail_open forwards only on the latter).
     if (connected()) {
       fail_later(std::move(waiters_.front().handler), PgErrorKind::busy, "no connection free within acquire_timeout");
     } else {
@@ -228,4 +228,4 @@ void Pool::fail_later(Connection::ExecuteHandler handler, PgErrorKind kind, std:
   });
 }
 
-}  // namespace idem::store::pg
+}  // namespace idem::pg

@@ -1,10 +1,10 @@
-#include "store/pg/prepared_statements.hpp"
+#include "pg/prepared_statements.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 
-namespace idem::store::pg {
+namespace idem::pg {
 namespace {
 
 constexpr std::uint64_t kFnvOffsetBasis = 0xcbf29ce484222325ULL;
@@ -49,4 +49,4 @@ PreparedStatements::Entry& PreparedStatements::find_or_add(const char* sql, std:
       Entry{sql, std::vector<Oid>(types.begin(), types.end()), prepared_statement_name(sql, types), false});
 }
 
-}  // namespace idem::store::pg
+}  // namespace idem::pg

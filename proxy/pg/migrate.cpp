@@ -1,4 +1,4 @@
-#include "store/pg/migrate.hpp"
+#include "pg/migrate.hpp"
 
 #include <libpq-fe.h>
 
@@ -8,14 +8,15 @@
 #include <utility>
 #include <vector>
 
-#include "store/pg/binary_row.hpp"
-#include "store/pg/embedded_migrations.hpp"
-#include "store/pg/handles.hpp"
-#include "store/pg/sql.hpp"
-#include "store/pg/statement.hpp"
+#include "pg/binary_row.hpp"
+#include "pg/handles.hpp"
+#include "pg/statement.hpp"
 
-namespace idem::store::pg {
+namespace idem::pg {
 namespace {
+
+// Serializes concurrent migrators of one set (MigrationSet::lock_key) until the transaction ends.
+constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock($1)";
 
 // "relation ... already exists, skipping" and the like: not worth a line on a migration run.
 void ignore_notice(void* /*arg*/, const char* /*message*/) {}
@@ -64,16 +65,6 @@ ResultHandle run_script(PGconn* connection, std::string_view step, const std::st
 
 }  // namespace
 
-MigrationSet proxy_migration_set() {
-  return MigrationSet{.migrations = embedded_migrations(),
-                      .create_versions_table = sql::kCreateSchemaMigrations,
-                      .applied_versions = sql::kAppliedVersions,
-                      .record_version = sql::kRecordMigration,
-                      .lock_key = sql::kMigrationLockKey};
-}
-
-MigrateResult migrate(const std::string& dsn) { return migrate(dsn, proxy_migration_set()); }
-
 MigrateResult migrate(const std::string& dsn, const MigrationSet& set) {
   MigrateResult outcome;
   ConnHandle connection(PQconnectdb(dsn.c_str()));
@@ -87,11 +78,11 @@ MigrateResult migrate(const std::string& dsn, const MigrationSet& set) {
   // One transaction: all pending migrations apply, or none. The advisory lock makes concurrent
   // migrators wait, then find the work done. A failure ends the session, which rolls back.
   if (!run_step(conn, "begin", "BEGIN", {}, outcome.error)) return outcome;
-  // As for the proxy's own connections: a schema reported applied must survive a crash. Set in
+  // As for the pool's connections: a schema reported applied must survive a crash. Set in
   // the transaction, not through the connection's `options`, which would replace the DSN's own
   // (e.g. its -c search_path=...).
   if (!run_step(conn, "synchronous_commit", "SET LOCAL synchronous_commit = on", {}, outcome.error)) return outcome;
-  if (!run_step(conn, "lock", sql::kMigrationLock, {Param::int8(set.lock_key)}, outcome.error)) {
+  if (!run_step(conn, "lock", kMigrationLock, {Param::int8(set.lock_key)}, outcome.error)) {
     return outcome;
   }
   if (!run_step(conn, "create versions table", set.create_versions_table, {}, outcome.error)) return outcome;
@@ -126,4 +117,4 @@ MigrateResult migrate(const std::string& dsn, const MigrationSet& set) {
   return outcome;
 }
 
-}  // namespace idem::store::pg
+}  // namespace idem::pg

@@ -1,8 +1,8 @@
-#include "store/pg/statement.hpp"
+#include "pg/statement.hpp"
 
 #include <utility>
 
-namespace idem::store::pg {
+namespace idem::pg {
 namespace {
 
 // Binary integers go big-endian on the wire.
@@ -65,4 +65,4 @@ Param Param::text_array(std::span<const std::string> values) {
   return Param(oid::text_array, binary_array(values, oid::text, [](const std::string& value) { return value; }), false);
 }
 
-}  // namespace idem::store::pg
+}  // namespace idem::pg

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-namespace idem::store::pg {
+namespace idem::pg {
 
 struct PgConnDeleter {
   void operator()(PGconn* connection) const noexcept { PQfinish(connection); }
@@ -21,4 +21,4 @@ struct PgConninfoDeleter {
 };
 using ConninfoHandle = std::unique_ptr<PQconninfoOption, PgConninfoDeleter>;
 
-}  // namespace idem::store::pg
+}  // namespace idem::pg

@@ -4,7 +4,7 @@
 // between steps we wait for socket readiness through Asio. Every operation has a deadline; when
 // it passes the connection is closed. A statement that failed after it went out (deadline,
 // connection lost) reports `reply_lost`: its effect is unknown, and only the caller, who knows
-// what the statement does, can settle that (every store statement is safe to run again).
+// what the statement does, can settle that (e.g. by a statement that is safe to run again).
 //
 // Lifecycle: fresh -> connecting -> idle <-> busy; any failure or close() -> closed, for good
 // (the pool makes a new Connection to reconnect). One operation at a time.
@@ -39,12 +39,12 @@
 #include <string>
 #include <utility>
 
-#include "store/pg/errors.hpp"
-#include "store/pg/handles.hpp"
-#include "store/pg/prepared_statements.hpp"
-#include "store/pg/statement.hpp"
+#include "pg/errors.hpp"
+#include "pg/handles.hpp"
+#include "pg/prepared_statements.hpp"
+#include "pg/statement.hpp"
 
-namespace idem::store::pg {
+namespace idem::pg {
 
 enum class StatementMode { unnamed, prepared };
 
@@ -94,6 +94,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Where the results of a prepare_and_execute pipeline are: each query's results end with a
   // NULL from PQgetResult, the whole pipeline with a PGRES_PIPELINE_SYNC result.
   enum class PipelineStage { prepare, execute, sync };
+  // The running statement's way through the prepared-statement machinery: which entry it uses,
+  // whether it was sent again, and how the current attempt went out and what each part of its
+  // pipeline answered. One per statement, started afresh by execute(); each (re)send starts a
+  // new attempt (begin_attempt), keeping the entry and `resent`.
+  struct PreparedRun {
+    // The statement's entry in prepared_ (prepared mode, else null); no other entry is added meanwhile.
+    PreparedStatements::Entry* entry = nullptr;
+    bool resent = false;  // the statement was sent a second time already (26000, 42P05)
+    Exchange exchange = Exchange::unnamed;  // how the current attempt went out
+    PipelineStage pipeline_stage = PipelineStage::prepare;
+    PgError prepare_error;         // the Parse's error in a prepare_and_execute pipeline
+    bool execute_skipped = false;  // ... whose Execute the server skipped (PGRES_PIPELINE_ABORTED)
+
+    void begin_attempt(Exchange how) {
+      exchange = how;
+      pipeline_stage = PipelineStage::prepare;
+      prepare_error = {};
+      execute_skipped = false;
+    }
+  };
   using WaitType = boost::asio::posix::descriptor_base::wait_type;
   using Step = void (Connection::*)();
 
@@ -148,14 +168,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<const Statement> statement_;
   PgError statement_error_;    // first error result of the running statement
   ResultHandle statement_result_;  // last success result of the running statement
-  Exchange exchange_ = Exchange::unnamed;
-  PipelineStage pipeline_stage_ = PipelineStage::prepare;
-  PgError prepare_error_;      // the Parse's error in a prepare_and_execute pipeline
-  bool execute_skipped_ = false;  // ... whose Execute the server skipped (PGRES_PIPELINE_ABORTED)
-  bool resent_ = false;        // the running statement was sent a second time already
   bool statement_sent_ = false;  // some of the running statement may have reached the server
-  // The running statement's entry in prepared_ (prepared mode); no other entry is added meanwhile.
-  PreparedStatements::Entry* prepared_entry_ = nullptr;
+  PreparedRun run_;            // how the running statement travels; reset by execute()
   PreparedStatements prepared_;
   // The running statement's parameters as libpq takes them; reused, so no statement allocates.
   std::vector<Oid> param_types_;
@@ -164,4 +178,4 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<int> param_formats_;
 };
 
-}  // namespace idem::store::pg
+}  // namespace idem::pg

@@ -6,9 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "store/store.hpp"
-
-namespace idem::store::pg {
+namespace idem::pg {
 
 enum class PgErrorKind {
   ok,
@@ -33,7 +31,7 @@ struct PgError {
   bool ok() const { return kind == PgErrorKind::ok; }
 };
 
-// SQLSTATEs the store tells apart (PostgreSQL, Appendix A "Error Codes").
+// SQLSTATEs the driver tells apart (PostgreSQL, Appendix A "Error Codes").
 namespace sqlstate {
 inline constexpr std::string_view connection_exception_class = "08";  // the whole class
 inline constexpr std::string_view too_many_connections = "53300";
@@ -54,7 +52,4 @@ PgErrorKind classify_sqlstate(std::string_view code);
 // e.g. "server closed the connection unexpectedly") the connection's status decides.
 PgError error_from_result(const PGresult* result, const PGconn* connection);
 
-// For the Store API. `retryable` here means retries ran out, which the caller cannot act on.
-StoreError to_store_error(PgErrorKind kind);
-
-}  // namespace idem::store::pg
+}  // namespace idem::pg

@@ -1,10 +1,10 @@
 #pragma once
-// Event reporting for the Postgres store (failures, reconnects, server notices), through the
+// Event reporting for the Postgres driver (failures, reconnects, server notices), through the
 // process's structured log so every stderr line stays one JSON object.
 
 #include <string_view>
 
-namespace idem::store::pg {
+namespace idem::pg {
 
 // A warn-level "postgres" event: {"message": what, "detail": detail}. libpq's multi-line messages
 // ("...\n\tIs the server running...", DETAIL, HINT) become one line.
@@ -14,4 +14,4 @@ void log_event(std::string_view what, std::string_view detail);
 // administrator command" before a shutdown) become "postgres" events instead of raw stderr text.
 void log_notice(void* unused, const char* message);
 
-}  // namespace idem::store::pg
+}  // namespace idem::pg

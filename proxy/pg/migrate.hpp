@@ -1,14 +1,15 @@
 #pragma once
-// Applies the versioned schema (config/sql/*.sql, embedded at build time). Blocking libpq: only
-// for the command line (`idemproxy --migrate`) and tests, never on an io thread. Idempotent and
-// safe to run from several processes at once (transaction-scoped advisory lock).
+// Applies a versioned schema (SQL files embedded at build time, see embed_sql.cmake), whichever
+// component's it is. Blocking libpq: only for the command line (`idemproxy --migrate`,
+// `idemrelay --migrate`) and tests, never on an io thread. Idempotent and safe to run from several
+// processes at once (transaction-scoped advisory lock).
 #include <cstdint>
 #include <span>
 #include <string>
 
-#include "store/pg/embedded_migrations.hpp"
+#include "pg/embedded_migration.hpp"
 
-namespace idem::store::pg {
+namespace idem::pg {
 
 // A versioned schema of one component. Each component records its versions in a table of its
 // own, so idemproxy's and idemrelay's migrations can share a database (and a schema).
@@ -20,9 +21,6 @@ struct MigrationSet {
   std::int64_t lock_key = 0;                     // pg_advisory_xact_lock key serializing migrators
 };
 
-// idemproxy's schema: config/sql/*.sql, versions in schema_migrations.
-MigrationSet proxy_migration_set();
-
 struct MigrateResult {
   bool ok = false;
   int applied = 0;        // migrations applied by this run
@@ -31,7 +29,5 @@ struct MigrateResult {
 };
 
 MigrateResult migrate(const std::string& dsn, const MigrationSet& set);
-// migrate(dsn, proxy_migration_set()).
-MigrateResult migrate(const std::string& dsn);
 
-}  // namespace idem::store::pg
+}  // namespace idem::pg

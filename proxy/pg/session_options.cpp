@@ -1,12 +1,12 @@
-#include "store/pg/session_options.hpp"
+#include "pg/session_options.hpp"
 
 #include <libpq-fe.h>
 
 #include <string_view>
 
-#include "store/pg/handles.hpp"
+#include "pg/handles.hpp"
 
-namespace idem::store::pg {
+namespace idem::pg {
 namespace {
 
 std::string conninfo_quoted(std::string_view text) {
@@ -42,4 +42,4 @@ std::string with_session_settings(const std::string& dsn, std::chrono::milliseco
   return result + "options=" + conninfo_quoted(server_options);
 }
 
-}  // namespace idem::store::pg
+}  // namespace idem::pg

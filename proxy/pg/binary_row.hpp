@@ -8,7 +8,7 @@
 #include <optional>
 #include <string_view>
 
-namespace idem::store::pg {
+namespace idem::pg {
 
 class BinaryRow {
  public:
@@ -29,4 +29,4 @@ class BinaryRow {
   int row_;
 };
 
-}  // namespace idem::store::pg
+}  // namespace idem::pg

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace idem::store::pg {
+namespace idem::pg {
 
 class PreparedStatements {
  public:
@@ -38,4 +38,4 @@ class PreparedStatements {
 // The session-wide name of the statement with this text and these parameter types.
 std::string prepared_statement_name(const char* sql, std::span<const Oid> types);
 
-}  // namespace idem::store::pg
+}  // namespace idem::pg
