@@ -6,7 +6,7 @@
 
 #include "http/proxy_metrics.hpp"
 #include "cache/shared_replay_cache.hpp"
-#include "http/store_awaitable.hpp"
+#include "store/store_awaitable.hpp"
 
 // Note for every co_await in this file: arguments are named values, never braced temporaries
 // (GCC 12 destroys some temporaries of a co_await full-expression twice).
@@ -21,7 +21,7 @@ namespace {
 template <class Token>
 auto async_shared_lookup(cache::SharedReplayCache& cache, std::string_view scope, std::string_view key, Token&& token) {
   return asio::async_initiate<Token, void(cache::SharedLookup)>(
-      [&cache, scope, key](auto handler) { cache.lookup(scope, key, detail::shared_completion(std::move(handler))); },
+      [&cache, scope, key](auto handler) { cache.lookup(scope, key, store::detail::shared_completion(std::move(handler))); },
       token);
 }
 
@@ -59,7 +59,7 @@ asio::awaitable<FoundRecord> RecordLookup::poll() { co_return co_await claim_in_
 
 asio::awaitable<FoundRecord> RecordLookup::claim_in_store(bool share) {
   claim_sent_at_ = Clock::now();
-  auto [error, claimed] = co_await async_claim(services_.store, claim_, use_awaitable);
+  auto [error, claimed] = co_await store::async_claim(services_.store, claim_, use_awaitable);
   const auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - claim_sent_at_);
   trace_.store += elapsed;
   services_.metrics.observe_store("claim", elapsed);

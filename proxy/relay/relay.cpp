@@ -396,6 +396,9 @@ void Relay::pause(std::string why) {
 }
 
 void Relay::recovered() {
+  // Both ends answered just now: /readyz says so at once, not at the next stats run.
+  stats_.sink_ready.store(true, std::memory_order_relaxed);
+  stats_.source_connected.store(true, std::memory_order_relaxed);
   if (outages_ == 0) return;
   log::info("relay_recovered", {{"after_outages", outages_}});
   outages_ = 0;

@@ -11,7 +11,7 @@
 #include "config/config.hpp"
 #include "store/store.hpp"
 
-namespace idem::http {
+namespace idem::store {
 
 class Reaper {
  public:
@@ -31,4 +31,4 @@ class Reaper {
   std::atomic<std::uint64_t> deleted_total_{0};
 };
 
-}  // namespace idem::http
+}  // namespace idem::store

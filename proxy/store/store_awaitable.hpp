@@ -9,7 +9,7 @@
 
 #include "store/store.hpp"
 
-namespace idem::http {
+namespace idem::store {
 
 namespace detail {
 // Adapts a move-only Asio completion handler to the Store's copyable std::function callbacks.
@@ -58,4 +58,4 @@ auto async_sweep_expired(store::Store& store, std::size_t batch, Token&& token) 
       token);
 }
 
-}  // namespace idem::http
+}  // namespace idem::store

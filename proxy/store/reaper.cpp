@@ -1,14 +1,14 @@
-#include "http/reaper.hpp"
+#include "store/reaper.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "http/store_awaitable.hpp"
+#include "store/store_awaitable.hpp"
 #include "log/log.hpp"
 
-namespace idem::http {
+namespace idem::store {
 namespace asio = boost::asio;
 
 namespace {
@@ -49,4 +49,4 @@ asio::awaitable<void> Reaper::loop() {
   }
 }
 
-}  // namespace idem::http
+}  // namespace idem::store
