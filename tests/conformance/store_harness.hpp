@@ -9,6 +9,7 @@
 
 #include "core/clock.hpp"
 #include "store/store.hpp"
+#include "support/manual_clock.hpp"
 
 namespace boost::asio { class io_context; }
 namespace idem::crypto { class Keyring; }
@@ -80,15 +81,6 @@ class StoreHarness {
   std::unique_ptr<store::Store> encrypting_;
   const store::Store* encrypted_backend_ = nullptr;  // the backend `encrypting_` wraps
   std::chrono::milliseconds last_lease_left_{0};
-};
-
-class ManualClock final : public core::Clock {
- public:
-  std::chrono::steady_clock::time_point now() const override { return now_; }
-  void advance(std::chrono::milliseconds duration) { now_ += duration; }
-
- private:
-  std::chrono::steady_clock::time_point now_{std::chrono::hours(1)};
 };
 
 class MemoryHarness : public StoreHarness {

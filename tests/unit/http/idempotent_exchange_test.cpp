@@ -27,6 +27,7 @@
 #include "cache/shared_replay_cache.hpp"
 #include "http/upstream.hpp"
 #include "store/memory_store.hpp"
+#include "support/manual_clock.hpp"
 
 namespace {
 namespace asio = boost::asio;
@@ -37,15 +38,6 @@ namespace beast_http = boost::beast::http;
 using namespace std::chrono_literals;
 using core::UpstreamFailure;
 using store::StoreError;
-
-class ManualClock final : public core::Clock {
- public:
-  std::chrono::steady_clock::time_point now() const override { return now_; }
-  void advance(std::chrono::milliseconds duration) { now_ += duration; }
-
- private:
-  std::chrono::steady_clock::time_point now_{std::chrono::hours(1)};
-};
 
 // Answers from a script, then 201 "created-<n>"; counts every request it was sent.
 class FakeUpstream final : public http::Upstream {
@@ -216,7 +208,7 @@ class Exchange : public ::testing::Test {
   }
 
   core::RoutePolicy policy;
-  ManualClock clock;
+  idem::test::ManualClock clock;
   ScriptedStore store_{clock};
   FakeUpstream upstream;
   asio::io_context io;
