@@ -2,10 +2,9 @@
 // store physically holds, key rotation, and records that must be treated as corrupt.
 #include <gtest/gtest.h>
 
-#include <libpq-fe.h>
-
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,8 +15,8 @@
 
 #include "conformance/store_harness.hpp"
 #include "crypto/keyring.hpp"
-#include "pg/handles.hpp"
 #include "store/sealed_record.hpp"
+#include "support/blocking_pg.hpp"
 
 namespace idem::test {
 namespace {
@@ -242,37 +241,32 @@ struct RawRow {
 class PgEncryption : public StoreEncryption<PgHarness> {
  protected:
   // Runs `sql` with text parameters on a connection of its own; binary results (bytea as is).
-  pg::ResultHandle run(const std::string& sql, const std::vector<std::string>& params) {
-    connection_.reset(PQconnectdb(harness_.dsn().c_str()));
-    if (PQstatus(connection_.get()) != CONNECTION_OK) {
-      ADD_FAILURE() << "cannot connect: " << PQerrorMessage(connection_.get());
-      return nullptr;
+  // nullopt (and a test failure) when it fails.
+  std::optional<std::vector<PgRow>> run(const std::string& sql, const std::vector<std::string>& params) {
+    try {
+      return BlockingPg(harness_.dsn()).query(sql, params, PgFormat::binary);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+      return std::nullopt;
     }
-    std::vector<const char*> values;
-    for (const std::string& param : params) values.push_back(param.c_str());
-    pg::ResultHandle result(PQexecParams(connection_.get(), sql.c_str(), static_cast<int>(values.size()), nullptr,
-                                                values.data(), nullptr, nullptr, 1));
-    const ExecStatusType status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
-    if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
-      ADD_FAILURE() << sql << ": " << PQerrorMessage(connection_.get());
-      return nullptr;
-    }
-    return result;
   }
 
   std::optional<RawRow> raw_row(const std::string& key) {
-    const pg::ResultHandle result =
+    const std::optional<std::vector<PgRow>> rows =
         run("SELECT response_status, response_headers, response_body FROM idempotency_records WHERE scope = $1 AND key = $2",
             {scope_, key});
-    if (!result || PQntuples(result.get()) != 1) {
+    if (!rows || rows->size() != 1) {
       ADD_FAILURE() << "no row for " << key;
       return std::nullopt;
     }
+    const PgRow& found = rows->front();
     RawRow row;
-    const char* status = PQgetvalue(result.get(), 0, 0);  // int4, network order
-    for (int i = 0; i < 4; ++i) row.status = (row.status << 8) | static_cast<unsigned char>(status[i]);
-    row.headers.assign(PQgetvalue(result.get(), 0, 1), static_cast<std::size_t>(PQgetlength(result.get(), 0, 1)));
-    row.body.assign(PQgetvalue(result.get(), 0, 2), static_cast<std::size_t>(PQgetlength(result.get(), 0, 2)));
+    const std::string status = found[0].value_or("");  // int4, network order
+    for (std::size_t i = 0; i < 4 && i < status.size(); ++i) {
+      row.status = (row.status << 8) | static_cast<unsigned char>(status[i]);
+    }
+    row.headers = found[1].value_or("");
+    row.body = found[2].value_or("");
     return row;
   }
 
@@ -282,8 +276,6 @@ class PgEncryption : public StoreEncryption<PgHarness> {
                     "get_byte(response_body, $3::int) # 1) WHERE scope = $1 AND key = $2",
                     {scope_, key, std::to_string(index)}));
   }
-
-  pg::ConnHandle connection_;
 };
 
 TEST_F(PgEncryption, RawRowHoldsNoPlaintextAndNamesItsKey) {

@@ -4,17 +4,18 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <random>
+#include <exception>
 #include <string>
 #include <thread>
 
 #include "crypto/keyring.hpp"
 #include "integration/pg_private_schema.hpp"
-#include "pg/handles.hpp"
 #include "store/encrypting_store.hpp"
 #include "store/memory_store.hpp"
 #include "store/sealed_record.hpp"
 #include "store/pg/pg_store.hpp"
+#include "support/blocking_pg.hpp"
+#include "support/random_hex.hpp"
 
 namespace idem::test {
 namespace {
@@ -184,21 +185,13 @@ store::Store& PgHarness::backend() { return *store_; }
 const std::string& PgHarness::dsn() const { return schema_->dsn(); }
 
 std::optional<std::size_t> PgHarness::count_rows(const std::string& where, const std::vector<std::string>& params) {
-  const pg::ConnHandle connection(PQconnectdb(schema_->dsn().c_str()));
-  if (!connection || PQstatus(connection.get()) != CONNECTION_OK) {
-    ADD_FAILURE() << "count_rows: cannot connect: " << (connection ? PQerrorMessage(connection.get()) : "");
+  try {
+    return static_cast<std::size_t>(
+        BlockingPg(schema_->dsn()).scalar_int("SELECT count(*) FROM idempotency_records WHERE " + where, params));
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "count_rows: " << e.what();
     return std::nullopt;
   }
-  std::vector<const char*> values;
-  for (const std::string& param : params) values.push_back(param.c_str());
-  const std::string sql = "SELECT count(*) FROM idempotency_records WHERE " + where;
-  const pg::ResultHandle result(PQexecParams(connection.get(), sql.c_str(), static_cast<int>(values.size()),
-                                                    nullptr, values.data(), nullptr, nullptr, 0));
-  if (!result || PQresultStatus(result.get()) != PGRES_TUPLES_OK || PQntuples(result.get()) != 1) {
-    ADD_FAILURE() << "count_rows: " << PQerrorMessage(connection.get());
-    return std::nullopt;
-  }
-  return static_cast<std::size_t>(std::stoull(PQgetvalue(result.get(), 0, 0)));
 }
 
 std::size_t PgHarness::records_held() { return count_rows("true", {}).value_or(0); }
@@ -219,12 +212,6 @@ bool PgHarness::run_until(const std::function<bool()>& done) {
   return true;
 }
 
-std::string fresh_scope(const std::string& prefix) {
-  static std::mt19937_64 random(std::random_device{}());
-  static const char* const digits = "0123456789abcdef";
-  std::string scope = prefix + "-";
-  for (std::uint64_t bits = random(), i = 0; i < 16; ++i, bits >>= 4) scope.push_back(digits[bits & 0xF]);
-  return scope;
-}
+std::string fresh_scope(const std::string& prefix) { return prefix + "-" + random_hex(16); }
 
 }  // namespace idem::test

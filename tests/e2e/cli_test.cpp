@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <fstream>
 #include <future>
 #include <regex>
 #include <sstream>
@@ -17,6 +16,7 @@
 #include "support/env.hpp"
 #include "support/ports.hpp"
 #include "support/process.hpp"
+#include "support/proxy_launcher.hpp"
 #include "support/temp_dir.hpp"
 
 namespace idem::test::e2e {
@@ -28,13 +28,12 @@ class Cli : public ::testing::Test {
  protected:
   std::filesystem::path write_config(std::string_view name, std::string_view text) {
     const auto path = dir_.path() / std::string(name);
-    std::ofstream(path, std::ios::binary) << text;
+    write_file(path, text);
     return path;
   }
 
   RunResult run(std::vector<std::string> args) {
-    return run_to_exit(ProcessSpec{idemproxy_binary(), std::move(args), {}, dir_.path() / "logs", "idemproxy"},
-                       kCommandTimeout);
+    return run_idemproxy(std::move(args), dir_.path() / "logs", "idemproxy", kCommandTimeout);
   }
 
   // The e2e config, valid, pointing at ports nothing listens on and at dsn.

@@ -1,10 +1,8 @@
 #include "failure/proxy_rig.hpp"
 
 #include <boost/json.hpp>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 #include <utility>
 
 #include "support/env.hpp"
@@ -14,9 +12,6 @@
 namespace idem::test::failure {
 
 namespace {
-
-constexpr std::chrono::milliseconds kStartupTimeout{20'000};
-constexpr std::chrono::milliseconds kCommandTimeout{30'000};
 
 constexpr std::string_view kConfigTemplate = R"(# failure-test config rendered by tests/failure/proxy_rig.cpp
 listen: 127.0.0.1:${PROXY_PORT}
@@ -70,22 +65,12 @@ const std::map<std::string, std::string>& default_variables() {
   return defaults;
 }
 
-void write_text(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  if (!out) throw std::runtime_error("cannot write " + path.string());
-}
-
-std::string describe_run(const RunResult& result) {
-  return "exit status: " + (result.exit_status ? std::to_string(*result.exit_status) : std::string("timeout")) +
-         "\n--- stdout ---\n" + result.stdout_text + "\n--- stderr ---\n" + result.stderr_text + "\n";
-}
-
 }  // namespace
 
 std::string_view failure_config_template() { return kConfigTemplate; }
 
-ProxyRig::ProxyRig(RigOptions options) : options_(std::move(options)), work_dir_("idem-failure") {}
+ProxyRig::ProxyRig(RigOptions options)
+    : options_(std::move(options)), work_dir_("idem-failure"), launcher_(work_dir_.path()) {}
 
 // Each Process SIGKILLs and reaps its child when destroyed.
 ProxyRig::~ProxyRig() = default;
@@ -104,31 +89,16 @@ void ProxyRig::start() {
   variables["PROXY_PORT"] = std::to_string(proxy_port_);
   variables["UPSTREAM_PORT"] = std::to_string(options_.route_upstream ? options_.route_upstream(upstream_port_) : upstream_port_);
   variables["PG_DSN"] = yaml_quoted(options_.pg_dsn.empty() ? pg_dsn() : options_.pg_dsn);
-  config_text_ = render_template(kConfigTemplate, variables);
-  config_path_ = work_dir_.path() / "idemproxy.yaml";
-  write_text(config_path_, config_text_);
-
-  const RunResult migrated = run_command({"--migrate"}, "migrate");
-  if (migrated.exit_status != 0) {
-    throw std::runtime_error("idemproxy --migrate failed:\n" + describe_run(migrated) + "--- config ---\n" + config_text_);
-  }
+  launcher_.write_config(kConfigTemplate, variables);
+  launcher_.migrate();
   start_proxy();
 }
 
 void ProxyRig::start_proxy() {
-  if (!proxies_.empty() && proxies_.back().running()) throw std::logic_error("start_proxy: a proxy is already running");
-  ProcessSpec spec{idemproxy_binary(), {"--config", config_path_.string()}, {}, work_dir_.path(),
-                   "proxy-" + std::to_string(proxies_.size() + 1)};
-  proxies_.push_back(Process::start(spec));
-  Process& process = proxies_.back();
-  const auto deadline = std::chrono::steady_clock::now() + kStartupTimeout;
-  while (process.running() && !port_accepts(proxy_port_) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (launcher_.started() > 0 && launcher_.last().running()) {
+    throw std::logic_error("start_proxy: a proxy is already running");
   }
-  if (!process.running() || !port_accepts(proxy_port_)) {
-    throw std::runtime_error("idemproxy did not start listening on 127.0.0.1:" + std::to_string(proxy_port_) + ":\n" +
-                             process.describe() + "--- config ---\n" + config_text_);
-  }
+  launcher_.start_listening(proxy_port_, "proxy-" + std::to_string(launcher_.started() + 1));
 }
 
 void ProxyRig::kill_proxy() {
@@ -139,10 +109,7 @@ void ProxyRig::kill_proxy() {
 
 void ProxyRig::signal_proxy(int signo) { proxy().signal(signo); }
 
-Process& ProxyRig::proxy() {
-  if (proxies_.empty()) throw std::logic_error("the proxy was never started");
-  return proxies_.back();
-}
+Process& ProxyRig::proxy() { return launcher_.last(); }
 
 void ProxyRig::start_upstream() {
   if (upstream_ && upstream_->process.running()) return;
@@ -155,15 +122,10 @@ std::uint64_t ProxyRig::upstream_count(std::string_view key) const {
 
 std::uint64_t ProxyRig::upstream_total() const { return test::upstream_total(upstream_port_); }
 
-RunResult ProxyRig::run_command(std::vector<std::string> args, std::string_view name) const {
-  args.insert(args.begin(), {"--config", config_path_.string()});
-  ProcessSpec spec{idemproxy_binary(), std::move(args), {}, work_dir_.path(), std::string(name)};
-  return run_to_exit(spec, kCommandTimeout);
-}
-
 RecordInspection ProxyRig::inspect(std::string_view route, std::string_view key) const {
   // The rig's clients send Host 127.0.0.1:<port>; the routes scope keys by host.
-  const RunResult result = run_command({"--inspect", std::string(route), std::string(key), "--header", "Host: 127.0.0.1"}, "inspect");
+  const RunResult result =
+      launcher_.run({"--inspect", std::string(route), std::string(key), "--header", "Host: 127.0.0.1"}, "inspect");
   RecordInspection inspection;
   inspection.exit_status = result.exit_status;
   inspection.output = describe_run(result);
@@ -186,25 +148,14 @@ RecordInspection ProxyRig::inspect(std::string_view route, std::string_view key)
 }
 
 RunResult ProxyRig::release(std::string_view route, std::string_view key) const {
-  return run_command({"--release", std::string(route), std::string(key), "--header", "Host: 127.0.0.1"}, "release");
+  return launcher_.run({"--release", std::string(route), std::string(key), "--header", "Host: 127.0.0.1"}, "release");
 }
 
-std::string ProxyRig::proxy_logs() const {
-  std::string logs;
-  for (const Process& process : proxies_) logs += process.stderr_text();
-  return logs;
-}
+std::string ProxyRig::proxy_logs() const { return launcher_.logs(); }
 
 std::string ProxyRig::diagnostics() {
   std::ostringstream out;
-  out << "=== config " << config_path_.string() << " ===\n" << config_text_ << "\n";
-  // A soak restarts the proxy dozens of times: the last few runs are the ones worth reading.
-  constexpr std::size_t kShownProxies = 3;
-  const std::size_t first_shown = proxies_.size() > kShownProxies ? proxies_.size() - kShownProxies : 0;
-  if (first_shown > 0) out << "(" << first_shown << " earlier idemproxy runs not shown)\n";
-  for (std::size_t i = first_shown; i < proxies_.size(); ++i) {
-    out << "=== idemproxy run " << i + 1 << " ===\n" << proxies_[i].describe(6144) << "\n";
-  }
+  out << launcher_.diagnostics(3, 6144);
   if (upstream_) out << "=== idem-test-upstream ===\n" << upstream_->process.describe(2048) << "\n";
   return out.str();
 }

@@ -1,8 +1,9 @@
 #pragma once
 // One idemproxy process (restartable on the same port and config, so a test can kill -9 it and
 // bring it back), the idem-test-upstream behind it, and the operator commands (--inspect,
-// --release) run against its configuration. Unlike support/proxy_fixture.hpp, the proxy's
-// lifecycle is the test's to drive; the upstream's counters survive every proxy restart.
+// --release) run against its configuration, all through support/proxy_launcher. Unlike
+// support/proxy_fixture.hpp, the proxy's lifecycle is the test's to drive; the upstream's counters
+// survive every proxy restart.
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "support/process.hpp"
+#include "support/proxy_launcher.hpp"
 #include "support/temp_dir.hpp"
 #include "support/upstream_process.hpp"
 
@@ -91,8 +93,8 @@ class ProxyRig {
 
   std::uint16_t proxy_port() const { return proxy_port_; }
   std::uint16_t upstream_port() const { return upstream_port_; }
-  int proxy_starts() const { return static_cast<int>(proxies_.size()); }
-  const std::filesystem::path& config_path() const { return config_path_; }
+  int proxy_starts() const { return static_cast<int>(launcher_.started()); }
+  const std::filesystem::path& config_path() const { return launcher_.config_path(); }
 
   // Upstream executions that received this Idempotency-Key.
   std::uint64_t upstream_count(std::string_view key) const;
@@ -108,16 +110,12 @@ class ProxyRig {
   std::string diagnostics();
 
  private:
-  RunResult run_command(std::vector<std::string> args, std::string_view name) const;
-
   RigOptions options_;
   TempDir work_dir_;
-  std::filesystem::path config_path_;
-  std::string config_text_;
   std::uint16_t proxy_port_ = 0;
   std::uint16_t upstream_port_ = 0;
   std::optional<TestUpstream> upstream_;
-  std::vector<Process> proxies_;
+  ProxyLauncher launcher_;  // declared after work_dir_: its processes go first
 };
 
 }  // namespace idem::test::failure

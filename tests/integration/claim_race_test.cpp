@@ -148,10 +148,10 @@ TEST_F(ClaimRace, AClaimThatWaitedOnAnotherInsertRunsAgainAndSeesItsRecord) {
   const std::string scope = fresh_name("race-det-");
   const std::string key = fresh_name("key-");
 
-  BlockingClient other(dsn());
+  BlockingPg other(dsn());
   ASSERT_TRUE(other.ok()) << other.error();
-  ASSERT_TRUE(other.exec("BEGIN")) << other.error();
-  ASSERT_TRUE(other.exec("INSERT INTO idempotency_records (scope, key, fingerprint, state, owner, created_at, "
+  ASSERT_TRUE(other.try_column("BEGIN")) << other.error();
+  ASSERT_TRUE(other.try_column("INSERT INTO idempotency_records (scope, key, fingerprint, state, owner, created_at, "
                          "                                 lease_expires_at, expires_at) "
                          "VALUES ($1, $2, 'v1:other', 'in_flight', 'the-other-session', now(), "
                          "        now() + interval '1 minute', now() + interval '1 hour')",
@@ -165,7 +165,7 @@ TEST_F(ClaimRace, AClaimThatWaitedOnAnotherInsertRunsAgainAndSeesItsRecord) {
   });
   EXPECT_FALSE(run_until(io, [&] { return outcome->has_value(); }, std::chrono::milliseconds(300)))
       << "the claim did not wait for the other session's insert";
-  ASSERT_TRUE(other.exec("COMMIT")) << other.error();
+  ASSERT_TRUE(other.try_column("COMMIT")) << other.error();
 
   ASSERT_TRUE(run_until(io, [&] { return outcome->has_value(); }));
   EXPECT_EQ((*outcome)->first, StoreError::ok);

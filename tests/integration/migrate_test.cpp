@@ -13,22 +13,22 @@ class Migrate : public PgTest {
  protected:
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(PgTest::SetUp());
-    admin_ = std::make_unique<BlockingClient>(dsn());
+    admin_ = std::make_unique<BlockingPg>(dsn());
     ASSERT_TRUE(admin_->ok()) << admin_->error();
     database_ = fresh_name("idem_migrate_");
-    ASSERT_TRUE(admin_->exec("CREATE DATABASE " + database_)) << admin_->error();
+    ASSERT_TRUE(admin_->try_column("CREATE DATABASE " + database_)) << admin_->error();
     database_dsn_ = dsn_with(dsn(), "dbname", database_);
   }
   void TearDown() override {
     if (admin_ && !database_.empty()) {
-      EXPECT_TRUE(admin_->exec("DROP DATABASE IF EXISTS " + database_ + " WITH (FORCE)")) << admin_->error();
+      EXPECT_TRUE(admin_->try_column("DROP DATABASE IF EXISTS " + database_ + " WITH (FORCE)")) << admin_->error();
     }
   }
 
   int latest_version() const { return store::pg::embedded_migrations().back().version; }
   int migration_count() const { return static_cast<int>(store::pg::embedded_migrations().size()); }
 
-  std::unique_ptr<BlockingClient> admin_;
+  std::unique_ptr<BlockingPg> admin_;
   std::string database_;
   std::string database_dsn_;
 };
@@ -44,12 +44,12 @@ TEST_F(Migrate, SecondRunAppliesNothing) {
   EXPECT_EQ(second.applied, 0);
   EXPECT_EQ(second.schema_version, latest_version());
 
-  BlockingClient client(database_dsn_);
+  BlockingPg client(database_dsn_);
   ASSERT_TRUE(client.ok()) << client.error();
-  const auto versions = client.exec("SELECT version::text FROM schema_migrations ORDER BY version");
+  const auto versions = client.try_column("SELECT version::text FROM schema_migrations ORDER BY version");
   ASSERT_TRUE(versions) << client.error();
   EXPECT_EQ(static_cast<int>(versions->size()), migration_count());
-  const auto columns = client.exec(
+  const auto columns = client.try_column(
       "SELECT column_name::text FROM information_schema.columns WHERE table_name = 'idempotency_records' "
       "ORDER BY ordinal_position");
   ASSERT_TRUE(columns) << client.error();
@@ -57,7 +57,7 @@ TEST_F(Migrate, SecondRunAppliesNothing) {
                                                 "lease_expires_at", "completed_at", "expires_at", "response_status",
                                                 "response_headers", "response_body"}));
   // The state CHECK is part of the schema.
-  EXPECT_FALSE(client.exec("INSERT INTO idempotency_records (scope, key, fingerprint, state, owner, created_at, "
+  EXPECT_FALSE(client.try_column("INSERT INTO idempotency_records (scope, key, fingerprint, state, owner, created_at, "
                            "expires_at) VALUES ('s', 'k', 'f', 'bogus', 'o', now(), now())"));
 }
 

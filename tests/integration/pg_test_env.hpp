@@ -1,21 +1,18 @@
 #pragma once
-// What the Postgres integration tests share: the DSN, a migrated schema, a bounded io loop,
-// fresh names, and a plain blocking libpq connection for playing "another client".
-#include <libpq-fe.h>
-
+// What the Postgres integration tests share: the DSN, a migrated schema, a bounded io loop and
+// fresh names. The blocking client for playing "another client" and the DSN edits are
+// support/blocking_pg's.
 #include <boost/asio/io_context.hpp>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
-#include <vector>
 
-#include "pg/handles.hpp"
 #include "store/pg/pg_store.hpp"
 #include "store/store.hpp"
+#include "support/blocking_pg.hpp"
 
 namespace idem::test {
 
@@ -37,29 +34,7 @@ std::string fresh_name(const std::string& prefix);  // prefix + 16 random hex di
 
 store::ClaimRequest claim_request(const std::string& scope, const std::string& key, const std::string& owner);
 
-// `dsn` with one keyword replaced or added (key=value form; URIs are parsed too).
-std::string dsn_with(const std::string& dsn, const std::string& keyword, const std::string& value);
-
 // A loopback port with nothing listening on it (bound, read back, closed).
 int closed_port();
-
-// Blocking libpq connection: the test thread plays a second client with it.
-class BlockingClient {
- public:
-  explicit BlockingClient(const std::string& dsn);
-  ~BlockingClient();
-  BlockingClient(const BlockingClient&) = delete;
-  BlockingClient& operator=(const BlockingClient&) = delete;
-
-  bool ok() const;
-  std::string error() const;
-  // Runs one statement with text parameters; nullopt on failure (see error()).
-  // On success: the rows' first column as text (empty for commands).
-  std::optional<std::vector<std::string>> exec(const std::string& sql, const std::vector<std::string>& params = {});
-
- private:
-  pg::ConnHandle connection_;
-  std::string last_error_;
-};
 
 }  // namespace idem::test

@@ -106,9 +106,9 @@ TEST_F(PoolFailure, NoFreeConnectionWhileConnectedIsBusyNotUnavailable) {
   const std::string scope = fresh_name("busy-");
   ASSERT_EQ(timed_claim(io, store, claim_request(scope, "locked", "owner-1")).error, StoreError::ok);
 
-  BlockingClient locker(dsn());
-  ASSERT_TRUE(locker.exec("BEGIN")) << locker.error();
-  ASSERT_TRUE(locker.exec("SELECT key FROM idempotency_records WHERE scope = $1 AND key = $2 FOR UPDATE", {scope, "locked"}))
+  BlockingPg locker(dsn());
+  ASSERT_TRUE(locker.try_column("BEGIN")) << locker.error();
+  ASSERT_TRUE(locker.try_column("SELECT key FROM idempotency_records WHERE scope = $1 AND key = $2 FOR UPDATE", {scope, "locked"}))
       << locker.error();
   // The pool's only connection waits on the row lock; the next claim waits for the connection.
   std::optional<StoreError> holding;
@@ -118,7 +118,7 @@ TEST_F(PoolFailure, NoFreeConnectionWhileConnectedIsBusyNotUnavailable) {
   EXPECT_EQ(*queued.error, StoreError::busy);
   EXPECT_GE(queued.took, 250ms);
   EXPECT_LT(queued.took, 1500ms);
-  ASSERT_TRUE(locker.exec("ROLLBACK")) << locker.error();
+  ASSERT_TRUE(locker.try_column("ROLLBACK")) << locker.error();
   ASSERT_TRUE(run_until(io, [&] { return holding.has_value(); }));
   EXPECT_EQ(*holding, StoreError::ok);
 }
@@ -136,10 +136,10 @@ TEST_F(PoolFailure, StatementPastItsDeadlineIsAReplyLostThenThePoolRecovers) {
   ASSERT_EQ(timed_claim(io, store, claim_request(scope, "locked", "owner-1")).error, StoreError::ok);
 
   // Another client holds the row lock: the claim's ON CONFLICT waits on it past the deadline.
-  BlockingClient locker(dsn());
+  BlockingPg locker(dsn());
   ASSERT_TRUE(locker.ok()) << locker.error();
-  ASSERT_TRUE(locker.exec("BEGIN")) << locker.error();
-  const auto locked = locker.exec("SELECT key FROM idempotency_records WHERE scope = $1 AND key = $2 FOR UPDATE",
+  ASSERT_TRUE(locker.try_column("BEGIN")) << locker.error();
+  const auto locked = locker.try_column("SELECT key FROM idempotency_records WHERE scope = $1 AND key = $2 FOR UPDATE",
                                   {scope, "locked"});
   ASSERT_TRUE(locked && locked->size() == 1) << locker.error();
 
@@ -151,7 +151,7 @@ TEST_F(PoolFailure, StatementPastItsDeadlineIsAReplyLostThenThePoolRecovers) {
   EXPECT_LT(stuck.took, 1500ms);
   EXPECT_EQ(pg::pg_counters().query_timeouts.load() - timeouts_before, 1u);
 
-  ASSERT_TRUE(locker.exec("ROLLBACK")) << locker.error();
+  ASSERT_TRUE(locker.try_column("ROLLBACK")) << locker.error();
   const TimedClaim next = timed_claim(io, store, claim_request(scope, "after", "owner-3"));
   ASSERT_TRUE(next.error.has_value());
   EXPECT_EQ(*next.error, StoreError::ok);
@@ -175,9 +175,9 @@ TEST_F(PoolFailure, IdleConnectionsKilledByTheServerAreReplaced) {
   store.start();
   ASSERT_TRUE(run_until(io, [&] { return pg::pg_counters().connects_succeeded.load() - connects_before >= kSize; }));
 
-  BlockingClient admin(dsn());
+  BlockingPg admin(dsn());
   ASSERT_TRUE(admin.ok()) << admin.error();
-  const auto killed = admin.exec(
+  const auto killed = admin.try_column(
       "SELECT pg_terminate_backend(pid)::text FROM pg_stat_activity WHERE application_name = $1", {application});
   ASSERT_TRUE(killed) << admin.error();
   ASSERT_EQ(killed->size(), kSize);

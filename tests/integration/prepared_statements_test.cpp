@@ -159,9 +159,9 @@ TEST_F(PreparedStatements, AReconnectedSessionPreparesAgainWithoutAFailedRequest
   ASSERT_NE(first_pid, 0);
 
   const auto connects_before = pg::pg_counters().connects_succeeded.load();
-  BlockingClient admin(dsn());
+  BlockingPg admin(dsn());
   ASSERT_TRUE(admin.ok()) << admin.error();
-  const auto killed = admin.exec("SELECT pg_terminate_backend($1::int)::text", {std::to_string(first_pid)});
+  const auto killed = admin.try_column("SELECT pg_terminate_backend($1::int)::text", {std::to_string(first_pid)});
   ASSERT_TRUE(killed) << admin.error();
   ASSERT_EQ(*killed, std::vector<std::string>{"true"});
   // The idle connection notices the hang-up and the pool connects a new session.
@@ -199,10 +199,10 @@ TEST_F(PreparedStatements, AStatementTheSessionLostIsPreparedAgainAndRunOnce) {
   ASSERT_NO_FATAL_FAILURE(claim_fresh(*pool, "second"));
   EXPECT_EQ(lost_count() - lost_before, 1u);
   EXPECT_EQ(sent_count() - sent_before, 2u);
-  BlockingClient reader(dsn());
+  BlockingPg reader(dsn());
   ASSERT_TRUE(reader.ok()) << reader.error();
   const auto rows =
-      reader.exec("SELECT count(*)::text FROM idempotency_records WHERE scope = $1 AND key = 'second'", {scope_});
+      reader.try_column("SELECT count(*)::text FROM idempotency_records WHERE scope = $1 AND key = 'second'", {scope_});
   ASSERT_TRUE(rows) << reader.error();
   EXPECT_EQ(*rows, std::vector<std::string>{"1"});
 

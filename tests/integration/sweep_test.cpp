@@ -29,7 +29,7 @@ class Sweep : public PgTest {
     ASSERT_NO_FATAL_FAILURE(PgTest::SetUp());
     schema_ = std::make_unique<PrivateSchema>(dsn(), "sweep");
     ASSERT_TRUE(schema_->ok()) << schema_->error();
-    client_ = std::make_unique<BlockingClient>(schema_->dsn());
+    client_ = std::make_unique<BlockingPg>(schema_->dsn());
     ASSERT_TRUE(client_->ok()) << client_->error();
   }
   void TearDown() override {
@@ -43,7 +43,7 @@ class Sweep : public PgTest {
 
   // `count` records of `scope` named k0, k1... that expired one millisecond apart, k0 first.
   void insert_expired(const std::string& scope, int count) {
-    ASSERT_TRUE(client_->exec(
+    ASSERT_TRUE(client_->try_column(
         "INSERT INTO idempotency_records (scope, key, fingerprint, state, owner, created_at, lease_expires_at, "
         "                                 completed_at, expires_at, response_status, response_body) "
         "SELECT $1, 'k' || g, 'v1:sweep', 'completed', 'o', now() - interval '1 hour', NULL, "
@@ -53,7 +53,7 @@ class Sweep : public PgTest {
         << client_->error();
   }
   void insert_live(const std::string& scope, int count) {
-    ASSERT_TRUE(client_->exec(
+    ASSERT_TRUE(client_->try_column(
         "INSERT INTO idempotency_records (scope, key, fingerprint, state, owner, created_at, lease_expires_at, "
         "                                 expires_at) "
         "SELECT $1, 'live' || g, 'v1:sweep', 'in_flight', 'o', now(), now() + interval '1 minute', "
@@ -63,13 +63,13 @@ class Sweep : public PgTest {
         << client_->error();
   }
   int count(const std::string& where) {
-    const auto rows = client_->exec("SELECT count(*) FROM idempotency_records WHERE " + where);
+    const auto rows = client_->try_column("SELECT count(*) FROM idempotency_records WHERE " + where);
     EXPECT_TRUE(rows && rows->size() == 1) << client_->error();
     return rows && rows->size() == 1 ? std::stoi(rows->front()) : -1;
   }
 
   std::unique_ptr<PrivateSchema> schema_;
-  std::unique_ptr<BlockingClient> client_;  // connected to the private schema
+  std::unique_ptr<BlockingPg> client_;  // connected to the private schema
 };
 
 struct SweepResult {
@@ -155,10 +155,10 @@ TEST_F(Sweep, ConcurrentSweepersDeleteEveryExpiredRecordExactlyOnce) {
 TEST_F(Sweep, RowsLockedByAnotherSessionAreSkippedWithoutWaiting) {
   ASSERT_NO_FATAL_FAILURE(insert_expired("mine", 20));
   // Another session holds the five oldest, as a sweeper in mid-statement or a claim would.
-  BlockingClient holder(schema_->dsn());
+  BlockingPg holder(schema_->dsn());
   ASSERT_TRUE(holder.ok()) << holder.error();
-  ASSERT_TRUE(holder.exec("BEGIN")) << holder.error();
-  const auto held = holder.exec("SELECT key FROM idempotency_records ORDER BY expires_at LIMIT 5 FOR UPDATE");
+  ASSERT_TRUE(holder.try_column("BEGIN")) << holder.error();
+  const auto held = holder.try_column("SELECT key FROM idempotency_records ORDER BY expires_at LIMIT 5 FOR UPDATE");
   ASSERT_TRUE(held && held->size() == 5) << holder.error();
 
   boost::asio::io_context io(1);
@@ -178,7 +178,7 @@ TEST_F(Sweep, RowsLockedByAnotherSessionAreSkippedWithoutWaiting) {
   EXPECT_EQ(count("key IN ('k0', 'k1', 'k2', 'k3', 'k4')"), 5);
   EXPECT_EQ(count("true"), 5);
 
-  ASSERT_TRUE(holder.exec("ROLLBACK")) << holder.error();
+  ASSERT_TRUE(holder.try_column("ROLLBACK")) << holder.error();
   const SweepResult after = sweep_once(io, store, 100);
   ASSERT_EQ(after.error, StoreError::ok);
   EXPECT_EQ(after.deleted, 5u);
@@ -188,10 +188,10 @@ TEST_F(Sweep, RowsLockedByAnotherSessionAreSkippedWithoutWaiting) {
 TEST_F(Sweep, ClaimOfARecordBeingSweptWaitsForTheSweepThenClaims) {
   ASSERT_NO_FATAL_FAILURE(insert_expired("mine", 1));  // key k0
   // A sweep in mid-statement: the expired row deleted but not yet committed.
-  BlockingClient sweeper(schema_->dsn());
+  BlockingPg sweeper(schema_->dsn());
   ASSERT_TRUE(sweeper.ok()) << sweeper.error();
-  ASSERT_TRUE(sweeper.exec("BEGIN")) << sweeper.error();
-  ASSERT_TRUE(sweeper.exec("DELETE FROM idempotency_records WHERE scope = 'mine' AND key = 'k0'")) << sweeper.error();
+  ASSERT_TRUE(sweeper.try_column("BEGIN")) << sweeper.error();
+  ASSERT_TRUE(sweeper.try_column("DELETE FROM idempotency_records WHERE scope = 'mine' AND key = 'k0'")) << sweeper.error();
 
   boost::asio::io_context io(1);
   store::pg::PgStore store(io, pool(1));
@@ -203,7 +203,7 @@ TEST_F(Sweep, ClaimOfARecordBeingSweptWaitsForTheSweepThenClaims) {
   });
   EXPECT_FALSE(run_until(io, [&] { return outcome->has_value(); }, 300ms)) << "the claim did not wait for the row";
 
-  ASSERT_TRUE(sweeper.exec("COMMIT")) << sweeper.error();
+  ASSERT_TRUE(sweeper.try_column("COMMIT")) << sweeper.error();
   ASSERT_TRUE(run_until(io, [&] { return outcome->has_value(); }));
   EXPECT_EQ((*outcome)->first, StoreError::ok);
   EXPECT_TRUE((*outcome)->second.claimed);

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "ops/ops_support.hpp"
-#include "support/env.hpp"
 #include "support/ports.hpp"
 #include "support/process.hpp"
+#include "support/proxy_launcher.hpp"
 #include "support/temp_dir.hpp"
 
 namespace idem::test::ops {
@@ -21,8 +21,7 @@ constexpr int kMigrators = 4;
 
 TEST(OpsCli, VersionPrintsTheVersion) {
   TempDir dir("idem-ops-cli");
-  const RunResult result =
-      run_to_exit(ProcessSpec{idemproxy_binary(), {"--version"}, {}, dir.path(), "version"}, kCommandTimeout);
+  const RunResult result = run_idemproxy({"--version"}, dir.path(), "version", kCommandTimeout);
   ASSERT_EQ(result.exit_status, 0) << result.stderr_text;
   EXPECT_TRUE(std::regex_match(result.stdout_text, std::regex(R"(idemproxy \d+\.\d+\.\d+\S*\n)")))
       << "'" << result.stdout_text << "'";
@@ -31,24 +30,23 @@ TEST(OpsCli, VersionPrintsTheVersion) {
 TEST(OpsCli, MigrateFromFourProcessesAtOnceOnAnEmptyDatabase) {
   TempDir dir("idem-ops-migrate");
   ScratchDatabase database;
-  const auto config = dir.path() / "idemproxy.yaml";
-  write_file(config, render_template(default_config_template(), {{"PROXY_PORT", std::to_string(free_port())},
-                                                                 {"UPSTREAM_PORT", std::to_string(free_port())},
-                                                                 {"UPSTREAM_TIMEOUT", "5s"},
-                                                                 {"PG_DSN", yaml_quoted(database.dsn())}}));
-  std::vector<Process> migrators;
+  ProxyLauncher launcher(dir.path());
+  launcher.write_config(default_config_template(), {{"PROXY_PORT", std::to_string(free_port())},
+                                                    {"UPSTREAM_PORT", std::to_string(free_port())},
+                                                    {"UPSTREAM_TIMEOUT", "5s"},
+                                                    {"PG_DSN", yaml_quoted(database.dsn())}});
+  std::vector<Process*> migrators;
   for (int i = 0; i < kMigrators; ++i) {
-    migrators.push_back(Process::start(ProcessSpec{idemproxy_binary(), {"--config", config.string(), "--migrate"}, {},
-                                                   dir.path(), "migrate-" + std::to_string(i)}));
+    migrators.push_back(&launcher.start("migrate-" + std::to_string(i), {"--migrate"}));
   }
   const std::regex summary(R"(idemproxy: schema at version (\d+) \((\d+) applied\)\n)");
   std::set<std::string> versions;
   int applied_by = 0;
-  for (auto& migrator : migrators) {
-    EXPECT_EQ(migrator.wait_exit(kCommandTimeout), 0) << migrator.describe();
+  for (Process* migrator : migrators) {
+    EXPECT_EQ(migrator->wait_exit(kCommandTimeout), 0) << migrator->describe();
     std::smatch match;
-    const std::string out = migrator.stdout_text();
-    ASSERT_TRUE(std::regex_match(out, match, summary)) << migrator.describe();
+    const std::string out = migrator->stdout_text();
+    ASSERT_TRUE(std::regex_match(out, match, summary)) << migrator->describe();
     versions.insert(match[1]);
     applied_by += match[2] != "0";
   }

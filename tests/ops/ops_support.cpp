@@ -2,21 +2,19 @@
 
 #include <gtest/gtest.h>
 
-#include <libpq-fe.h>
 #include <openssl/evp.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <random>
 #include <sstream>
 #include <stdexcept>
 
-#include "pg/handles.hpp"
+#include "support/blocking_pg.hpp"
 #include "support/env.hpp"
 #include "support/eventually.hpp"
+#include "support/random_hex.hpp"
 
 namespace idem::test::ops {
 
@@ -24,46 +22,6 @@ namespace {
 
 constexpr std::string_view kFixtureAdminLine = R"(admin: { listen: "127.0.0.1:0" })";
 constexpr std::string_view kAdminListeningEvent = R"("event":"admin_listening")";
-
-using PgConn = pg::ConnHandle;
-using PgResult = pg::ResultHandle;
-using PgConninfo = pg::ConninfoHandle;
-
-// dsn with its dbname replaced: parsed by libpq, so keyword strings and URIs both work.
-std::string dsn_with_dbname(const std::string& dsn, const std::string& dbname) {
-  char* error = nullptr;
-  PgConninfo options(PQconninfoParse(dsn.c_str(), &error));
-  if (!options) {
-    const std::string message = error != nullptr ? error : "out of memory";
-    PQfreemem(error);
-    throw std::runtime_error("cannot parse the test DSN: " + message);
-  }
-  std::string out;
-  for (const PQconninfoOption* option = options.get(); option->keyword != nullptr; ++option) {
-    const std::string keyword = option->keyword;
-    const char* value = keyword == "dbname" ? dbname.c_str() : option->val;
-    if (value == nullptr) continue;
-    out += keyword + "='";
-    for (const char* c = value; *c != '\0'; ++c) {
-      if (*c == '\'' || *c == '\\') out.push_back('\\');
-      out.push_back(*c);
-    }
-    out += "' ";
-  }
-  return out;
-}
-
-// One utility statement on the test database (CREATE/DROP DATABASE cannot take parameters).
-void execute_on_test_database(const std::string& statement) {
-  PgConn connection(PQconnectdb(pg_dsn().c_str()));
-  if (PQstatus(connection.get()) != CONNECTION_OK) {
-    throw std::runtime_error(std::string("cannot connect to the test database: ") + PQerrorMessage(connection.get()));
-  }
-  PgResult result(PQexec(connection.get(), statement.c_str()));
-  if (PQresultStatus(result.get()) != PGRES_COMMAND_OK) {
-    throw std::runtime_error(statement + ": " + PQerrorMessage(connection.get()));
-  }
-}
 
 HttpResponse admin_request(std::uint16_t port, HttpRequest request, const std::optional<std::string>& token,
                            std::vector<std::pair<std::string, std::string>> headers) {
@@ -213,13 +171,6 @@ std::string key_sha256_prefix(std::string_view text) {
   return hex.substr(0, 16);
 }
 
-void write_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) throw std::runtime_error("cannot write " + path.string());
-}
-
 void replace_keeping_mtime(const std::filesystem::path& path, const std::string& text) {
   const auto staged = std::filesystem::path(path.string() + ".staged");
   write_file(staged, text);
@@ -228,32 +179,30 @@ void replace_keeping_mtime(const std::filesystem::path& path, const std::string&
 }
 
 ScratchDatabase::ScratchDatabase() {
-  std::mt19937_64 random{std::random_device{}()};
-  name_ = "idem_ops_" + std::to_string(random() % 1'000'000'000'000ULL);  // [a-z_0-9]: safe unquoted
-  execute_on_test_database("CREATE DATABASE " + name_);
-  dsn_ = dsn_with_dbname(pg_dsn(), name_);
+  name_ = "idem_ops_" + random_hex(12);  // [a-z_0-9]: safe unquoted
+  // CREATE/DROP DATABASE take no parameters.
+  BlockingPg(pg_dsn()).execute("CREATE DATABASE " + name_);
+  dsn_ = dsn_with(pg_dsn(), "dbname", name_);
 }
 
 ScratchDatabase::~ScratchDatabase() {
   try {
-    execute_on_test_database("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+    BlockingPg(pg_dsn()).execute("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
   } catch (const std::exception& e) {
     ADD_FAILURE() << e.what();
   }
 }
 
-StandaloneProxy::StandaloneProxy(const std::string& config_text, std::string_view name) : dir_("idem-ops") {
-  const auto config_path = dir_.path() / "idemproxy.yaml";
-  write_file(config_path, config_text);
-  process_.emplace(Process::start(
-      ProcessSpec{idemproxy_binary(), {"--config", config_path.string()}, {}, dir_.path(), std::string(name)}));
-  admin_port_ = admin_port_of(*process_);
+StandaloneProxy::StandaloneProxy(const std::string& config_text, std::string_view name)
+    : dir_("idem-ops"), launcher_(dir_.path()) {
+  launcher_.write_config_text(config_text);
+  admin_port_ = admin_port_of(launcher_.start(name));
 }
 
-StandaloneProxy::~StandaloneProxy() {
-  if (process_) process_->terminate(std::chrono::seconds(5));
-}
+StandaloneProxy::~StandaloneProxy() { launcher_.stop(std::chrono::seconds(5)); }
 
-std::string StandaloneProxy::diagnostics() { return process_ ? process_->describe() : std::string("not started"); }
+std::string StandaloneProxy::diagnostics() {
+  return launcher_.started() > 0 ? launcher_.last().describe() : std::string("not started");
+}
 
 }  // namespace idem::test::ops

@@ -15,6 +15,7 @@
 #include "support/http_client.hpp"
 #include "support/process.hpp"
 #include "support/proxy_fixture.hpp"
+#include "support/proxy_launcher.hpp"
 #include "support/temp_dir.hpp"
 
 namespace idem::test::ops {
@@ -57,9 +58,8 @@ std::string key_sha256_prefix(std::string_view text);
 
 // Replaces path's content without changing its modification time (write a sibling file, give it
 // the old mtime, rename it over): a change only SIGHUP can reveal to the file watcher.
+// (write_file, which gives a new mtime, is support/config_text's.)
 void replace_keeping_mtime(const std::filesystem::path& path, const std::string& text);
-// Replaces path's content (truncate and write: a new mtime).
-void write_file(const std::filesystem::path& path, const std::string& text);
 
 // A database of its own for one test (CREATE DATABASE on the test server), dropped at the end
 // (WITH (FORCE): a leftover session cannot keep it). For counts no other test may disturb.
@@ -77,8 +77,8 @@ class ScratchDatabase {
   std::string dsn_;
 };
 
-// An idemproxy started from a config text as it is (no --migrate, no upstream): for databases the
-// fixture could not migrate, e.g. one that is unreachable.
+// An idemproxy started from a config text as it is (no --migrate, no upstream; through
+// support/proxy_launcher): for databases the fixture could not migrate, e.g. one that is unreachable.
 class StandaloneProxy {
  public:
   explicit StandaloneProxy(const std::string& config_text, std::string_view name = "proxy");
@@ -86,13 +86,13 @@ class StandaloneProxy {
   StandaloneProxy(const StandaloneProxy&) = delete;
   StandaloneProxy& operator=(const StandaloneProxy&) = delete;
 
-  Process& process() { return *process_; }
+  Process& process() { return launcher_.last(); }
   std::uint16_t admin_port() const { return admin_port_; }
   std::string diagnostics();
 
  private:
   TempDir dir_;
-  std::optional<Process> process_;
+  ProxyLauncher launcher_;  // declared after dir_: its process goes first
   std::uint16_t admin_port_ = 0;
 };
 

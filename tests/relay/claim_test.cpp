@@ -90,7 +90,7 @@ TEST_F(Claim, SettleIsFencedByTheBatchToken) {
   const auto a = schema_->insert("order", "A", 3);
   ASSERT_EQ(claim(10, "mine"), a);
   EXPECT_EQ(settle("someone-else", a, Settlement::published), 0u);
-  EXPECT_EQ(schema_->client().scalar("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL"), 0);
+  EXPECT_EQ(schema_->client().scalar_int("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL"), 0);
   EXPECT_EQ(settle("mine", a, Settlement::published), 3u);
   EXPECT_EQ(settle("mine", a, Settlement::published), 0u) << "published rows are never settled again";
 }
@@ -112,8 +112,8 @@ TEST_F(Claim, RetryAndParkHoldBackOnlyTheirAggregate) {
   EXPECT_EQ(settle("t1", slice(a, 1, 2), Settlement::released), 1u);
   EXPECT_EQ(claim(10, "t2"), b) << "A1 backs off for a minute; A2 and A3 wait behind it";
   auto client = schema_->client();
-  EXPECT_EQ(client.scalar("SELECT attempts FROM outbox WHERE id = $1", {std::to_string(a[0])}), 1);
-  EXPECT_EQ(client.scalar("SELECT attempts FROM outbox WHERE id = $1", {std::to_string(a[1])}), 0);
+  EXPECT_EQ(client.scalar_int("SELECT attempts FROM outbox WHERE id = $1", {std::to_string(a[0])}), 1);
+  EXPECT_EQ(client.scalar_int("SELECT attempts FROM outbox WHERE id = $1", {std::to_string(a[1])}), 0);
 
   client.query("UPDATE outbox SET available_at = now() WHERE id = $1", {std::to_string(a[0])});
   ASSERT_EQ(claim(1, "t3"), slice(a, 0, 1));

@@ -1,7 +1,5 @@
 #include "relay/relay_env.hpp"
 
-#include <libpq-fe.h>
-
 #include <algorithm>
 #include <fstream>
 #include <iterator>
@@ -11,92 +9,29 @@
 
 #include "pg/migrate.hpp"
 #include "relay/migrations.hpp"
+#include "support/config_text.hpp"
 #include "support/env.hpp"
 #include "support/random_hex.hpp"
 
 namespace idem::test::relay {
-namespace {
-
-std::string quoted_conninfo(const std::string& text) {
-  std::string out = "'";
-  for (const char c : text) {
-    if (c == '\'' || c == '\\') out.push_back('\\');
-    out.push_back(c);
-  }
-  return out + "'";
-}
-
-
-std::string yaml_string(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') out.push_back('\\');
-    out.push_back(c);
-  }
-  return out + "\"";
-}
-
-}  // namespace
-
-std::string with_search_path(const std::string& dsn, const std::string& schema) {
-  return dsn + " options=" + quoted_conninfo("-c search_path=" + schema);
-}
-
 std::string idemrelay_binary() {
   if (auto path = env_var("IDEMRELAY_BIN"); path && !path->empty()) return *path;
   return IDEMRELAY_BIN;
-}
-
-PgClient::PgClient(const std::string& dsn) : connection_(PQconnectdb(dsn.c_str())) {
-  if (!connection_ || PQstatus(connection_.get()) != CONNECTION_OK) {
-    throw std::runtime_error("connect: " + std::string(connection_ ? PQerrorMessage(connection_.get()) : "out of memory"));
-  }
-  PQsetNoticeProcessor(connection_.get(), [](void*, const char*) {}, nullptr);
-}
-
-std::vector<Row> PgClient::query(const std::string& sql, const std::vector<std::string>& params) {
-  std::vector<const char*> values;
-  for (const std::string& param : params) values.push_back(param.c_str());
-  const pg::ResultHandle result(PQexecParams(connection_.get(), sql.c_str(), static_cast<int>(values.size()), nullptr,
-                                                    values.data(), nullptr, nullptr, 0));
-  const ExecStatusType status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
-  if (status != PGRES_TUPLES_OK && status != PGRES_COMMAND_OK) {
-    throw std::runtime_error(sql + ": " + PQerrorMessage(connection_.get()));
-  }
-  std::vector<Row> rows;
-  for (int row = 0; row < PQntuples(result.get()); ++row) {
-    Row values_of_row;
-    for (int column = 0; column < PQnfields(result.get()); ++column) {
-      if (PQgetisnull(result.get(), row, column)) {
-        values_of_row.emplace_back(std::nullopt);
-      } else {
-        values_of_row.emplace_back(std::string(PQgetvalue(result.get(), row, column)));
-      }
-    }
-    rows.push_back(std::move(values_of_row));
-  }
-  return rows;
-}
-
-std::int64_t PgClient::scalar(const std::string& sql, const std::vector<std::string>& params) {
-  const std::vector<Row> rows = query(sql, params);
-  if (rows.size() != 1 || rows[0].empty() || !rows[0][0]) throw std::runtime_error(sql + ": expected one value");
-  return std::stoll(*rows[0][0]);
 }
 
 OutboxSchema::OutboxSchema(const std::string& prefix) : OutboxSchema(prefix, pg_dsn()) {}
 
 OutboxSchema::OutboxSchema(const std::string& prefix, std::string server_dsn) : server_dsn_(std::move(server_dsn)) {
   name_ = prefix + "_" + random_hex(12);
-  schema_dsn_ = with_search_path(server_dsn_, name_);
-  PgClient(server_dsn_).query("CREATE SCHEMA \"" + name_ + "\"");
+  schema_dsn_ = dsn_with_search_path(server_dsn_, name_);
+  BlockingPg(server_dsn_).query("CREATE SCHEMA \"" + name_ + "\"");
   const pg::MigrateResult migrated = pg::migrate(schema_dsn_, idem::relay::relay_migration_set());
   if (!migrated.ok) throw std::runtime_error("relay migrate: " + migrated.error);
 }
 
 OutboxSchema::~OutboxSchema() {
   try {
-    PgClient(server_dsn_).query("DROP SCHEMA \"" + name_ + "\" CASCADE");
+    BlockingPg(server_dsn_).query("DROP SCHEMA \"" + name_ + "\" CASCADE");
   } catch (const std::exception&) {
     // best effort: a leftover schema only costs space
   }
@@ -104,14 +39,14 @@ OutboxSchema::~OutboxSchema() {
 
 std::vector<std::int64_t> OutboxSchema::insert(const std::string& aggregate_type, const std::string& aggregate_id,
                                                int count, const std::string& event_type) {
-  PgClient client(schema_dsn_);
-  const std::vector<Row> rows = client.query(
+  BlockingPg client(schema_dsn_);
+  const std::vector<PgRow> rows = client.query(
       "INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload, headers) "
       "SELECT $1, $2, $3, jsonb_build_object('n', g), jsonb_build_object('trace', 't' || g) "
       "FROM generate_series(1, $4::int) AS g ORDER BY g RETURNING id",
       {aggregate_type, aggregate_id, event_type, std::to_string(count)});
   std::vector<std::int64_t> ids;
-  for (const Row& row : rows) ids.push_back(std::stoll(*row[0]));
+  for (const PgRow& row : rows) ids.push_back(std::stoll(*row[0]));
   std::sort(ids.begin(), ids.end());
   return ids;
 }
@@ -168,7 +103,7 @@ bool is_stopped(pid_t pid) {
 
 std::string render_config(const RelaySettings& s) {
   std::string text = "# rendered by tests/relay/relay_env.cpp\n";
-  text += "postgres: { dsn: " + yaml_string(s.dsn) + ", connect_timeout: 1s, query_timeout: 1s }\n";
+  text += "postgres: { dsn: " + yaml_quoted(s.dsn) + ", connect_timeout: 1s, query_timeout: 1s }\n";
   text += "relay:\n";
   text += "  batch_size: " + std::to_string(s.batch_size) + "\n";
   text += "  concurrency: " + std::to_string(s.concurrency) + "\n";
@@ -183,8 +118,8 @@ std::string render_config(const RelaySettings& s) {
   text += "sink:\n";
   if (s.http) {
     text += "  type: http\n";
-    text += "  http: { url: " + yaml_string(s.http_url) + ", timeout: " + s.command_timeout +
-            ", connect_timeout: 500ms, secret: " + yaml_string(s.http_secret) +
+    text += "  http: { url: " + yaml_quoted(s.http_url) + ", timeout: " + s.command_timeout +
+            ", connect_timeout: 500ms, secret: " + yaml_quoted(s.http_secret) +
             (s.http_tls.empty() ? std::string() : ", tls: " + s.http_tls) + " }\n";
   } else {
     text += "  type: redis_streams\n";
@@ -192,8 +127,8 @@ std::string render_config(const RelaySettings& s) {
     text += "    address: 127.0.0.1:" + std::to_string(s.redis_port) + "\n";
     text += "    connect_timeout: 500ms\n";
     text += "    command_timeout: " + s.command_timeout + "\n";
-    text += "    stream: " + yaml_string(s.stream_prefix + ".{aggregate_type}") + "\n";
-    text += "    dedup_prefix: " + yaml_string(s.stream_prefix + ":pub:") + "\n";
+    text += "    stream: " + yaml_quoted(s.stream_prefix + ".{aggregate_type}") + "\n";
+    text += "    dedup_prefix: " + yaml_quoted(s.stream_prefix + ":pub:") + "\n";
     text += "    dedup_window: 1h\n";
   }
   if (s.admin_port != 0) text += "admin: { listen: \"127.0.0.1:" + std::to_string(s.admin_port) + "\" }\n";
@@ -202,9 +137,7 @@ std::string render_config(const RelaySettings& s) {
 
 RelayRunner::RelayRunner(const std::filesystem::path& dir, const RelaySettings& settings)
     : dir_(dir), config_path_(dir / ("idemrelay-" + random_hex(6) + ".yaml")) {
-  std::ofstream out(config_path_, std::ios::binary | std::ios::trunc);
-  out << render_config(settings);
-  if (!out) throw std::runtime_error("cannot write " + config_path_.string());
+  write_file(config_path_, render_config(settings));
 }
 
 Process RelayRunner::start(const std::string& name, std::vector<std::pair<std::string, std::string>> env) const {

@@ -1,6 +1,6 @@
 #pragma once
-// What the relay tests share: a schema of its own holding a migrated outbox, a blocking
-// Postgres client for playing the legacy writer, stream reading over the support Redis client for
+// What the relay tests share: a schema of its own holding a migrated outbox (the legacy writer is
+// played with support/blocking_pg's client), stream reading over the support Redis client for
 // playing the consumer, and a runner for real idemrelay processes with a rendered config.
 // Blocking I/O: test threads only.
 #include <sys/types.h>
@@ -12,29 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "pg/handles.hpp"
+#include "support/blocking_pg.hpp"
 #include "support/process.hpp"
 #include "support/redis_client.hpp"
 
 namespace idem::test::relay {
 
 std::string idemrelay_binary();   // $IDEMRELAY_BIN, else the build's target
-
-using Row = std::vector<std::optional<std::string>>;
-
-class PgClient {
- public:
-  explicit PgClient(const std::string& dsn);
-  // Text parameters and results; throws std::runtime_error with the server's message on failure.
-  std::vector<Row> query(const std::string& sql, const std::vector<std::string>& params = {});
-  std::int64_t scalar(const std::string& sql, const std::vector<std::string>& params = {});
-
- private:
-  pg::ConnHandle connection_;
-};
-
-// `dsn` (key=value form, as tests/run.sh sets it) with search_path pinned to `schema`.
-std::string with_search_path(const std::string& dsn, const std::string& schema);
 
 // A schema of its own with the relay's migrations applied; dropped on destruction.
 class OutboxSchema {
@@ -49,7 +33,7 @@ class OutboxSchema {
 
   const std::string& name() const { return name_; }
   const std::string& dsn() const { return schema_dsn_; }  // search_path = this schema
-  PgClient client() const { return PgClient(schema_dsn_); }
+  BlockingPg client() const { return BlockingPg(schema_dsn_); }
   // INSERTs `count` rows for one aggregate in one transaction; returns their ids in order.
   std::vector<std::int64_t> insert(const std::string& aggregate_type, const std::string& aggregate_id, int count,
                                    const std::string& event_type = "happened");

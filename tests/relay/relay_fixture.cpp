@@ -38,7 +38,7 @@ void RelayFixture::TearDown() {
 }
 
 std::int64_t RelayFixture::unpublished() {
-  return schema_->client().scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL");
+  return schema_->client().scalar_int("SELECT count(*) FROM outbox WHERE published_at IS NULL");
 }
 
 bool RelayFixture::drained(std::chrono::milliseconds timeout) {

@@ -93,13 +93,13 @@ class RelayLostReply : public RelayFixture {
   // Rows a user would worry about: still unpublished, still leased, parked.
   void expect_outbox_settled() {
     auto client = schema_->client();
-    EXPECT_EQ(client.scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL"), 0);
-    EXPECT_EQ(client.scalar("SELECT count(*) FROM outbox WHERE claimed_by IS NOT NULL OR claimed_until IS NOT NULL"), 0)
+    EXPECT_EQ(client.scalar_int("SELECT count(*) FROM outbox WHERE published_at IS NULL"), 0);
+    EXPECT_EQ(client.scalar_int("SELECT count(*) FROM outbox WHERE claimed_by IS NOT NULL OR claimed_until IS NOT NULL"), 0)
         << "no row left leased";
-    EXPECT_EQ(client.scalar("SELECT count(*) FROM outbox WHERE parked_at IS NOT NULL"), 0) << "no row parked";
+    EXPECT_EQ(client.scalar_int("SELECT count(*) FROM outbox WHERE parked_at IS NOT NULL"), 0) << "no row parked";
   }
   std::int64_t rows_with_attempts() {
-    return schema_->client().scalar("SELECT count(*) FROM outbox WHERE attempts > 0");
+    return schema_->client().scalar_int("SELECT count(*) FROM outbox WHERE attempts > 0");
   }
 
   void expect_each_event_once_in_order(std::size_t expected) {
@@ -246,7 +246,7 @@ class RelayLostWebhookReply : public RelayLostReply {
   }
 
   std::int64_t attempts_of(std::int64_t id) {
-    return schema_->client().scalar("SELECT attempts FROM outbox WHERE id = $1", {std::to_string(id)});
+    return schema_->client().scalar_int("SELECT attempts FROM outbox WHERE id = $1", {std::to_string(id)});
   }
 
   // The delivery of the first row of aggregate h1 loses its response (or never arrives).

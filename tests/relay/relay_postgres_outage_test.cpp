@@ -85,7 +85,7 @@ class RelayPostgresOutage : public RelayFixture {
     for (const auto& [id, copies] : result.copies) EXPECT_EQ(copies, 1) << "event " << id;
     EXPECT_TRUE(result.ordered_per_aggregate) << result.first_disorder;
     EXPECT_EQ(static_cast<std::int64_t>(expected),
-              schema_->client().scalar("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL"));
+              schema_->client().scalar_int("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL"));
   }
 };
 

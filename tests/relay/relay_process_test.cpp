@@ -117,13 +117,13 @@ TEST_F(RelayProcess, NewEventsReusingIdsAfterARestoreAreAddedNotDroppedAsDuplica
 
   // A fresh database on the same server, the dump restored into it, two new events (ids 4-5 again).
   const std::string database = "restored_" + random_hex(8);
-  PgClient(pg_dsn()).query("CREATE DATABASE " + database);
+  BlockingPg(pg_dsn()).query("CREATE DATABASE " + database);
   const std::string server_dsn = std::regex_replace(pg_dsn(), std::regex(R"(dbname=\S+)"), "dbname=" + database);
   struct DropDatabase {
     std::string name;
     ~DropDatabase() {
       try {
-        PgClient(pg_dsn()).query("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+        BlockingPg(pg_dsn()).query("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
       } catch (const std::exception&) {  // best effort
       }
     }
@@ -136,9 +136,9 @@ TEST_F(RelayProcess, NewEventsReusingIdsAfterARestoreAreAddedNotDroppedAsDuplica
                   .name = "psql"},
       30s);
   ASSERT_EQ(restored.exit_status, 0) << restored.stderr_text;
-  const std::string restored_dsn = with_search_path(server_dsn, schema_->name());
-  PgClient fresh(restored_dsn);
-  const std::vector<Row> reused = fresh.query(
+  const std::string restored_dsn = dsn_with_search_path(server_dsn, schema_->name());
+  BlockingPg fresh(restored_dsn);
+  const std::vector<PgRow> reused = fresh.query(
       "INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) "
       "SELECT 'order', 'a', 'after-restore', jsonb_build_object('new', g) FROM generate_series(1, 2) AS g ORDER BY g "
       "RETURNING id");
@@ -148,7 +148,7 @@ TEST_F(RelayProcess, NewEventsReusingIdsAfterARestoreAreAddedNotDroppedAsDuplica
   settings_.dsn = restored_dsn;
   const RelayRunner runner(dir_->path(), settings_);
   Process relay = runner.start("after-restore");
-  ASSERT_TRUE(eventually([&] { return fresh.scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL") == 0; }, 20s))
+  ASSERT_TRUE(eventually([&] { return fresh.scalar_int("SELECT count(*) FROM outbox WHERE published_at IS NULL") == 0; }, 20s))
       << relay.describe();
   ASSERT_EQ(relay.terminate(10s), 0) << relay.describe();
   const std::string log = relay.stderr_text();
@@ -179,7 +179,7 @@ TEST_F(RelayProcess, TwoRelaysKeepEveryAggregateInOrder) {
   for (int a = 0; a < kAggregates; ++a) {
     writers.emplace_back([&, a] {
       try {
-        PgClient client = schema_->client();
+        BlockingPg client = schema_->client();
         for (int n = 0; n < kRowsEach; ++n) {  // one transaction per row: the writers interleave
           client.query("INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', $1, 'e', '{}')",
                        {"agg-" + std::to_string(a)});
@@ -208,11 +208,11 @@ TEST_F(RelayProcess, RowCommittedLateWithLowerIdIsStillPublished) {
   const RelayRunner runner(dir_->path(), settings_);
   Process relay = runner.start("relay");
 
-  PgClient a = schema_->client();
-  PgClient b = schema_->client();
-  PgClient c = schema_->client();
-  const auto insert = [](PgClient& client, const std::string& aggregate) {
-    return client.scalar(
+  BlockingPg a = schema_->client();
+  BlockingPg b = schema_->client();
+  BlockingPg c = schema_->client();
+  const auto insert = [](BlockingPg& client, const std::string& aggregate) {
+    return client.scalar_int(
         "INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', $1, 'e', '{}') RETURNING id",
         {aggregate});
   };
@@ -239,7 +239,7 @@ TEST_F(RelayProcess, RowCommittedLateWithLowerIdIsStillPublished) {
   ASSERT_EQ(entries.size(), 2u);
   EXPECT_EQ(entries[0].event_id(), id_b) << "published in commit order";
   EXPECT_EQ(entries[1].event_id(), id_a);
-  EXPECT_EQ(schema_->client().scalar("SELECT count(*) FROM outbox WHERE id = $1", {std::to_string(id_c)}), 0);
+  EXPECT_EQ(schema_->client().scalar_int("SELECT count(*) FROM outbox WHERE id = $1", {std::to_string(id_c)}), 0);
   EXPECT_EQ(unpublished(), 0);
   EXPECT_EQ(relay.terminate(10s), 0) << relay.describe();
 }
@@ -257,7 +257,7 @@ TEST_F(RelayProcess, RedisOutageBacksOffAndDrainsInOrder) {
   // A jthread: whatever assertion ends the test, the writer is stopped and joined.
   std::jthread writer([&](std::stop_token stop) {
     try {
-      PgClient client = schema_->client();
+      BlockingPg client = schema_->client();
       for (int n = 0; !stop.stop_requested() && n < 5'000; ++n) {
         client.query("INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', $1, 'e', '{}')",
                      {"agg-" + std::to_string(n % 5)});
@@ -315,15 +315,15 @@ TEST_F(RelayProcess, PoisonRowParksOnlyItsAggregateUntilRedriven) {
 
   const std::string head = std::to_string(blocked[0]);
   ASSERT_TRUE(eventually([&] {
-    return schema_->client().scalar("SELECT count(*) FROM outbox WHERE parked_at IS NOT NULL") == 1;
+    return schema_->client().scalar_int("SELECT count(*) FROM outbox WHERE parked_at IS NOT NULL") == 1;
   }, 15s)) << relay.describe();
   auto client = schema_->client();
-  EXPECT_EQ(client.scalar("SELECT attempts FROM outbox WHERE id = $1 AND parked_at IS NOT NULL", {head}), 3);
+  EXPECT_EQ(client.scalar_int("SELECT attempts FROM outbox WHERE id = $1 AND parked_at IS NOT NULL", {head}), 3);
   EXPECT_NE(client.query("SELECT last_error FROM outbox WHERE id = $1", {head})[0][0].value_or("").find("WRONGTYPE"),
             std::string::npos);
   ASSERT_TRUE(eventually([&] { return read_stream(*redis_, stream("order")).size() == 10; }, 10s)) << "other aggregates flow";
   std::this_thread::sleep_for(500ms);
-  EXPECT_EQ(client.scalar("SELECT count(*) FROM outbox WHERE aggregate_id = 'b1' AND published_at IS NULL AND "
+  EXPECT_EQ(client.scalar_int("SELECT count(*) FROM outbox WHERE aggregate_id = 'b1' AND published_at IS NULL AND "
                           "parked_at IS NULL AND attempts = 0"),
             2)
       << "the aggregate's later rows wait untouched behind the parked one";
@@ -364,7 +364,7 @@ TEST_F(RelayProcess, RetentionDeletesOnlyOldPublishedRowsInBatches) {
   const RelayRunner runner(dir_->path(), settings_);
   Process relay = runner.start("relay");
 
-  ASSERT_TRUE(eventually([&] { return client.scalar("SELECT count(*) FROM outbox") == 5; }, 10s)) << relay.describe();
+  ASSERT_TRUE(eventually([&] { return client.scalar_int("SELECT count(*) FROM outbox") == 5; }, 10s)) << relay.describe();
   std::this_thread::sleep_for(500ms);  // more rounds run: nothing else goes
   const auto left = client.query("SELECT id FROM outbox ORDER BY id");
   ASSERT_EQ(left.size(), 5u);
@@ -385,8 +385,8 @@ TEST_F(RelayProcess, SigtermMidBatchLosesNothingAndDuplicatesNothing) {
   ASSERT_EQ(first.terminate(10s), 0) << first.describe();
 
   auto client = schema_->client();
-  EXPECT_EQ(client.scalar("SELECT count(*) FROM outbox WHERE claimed_by IS NOT NULL"), 0) << "batches finished or released";
-  const std::int64_t marked = client.scalar("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL");
+  EXPECT_EQ(client.scalar_int("SELECT count(*) FROM outbox WHERE claimed_by IS NOT NULL"), 0) << "batches finished or released";
+  const std::int64_t marked = client.scalar_int("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL");
   EXPECT_EQ(static_cast<std::int64_t>(read_stream(*redis_, stream("order")).size()), marked)
       << "every row in the stream was marked, every marked row is in the stream";
   EXPECT_LT(marked, 2000) << "stopped mid-way";
@@ -486,7 +486,7 @@ TEST_F(RelayProcess, HttpsSinkPresentsItsClientCertificate) {
     EXPECT_EQ(anonymous.terminate(10s), 0) << anonymous.describe();
   }
   EXPECT_EQ(unpublished(), 3);
-  EXPECT_EQ(schema_->client().scalar("SELECT count(*) FROM outbox WHERE attempts > 0 OR parked_at IS NOT NULL"), 0);
+  EXPECT_EQ(schema_->client().scalar_int("SELECT count(*) FROM outbox WHERE attempts > 0 OR parked_at IS NOT NULL"), 0);
   EXPECT_EQ(upstream_total(consumer.port), 0u);
 
   settings_.http_tls = "{ ca_file: \"" + ca.cert.string() + "\", cert_file: \"" + client.cert.string() + "\", key_file: \"" +

@@ -25,6 +25,7 @@
 #include "e2e/e2e_support.hpp"
 #include "support/env.hpp"
 #include "support/eventually.hpp"
+#include "support/proxy_launcher.hpp"
 #include "support/test_pki.hpp"
 #include "support/tls_client.hpp"
 
@@ -492,17 +493,14 @@ TEST_F(Tls, BrokenCertificateOrMismatchedKeyFailsCheckAndStartup) {
                                                  {"PG_DSN", yaml_quoted(pg_dsn())}, {"LISTENER_TLS", broken.tls_line},
                                                  {"UPSTREAM_ORIGIN", "http://127.0.0.1"}, {"UPSTREAM_TLS", ""},
                                                  {"LIMITS", ""}};
-    const fs::path config = work.path() / (broken.name + ".yaml");
-    replace_file(config, render_template(kConfigTemplate, variables));
+    ProxyLauncher launcher(work.path());
+    launcher.write_config(kConfigTemplate, variables, broken.name + ".yaml");
 
-    const RunResult check = run_to_exit(
-        ProcessSpec{idemproxy_binary(), {"--config", config.string(), "--check"}, {}, work.path(), broken.name + "-check"},
-        20s);
+    const RunResult check = launcher.run({"--check"}, broken.name + "-check", 20s);
     EXPECT_EQ(check.exit_status, 1) << check.stdout_text << check.stderr_text;
     EXPECT_NE(check.stderr_text.find(broken.expected), std::string::npos) << check.stderr_text;
 
-    const RunResult run = run_to_exit(
-        ProcessSpec{idemproxy_binary(), {"--config", config.string()}, {}, work.path(), broken.name + "-run"}, 20s);
+    const RunResult run = launcher.run({}, broken.name + "-run", 20s);
     EXPECT_EQ(run.exit_status, 1) << run.stderr_text;
     const auto failed = events(run.stderr_text, "startup_failed");
     ASSERT_EQ(failed.size(), 1u) << run.stderr_text;

@@ -1,10 +1,8 @@
 #include "support/proxy_fixture.hpp"
 
-#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 
 #include "support/env.hpp"
 #include "support/ports.hpp"
@@ -14,8 +12,6 @@ namespace idem::test {
 
 namespace {
 
-constexpr std::chrono::milliseconds kMigrateTimeout{60'000};
-constexpr std::chrono::milliseconds kStartupTimeout{20'000};
 // A port picked by free_port() can be taken by a parallel test before the proxy binds it.
 constexpr int kStartAttempts = 3;
 
@@ -50,57 +46,14 @@ routes:
 limits: { max_request_body: 8MiB }
 )";
 
-void write_text(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  if (!out) throw std::runtime_error("cannot write " + path.string());
-}
-
-std::string format_run(const RunResult& result) {
-  std::ostringstream out;
-  out << "exit status: " << (result.exit_status ? std::to_string(*result.exit_status) : "timeout") << "\n"
-      << "--- stdout ---\n" << result.stdout_text << "\n--- stderr ---\n" << result.stderr_text << "\n";
-  return out.str();
-}
-
 }  // namespace
 
 std::string_view default_config_template() { return kDefaultConfig; }
 
-std::string render_template(std::string_view text, const std::map<std::string, std::string>& variables) {
-  std::string out;
-  std::size_t position = 0;
-  while (position < text.size()) {
-    const auto open = text.find("${", position);
-    if (open == std::string_view::npos) break;
-    const auto close = text.find('}', open);
-    if (close == std::string_view::npos) break;
-    out.append(text.substr(position, open - position));
-    const auto it = variables.find(std::string(text.substr(open + 2, close - open - 2)));
-    if (it != variables.end()) {
-      out += it->second;
-    } else {
-      out.append(text.substr(open, close - open + 1));
-    }
-    position = close + 1;
-  }
-  out.append(text.substr(position));
-  return out;
-}
-
-std::string yaml_quoted(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') out.push_back('\\');
-    out.push_back(c);
-  }
-  out.push_back('"');
-  return out;
-}
-
 std::string unique_key(std::string_view label) { return std::string(label) + "-" + random_hex(16); }
 
-ProxyHarness::ProxyHarness(ProxyOptions options) : options_(std::move(options)), work_dir_("idem-e2e") {}
+ProxyHarness::ProxyHarness(ProxyOptions options)
+    : options_(std::move(options)), work_dir_("idem-e2e"), launcher_(work_dir_.path(), options_.env) {}
 
 ProxyHarness::~ProxyHarness() { stop(); }
 
@@ -125,40 +78,26 @@ void ProxyHarness::start() {
     upstream_port_ = options_.upstream_port != 0 ? options_.upstream_port : free_port();
   }
   configured_upstream_port_ = options_.route_upstream ? options_.route_upstream(upstream_port_) : upstream_port_;
-  config_path_ = work_dir_.path() / "idemproxy.yaml";
   bool migrated = false;
   std::string last_failure;
   for (int attempt = 1; attempt <= kStartAttempts; ++attempt) {
     proxy_port_ = free_port();
-    config_text_ = render_config();
-    write_text(config_path_, config_text_);
+    launcher_.write_config_text(render_config());
     if (!migrated) {
-      ProcessSpec migrate{idemproxy_binary(), {"--config", config_path_.string(), "--migrate"}, options_.env,
-                          work_dir_.path(), "migrate"};
-      const RunResult result = run_to_exit(migrate, kMigrateTimeout);
-      if (result.exit_status != 0)
-        throw std::runtime_error("idemproxy --migrate failed:\n" + format_run(result) + "--- config ---\n" + config_text_);
+      launcher_.migrate();
       migrated = true;
     }
-    ProcessSpec spec{idemproxy_binary(), {"--config", config_path_.string()}, options_.env, work_dir_.path(),
-                     "proxy-" + std::to_string(attempt)};
-    proxy_.emplace(Process::start(spec));
-    const auto deadline = std::chrono::steady_clock::now() + kStartupTimeout;
-    while (proxy_->running() && !port_accepts(proxy_port_) && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (proxy_->running() && port_accepts(proxy_port_)) return;
-    last_failure = proxy_->describe();
-    proxy_->terminate(std::chrono::seconds(2));
-    proxy_.reset();
+    try {
+      launcher_.start_listening(proxy_port_, "proxy-" + std::to_string(attempt));
+      return;
+    } catch (const std::runtime_error& e) {
+      last_failure = e.what();
+    }
   }
-  throw std::runtime_error("idemproxy did not start listening on 127.0.0.1:" + std::to_string(proxy_port_) + ":\n" +
-                           last_failure + "--- config ---\n" + config_text_);
+  throw std::runtime_error(last_failure);
 }
 
-std::optional<int> ProxyHarness::stop_proxy(std::chrono::milliseconds grace) {
-  if (!proxy_) return std::nullopt;
-  return proxy_->terminate(grace);
-}
+std::optional<int> ProxyHarness::stop_proxy(std::chrono::milliseconds grace) { return launcher_.stop(grace); }
 
 void ProxyHarness::stop() {
   stop_proxy();
@@ -182,8 +121,7 @@ std::uint64_t ProxyHarness::upstream_total() const { return test::upstream_total
 
 std::string ProxyHarness::diagnostics() {
   std::ostringstream out;
-  out << "=== config " << config_path_.string() << " ===\n" << config_text_ << "\n";
-  if (proxy_) out << "=== idemproxy ===\n" << proxy_->describe() << "\n";
+  out << launcher_.diagnostics();
   if (upstream_) out << "=== idem-test-upstream ===\n" << upstream_->process.describe(2048) << "\n";
   return out.str();
 }

@@ -1,7 +1,8 @@
 #pragma once
 // Runs the real idemproxy binary against a fresh idem-test-upstream and the test Postgres:
 // renders a YAML config from a template, applies the schema (--migrate), starts both processes,
-// and stops them (SIGTERM, then SIGKILL) at the end. ProxyTest wraps it as a gtest fixture.
+// and stops them (SIGTERM, then SIGKILL) at the end; the proxy through support/proxy_launcher.
+// ProxyTest wraps it as a gtest fixture.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -18,6 +19,7 @@
 
 #include "support/http_client.hpp"
 #include "support/process.hpp"
+#include "support/proxy_launcher.hpp"
 #include "support/temp_dir.hpp"
 #include "support/upstream_process.hpp"
 
@@ -28,12 +30,6 @@ namespace idem::test {
 // environment expansion.
 std::string_view default_config_template();
 
-// Replaces each ${NAME} of variables in text (names not in variables stay as they are).
-std::string render_template(std::string_view text, const std::map<std::string, std::string>& variables);
-
-// A YAML double-quoted scalar holding text.
-std::string yaml_quoted(std::string_view text);
-
 struct ProxyOptions {
   std::string config_template;  // empty: default_config_template()
   std::map<std::string, std::string> variables;  // extra or overriding ${NAME} values
@@ -41,7 +37,7 @@ struct ProxyOptions {
   // With start_upstream == false: the port the config points the proxy at (0 = a free port that
   // nothing listens on, until start_upstream_now()).
   std::uint16_t upstream_port = 0;
-  std::vector<std::pair<std::string, std::string>> env;  // extra environment for idemproxy
+  EnvVars env;  // extra environment for idemproxy
   // Given the upstream's port, the port the proxy is told to use instead (e.g. a FaultProxy's in
   // front of it, capturing what the upstream receives); unset: the upstream's own.
   std::function<std::uint16_t(std::uint16_t upstream_port)> route_upstream;
@@ -66,10 +62,10 @@ class ProxyHarness {
 
   std::uint16_t proxy_port() const { return proxy_port_; }
   std::uint16_t upstream_port() const { return upstream_port_; }
-  const std::filesystem::path& config_path() const { return config_path_; }
-  const std::string& config_text() const { return config_text_; }
+  const std::filesystem::path& config_path() const { return launcher_.config_path(); }
+  const std::string& config_text() const { return launcher_.config_text(); }
   const std::filesystem::path& work_dir() const { return work_dir_.path(); }
-  Process* proxy_process() { return proxy_ ? &*proxy_ : nullptr; }
+  Process* proxy_process() { return launcher_.started() > 0 ? &launcher_.last() : nullptr; }
 
   std::uint64_t upstream_count(std::string_view key) const;
   std::uint64_t upstream_webhook_count(std::string_view webhook_id) const;
@@ -84,12 +80,10 @@ class ProxyHarness {
 
   ProxyOptions options_;
   TempDir work_dir_;
-  std::filesystem::path config_path_;
-  std::string config_text_;
   std::uint16_t proxy_port_ = 0;
   std::uint16_t upstream_port_ = 0;
   std::optional<TestUpstream> upstream_;
-  std::optional<Process> proxy_;
+  ProxyLauncher launcher_;  // declared after work_dir_: its processes go first
 };
 
 // "<label>-<16 random hex digits>": keys that no other test (or earlier run) used, since every

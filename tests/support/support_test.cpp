@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 #include <chrono>
 
+#include "support/blocking_pg.hpp"
 #include "support/http_client.hpp"
 #include "support/ports.hpp"
 #include "support/process.hpp"
@@ -171,6 +172,21 @@ TEST(ProxyConfig, TemplateReplacesOnlyKnownNames) {
   const auto config = render_template(default_config_template(), {{"PROXY_PORT", "1"}, {"UPSTREAM_PORT", "2"}});
   EXPECT_NE(config.find("listen: 127.0.0.1:1\n"), std::string::npos);
   EXPECT_NE(config.find("http://127.0.0.1:2"), std::string::npos);
+}
+
+// DSN edits are libpq parsing only: no server needed.
+TEST(BlockingPgDsn, KeywordReplacedOrAddedInKeyValueForm) {
+  EXPECT_EQ(dsn_with("host=127.0.0.1 port=5432 dbname=postgres", "dbname", "other"),
+            "host=127.0.0.1 port=5432 dbname=other");
+  EXPECT_EQ(dsn_with("postgresql://u@127.0.0.1:5433/db", "application_name", "it's"),
+            "user=u dbname=db host=127.0.0.1 port=5433 application_name='it\\'s'");
+  EXPECT_THROW(dsn_with("host='unterminated", "port", "1"), std::runtime_error);
+}
+
+TEST(BlockingPgDsn, SearchPathKeepsTheServerOptions) {
+  EXPECT_EQ(dsn_with_search_path("host=h", "s1"), "host=h options='-c search_path=s1'");
+  EXPECT_EQ(dsn_with_search_path("host=h options='-c work_mem=4MB'", "s1"),
+            "host=h options='-c work_mem=4MB -c search_path=s1'");
 }
 
 }  // namespace

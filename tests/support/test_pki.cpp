@@ -2,11 +2,11 @@
 
 #include <unistd.h>
 
-#include <fstream>
 #include <random>
 #include <sstream>
 #include <stdexcept>
 
+#include "support/config_text.hpp"
 #include "support/env.hpp"
 #include "support/process.hpp"
 
@@ -38,12 +38,6 @@ std::string random_serial() {
   std::string serial(1, kHex[1 + generator() % 7]);
   for (int i = 0; i < 15; ++i) serial.push_back(kHex[generator() % 16]);
   return serial;
-}
-
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  if (!out) throw std::runtime_error("cannot write " + path.string());
 }
 
 // `command` followed by the options that make a fresh unencrypted P-256 key, then `rest`.
@@ -94,7 +88,7 @@ CertificateFiles TestPki::issue(const CertificateFiles& ca, std::string_view nam
   std::string extension_text = "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n";
   extension_text += use == CertificateUse::server ? "extendedKeyUsage=serverAuth\n" : "extendedKeyUsage=clientAuth\n";
   if (!subject_alt_names.empty()) extension_text += "subjectAltName=" + std::string(subject_alt_names) + "\n";
-  write_text(extensions, extension_text);
+  write_file(extensions, extension_text);
   run_openssl({"x509", "-req", "-in", request.string(), "-CA", ca.cert.string(), "-CAkey", ca.key.string(),
                "-set_serial", "0x" + leaf.serial, "-days", std::string(kValidDays), "-extfile", extensions.string(),
                "-out", leaf.cert.string()});
