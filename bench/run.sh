@@ -148,7 +148,10 @@ idem_start_postgres "$WORK"
   -c "ALTER SYSTEM SET synchronous_commit = on" -c "SELECT pg_reload_conf()" >/dev/null
 idem_start_redis "$WORK"
 
-# The bench upstream: one io thread, like nginx's one worker.
+# The bench upstream: one io thread, like nginx's one worker. Its output file exists before the
+# loop reads it (the background child may not have opened it yet: sed on a missing file would end
+# the script under set -e).
+: >"$WORK/upstream.out"
 "$UPSTREAM_BIN" --port 0 --threads 1 >"$WORK/upstream.out" 2>"$WORK/upstream.err" &
 UPSTREAM_PID=$!
 UPSTREAM_PORT=
