@@ -25,13 +25,13 @@ auto async_shared_lookup(cache::SharedReplayCache& cache, std::string_view scope
       token);
 }
 
-FoundRecord from_cache(std::shared_ptr<const cache::CachedRecord> cached, RecordSource source) {
+FoundRecord from_cache(const std::shared_ptr<const cache::CachedRecord>& cached, RecordSource source) {
   FoundRecord found;
   found.source = source;
   found.claim.existing.fingerprint = cached->fingerprint;
   found.claim.existing.state = cached->state;
   found.claim.existing.response.status = cached->response.status;
-  found.cached = std::move(cached);
+  found.cached = cached;
   return found;
 }
 
@@ -41,9 +41,10 @@ RecordLookup::RecordLookup(WorkerServices& services, const store::ClaimRequest& 
     : services_(services), claim_(claim), trace_(trace) {}
 
 asio::awaitable<FoundRecord> RecordLookup::find() {
-  if (auto cached = services_.cache.find(claim_.scope, claim_.key)) {
+  const std::shared_ptr<const cache::CachedRecord> cached = services_.cache.find(claim_.scope, claim_.key);
+  if (cached) {
     trace_.cache_hit = true;
-    co_return from_cache(std::move(cached), RecordSource::local_cache);
+    co_return from_cache(cached, RecordSource::local_cache);
   }
   if (services_.shared_cache != nullptr) {
     const cache::SharedLookup shared = co_await async_shared_lookup(*services_.shared_cache, claim_.scope, claim_.key, use_awaitable);

@@ -90,7 +90,7 @@ asio::awaitable<store::StoreError> send_owner_write(store::Store& store, const O
   co_return co_await async_owner_write(store, request, use_awaitable);
 }
 
-void settle_in_background(WorkerServices& services, asio::any_io_executor executor, OwnerWriteRequest request,
+void settle_in_background(WorkerServices& services, const asio::any_io_executor& executor, OwnerWriteRequest request,
                           Clock::time_point horizon, std::string route) {
   services.background.started();
   asio::co_spawn(executor, retry_until_settled(services, std::move(request), horizon, std::move(route)), asio::detached);

@@ -30,7 +30,7 @@ class UpstreamPool final : public Upstream {
   // std::runtime_error saying what failed.
   UpstreamPool(boost::asio::io_context& io, const config::UpstreamConfig& upstream, std::size_t max_connections,
                std::size_t max_response_body);
-  ~UpstreamPool();
+  ~UpstreamPool() override;
   UpstreamPool(const UpstreamPool&) = delete;
   UpstreamPool& operator=(const UpstreamPool&) = delete;
 
