@@ -88,9 +88,21 @@ bool comparable(const Run& a, const Run& b) {
   return a.mode == b.mode && a.connections == b.connections && std::abs(a.rate - b.rate) < 1e-9;
 }
 
-// The first request's instructions per request before [E] (issue 17), bench/run.sh --cost on
-// ba933f0: the "halve it" target is half of this.
-constexpr double kFirstBaselineIr = 0;
+// The first request's instructions per request before [E] (issue 17): bench/run.sh --cost on
+// df8d58c (the proxy as of ba933f0), 2026-11-25. The "halve it" target is half of this.
+constexpr double kFirstBaselineIr = 173565;
+
+// 173565 -> "173,565".
+std::string grouped(double value) {
+  const std::string digits = fixed(value, 0);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    const std::size_t left = digits.size() - i;  // digits from here to the end
+    if (i > 0 && digits[i - 1] != '-' && left % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
 
 // bench/run.sh --cost: instructions per request of the process serving each scenario.
 std::string cost_section(const json::object& results) {
@@ -108,7 +120,12 @@ std::string cost_section(const json::object& results) {
          "the kernel's work is not counted), over "
       << number_at(*cost, "requests") << " requests on one connection after " << number_at(*cost, "warmup")
       << " warm-up, divided by " << number_at(*cost, "requests")
-      << ". Unlike the clock these counts repeat: the runs column shows each scenario measured twice.\n\n";
+      << ". Unlike the clock these counts repeat: the runs column shows each scenario measured twice.\n";
+  if (const auto* hits = cost->if_contains("redis_hits"); hits && !hits->is_null() && cost->if_contains("redis_replays")) {
+    out << "- replayredis: " << grouped(number(hits)) << " Redis hits for " << grouped(number_at(*cost, "redis_replays"))
+        << " replays (warm-up included; the rest fell back to Postgres)\n";
+  }
+  out << "\n";
   struct Row {
     std::string scenario, process;
     double ir = 0, spread = 0;
@@ -122,7 +139,7 @@ std::string cost_section(const json::object& results) {
       Row row{text_at(object, "scenario"), text_at(object, "process"), number_at(object, "ir_per_request"),
               number_at(object, "spread_pct"), {}};
       if (const auto* runs = object.if_contains("runs"); runs && runs->is_array()) {
-        for (const auto& run : runs->as_array()) row.runs += (row.runs.empty() ? "" : " / ") + fixed(number(&run), 0);
+        for (const auto& run : runs->as_array()) row.runs += (row.runs.empty() ? "" : " / ") + grouped(number(&run));
       }
       rows.push_back(std::move(row));
     }
@@ -142,25 +159,25 @@ std::string cost_section(const json::object& results) {
   out << "| scenario | process counted | instructions/request | runs | spread | ÷ nginx proxy_pass | ÷ nginx return 200 |\n"
       << "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& row : rows) {
-    out << "| " << row.scenario << " | " << row.process << " | " << fixed(row.ir, 0) << " | " << row.runs << " | "
+    out << "| " << row.scenario << " | " << row.process << " | " << grouped(row.ir) << " | " << row.runs << " | "
         << fixed(row.spread, 2) << "% | " << (nginx > 0 ? ratio(row.ir / nginx) : "—") << " | "
         << (nginx_return > 0 ? ratio(row.ir / nginx_return) : "—") << " |\n";
   }
   out << "\n| target (issue 17) | measured | verdict |\n| --- | --- | --- |\n";
   const double pass = ir_of("passthrough"), replay = ir_of("replay"), first = ir_of("first");
   if (pass > 0 && nginx > 0) {
-    out << "| passthrough ≤ nginx proxy_pass | " << fixed(pass, 0) << " vs " << fixed(nginx, 0) << " = " << ratio(pass / nginx)
-        << " | " << (pass <= nginx ? "met" : "**missed**: " + fixed(pass - nginx, 0) + " too many") << " |\n";
+    out << "| passthrough ≤ nginx proxy_pass | " << grouped(pass) << " vs " << grouped(nginx) << " = " << ratio(pass / nginx)
+        << " | " << (pass <= nginx ? "met" : "**missed**: " + grouped(pass - nginx) + " too many") << " |\n";
   }
   if (replay > 0 && nginx_return > 0) {
     const double bound = nginx_return * 1.2;
-    out << "| replay (local cache hit) ≤ nginx return 200 + 20% | " << fixed(replay, 0) << " vs " << fixed(bound, 0)
+    out << "| replay (local cache hit) ≤ nginx return 200 + 20% | " << grouped(replay) << " vs " << grouped(bound)
         << " | " << (replay <= bound ? "met" : "**missed**: " + ratio(replay / nginx_return) + " nginx return 200") << " |\n";
   }
   if (first > 0) {
-    out << "| first request: half of the instructions outside Postgres before [E] | " << fixed(first, 0);
+    out << "| first request: half of the instructions outside Postgres before [E] | " << grouped(first);
     if (kFirstBaselineIr > 0) {
-      out << " vs " << fixed(kFirstBaselineIr / 2, 0) << " | "
+      out << " vs " << grouped(kFirstBaselineIr / 2) << " | "
           << (first <= kFirstBaselineIr / 2 ? "met" : "**missed**: " + ratio(first / kFirstBaselineIr) + " the baseline");
     } else {
       out << " (the baseline) | —";
@@ -168,7 +185,7 @@ std::string cost_section(const json::object& results) {
     out << " |\n";
   }
   if (const json::object* hot = object_at(*cost, "first_hotspots")) {
-    out << "\n### First request: where its " << fixed(number_at(*hot, "ir_per_request"), 0)
+    out << "\n### First request: where its " << grouped(number_at(*hot, "ir_per_request"))
         << " instructions go (run 1)\n\n"
         << "All of them are outside Postgres: the server works in its own processes, not counted here (the client "
            "library, libpq, is: see the objects). From `callgrind_annotate`; names without directories, template "
@@ -184,7 +201,7 @@ std::string cost_section(const json::object& results) {
         std::string name = text_at(row, with_object ? "function" : "object");
         for (std::size_t at = 0; (at = name.find('|', at)) != std::string::npos; at += 2) name.replace(at, 1, "\\|");
         out << "| " << (with_object ? "`" + name + "`" : name) << (with_object ? " | " + text_at(row, "object") : "")
-            << " | " << fixed(number_at(row, "ir_per_request"), 0) << " | " << fixed(number_at(row, "share"), 1) << "% |\n";
+            << " | " << grouped(number_at(row, "ir_per_request")) << " | " << fixed(number_at(row, "share"), 1) << "% |\n";
       }
       out << "\n";
     };

@@ -233,7 +233,7 @@ EOF
 
 # write_proxy_config FILE PORT REPLAY_CACHE_BYTES ADMIN_PORT [plain|redis]: "plain" leaves out the
 # admin and log sections (for an idemproxy that predates them); "redis" adds the Redis replay cache
-# (store.redis, on the bench's Redis, with the default per-command deadline).
+# (store.redis, on the bench's Redis, with the default per-command deadline, or REDIS_TIMEOUT when set).
 write_proxy_config() {
   local file=$1 port=$2 cache=$3 admin_port=$4 flavour=${5:-}
   local extra="" redis=""
@@ -244,7 +244,7 @@ log: { access: false }"
   fi
   if [ "$flavour" = redis ]; then
     redis="
-  redis: { address: \"127.0.0.1:$IDEMPROXY_REDIS_PORT\", key_prefix: \"bench:replay:\" }"
+  redis: { address: \"127.0.0.1:$IDEMPROXY_REDIS_PORT\", key_prefix: \"bench:replay:\"${REDIS_TIMEOUT:+, timeout: $REDIS_TIMEOUT} }"
   fi
   cat >"$file" <<EOF
 # Written by bench/run.sh.
