@@ -11,6 +11,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -104,6 +105,13 @@ std::string grouped(double value) {
   return out;
 }
 
+// The order scenario kinds are listed in (the cost table, wrk's table): references first.
+std::size_t scenario_rank(std::string_view kind) {
+  static constexpr std::string_view kOrder[] = {"direct", "nginx", "nginx-return", "passthrough", "replay",
+                                                "replaydb", "replayredis", "first"};
+  return static_cast<std::size_t>(std::find(std::begin(kOrder), std::end(kOrder), kind) - std::begin(kOrder));
+}
+
 // bench/run.sh --cost: instructions per request of the process serving each scenario.
 std::string cost_section(const json::object& results) {
   const json::object* cost = object_at(results, "cost");
@@ -144,11 +152,8 @@ std::string cost_section(const json::object& results) {
       rows.push_back(std::move(row));
     }
   }
-  static const std::vector<std::string> kOrder{"direct", "nginx", "nginx-return", "passthrough", "replay", "replayredis", "first"};
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
-    auto rank = [](const std::string& name) { return std::find(kOrder.begin(), kOrder.end(), name) - kOrder.begin(); };
-    return rank(a.scenario) < rank(b.scenario);
-  });
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const Row& a, const Row& b) { return scenario_rank(a.scenario) < scenario_rank(b.scenario); });
   auto ir_of = [&rows](std::string_view scenario) {
     for (const auto& row : rows) {
       if (row.scenario == scenario) return row.ir;
@@ -275,6 +280,13 @@ class Report {
       runs.push_back(&value.as_object());
       if (text_at(value.as_object(), "scenario") == "wrk-nginx") wrk_nginx = &value.as_object();
     }
+    auto kind_of = [](const json::object* run) {
+      const std::string scenario = text_at(*run, "scenario");
+      return scenario.substr(scenario.find('-') + 1);
+    };
+    std::stable_sort(runs.begin(), runs.end(), [&kind_of](const json::object* a, const json::object* b) {
+      return scenario_rank(kind_of(a)) < scenario_rank(kind_of(b));
+    });
     const Run* loadgen_nginx = find("nginx-c64");
     std::ostringstream out;
     out << "## wrk beside idem-loadgen (64 connections)\n\n"
@@ -289,8 +301,7 @@ class Report {
         << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
     const double wrk_nginx_rps = wrk_nginx ? number_at(*wrk_nginx, "throughput_rps") : 0;
     for (const json::object* run : runs) {
-      const std::string scenario = text_at(*run, "scenario");
-      const std::string kind = scenario.substr(scenario.find('-') + 1);
+      const std::string kind = kind_of(run);
       const json::object* latency = object_at(*run, "latency_us");
       const double rps = number_at(*run, "throughput_rps");
       const Run* loadgen = find(kind + "-c64");
