@@ -14,7 +14,7 @@
 #                           .work/bench-quick (the smoke test's profile: no timing is judged; no
 #                           wrk runs, no counts)
 #   bench/run.sh --cost     instructions per request instead of the clock (bench/cost.sh: callgrind
-#                           on the one process serving each scenario), about 90 s; results in
+#                           on the one process serving each scenario), 60-90 s; results in
 #                           bench/results, latest.md then shows the newest run of each kind
 #   bench/run.sh --no-build use the build directory's binaries as they are
 #   bench/run.sh --results DIR   write the results there instead
