@@ -1,14 +1,17 @@
-// idem-bench-report: turns one bench/run.sh results file (meta, every idem-loadgen run, pgbench,
-// the Redis round trip) into the markdown summary (runs table with ratios against nginx and
-// direct, the issue's targets with verdicts) and a gnuplot script for the latency-percentile plot.
+// idem-bench-report: turns one bench/run.sh results file (meta, every idem-loadgen run, the wrk
+// runs, pgbench, the Redis round trip) into the markdown summary (runs table with ratios against
+// nginx and direct, wrk beside idem-loadgen, the issue's targets with verdicts) and a gnuplot script
+// for the latency-percentile plot; and/or one `--cost` results file (instructions per request,
+// callgrind) into its own section.
 //
-//   idem-bench-report --results RUN.json --markdown OUT.md --gnuplot OUT.gp --svg latency.svg
+//   idem-bench-report [--results RUN.json] [--cost COST.json] --markdown OUT.md [--gnuplot OUT.gp --svg latency.svg]
 //
 // Run names follow run.sh's convention "<kind>-c<connections>" (closed loop, storm) and
 // "<kind>-open" (open loop); ratios compare runs of the same mode, connections and rate.
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -86,6 +89,137 @@ bool comparable(const Run& a, const Run& b) {
   return a.mode == b.mode && a.connections == b.connections && std::abs(a.rate - b.rate) < 1e-9;
 }
 
+// The first request's instructions per request before [E] (issue 17): bench/run.sh --cost on
+// df8d58c (the proxy as of ba933f0), 2026-11-25. The "halve it" target is half of this.
+constexpr double kFirstBaselineIr = 173565;
+
+// 173565 -> "173,565".
+std::string grouped(double value) {
+  const std::string digits = fixed(value, 0);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    const std::size_t left = digits.size() - i;  // digits from here to the end
+    if (i > 0 && digits[i - 1] != '-' && left % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// The order scenario kinds are listed in (the cost table, wrk's table): references first.
+std::size_t scenario_rank(std::string_view kind) {
+  static constexpr std::string_view kOrder[] = {"direct", "nginx", "nginx-return", "passthrough", "replay",
+                                                "replaydb", "replayredis", "first"};
+  return static_cast<std::size_t>(std::find(std::begin(kOrder), std::end(kOrder), kind) - std::begin(kOrder));
+}
+
+// bench/run.sh --cost: instructions per request of the process serving each scenario.
+std::string cost_section(const json::object& results) {
+  const json::object* cost = object_at(results, "cost");
+  if (cost == nullptr) return {};
+  std::ostringstream out;
+  const json::object* meta = object_at(results, "meta");
+  out << "## Instructions per request (callgrind)\n\n";
+  if (meta != nullptr) {
+    out << "- " << text_at(*meta, "date") << ", commit " << text_at(*meta, "commit") << ", `bench/run.sh --cost` ("
+        << number_at(*meta, "elapsed_s") << " s); " << text_at(*cost, "tool") << "\n"
+        << "- " << text_at(*meta, "setup") << "\n";
+  }
+  out << "- Counted: every instruction of the one process serving the scenario (all its threads, user space; "
+         "the kernel's work is not counted), over "
+      << number_at(*cost, "requests") << " requests on one connection after " << number_at(*cost, "warmup")
+      << " warm-up, divided by " << number_at(*cost, "requests")
+      << ". Unlike the clock these counts repeat: the runs column shows each scenario measured twice.\n";
+  if (const auto* hits = cost->if_contains("redis_hits"); hits && !hits->is_null() && cost->if_contains("redis_replays")) {
+    out << "- replayredis: " << grouped(number(hits)) << " Redis hits for " << grouped(number_at(*cost, "redis_replays"))
+        << " replays (warm-up included; the rest fell back to Postgres)\n";
+  }
+  out << "\n";
+  struct Row {
+    std::string scenario, process;
+    double ir = 0, spread = 0;
+    std::string runs;
+  };
+  std::vector<Row> rows;
+  if (const auto* scenarios = cost->if_contains("scenarios"); scenarios && scenarios->is_array()) {
+    for (const auto& value : scenarios->as_array()) {
+      if (!value.is_object()) continue;
+      const auto& object = value.as_object();
+      Row row{text_at(object, "scenario"), text_at(object, "process"), number_at(object, "ir_per_request"),
+              number_at(object, "spread_pct"), {}};
+      if (const auto* runs = object.if_contains("runs"); runs && runs->is_array()) {
+        for (const auto& run : runs->as_array()) row.runs += (row.runs.empty() ? "" : " / ") + grouped(number(&run));
+      }
+      rows.push_back(std::move(row));
+    }
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const Row& a, const Row& b) { return scenario_rank(a.scenario) < scenario_rank(b.scenario); });
+  auto ir_of = [&rows](std::string_view scenario) {
+    for (const auto& row : rows) {
+      if (row.scenario == scenario) return row.ir;
+    }
+    return 0.0;
+  };
+  const double nginx = ir_of("nginx"), nginx_return = ir_of("nginx-return");
+  out << "| scenario | process counted | instructions/request | runs | spread | ÷ nginx proxy_pass | ÷ nginx return 200 |\n"
+      << "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n";
+  for (const auto& row : rows) {
+    out << "| " << row.scenario << " | " << row.process << " | " << grouped(row.ir) << " | " << row.runs << " | "
+        << fixed(row.spread, 2) << "% | " << (nginx > 0 ? ratio(row.ir / nginx) : "—") << " | "
+        << (nginx_return > 0 ? ratio(row.ir / nginx_return) : "—") << " |\n";
+  }
+  out << "\n| target (issue 17) | measured | verdict |\n| --- | --- | --- |\n";
+  const double pass = ir_of("passthrough"), replay = ir_of("replay"), first = ir_of("first");
+  if (pass > 0 && nginx > 0) {
+    out << "| passthrough ≤ nginx proxy_pass | " << grouped(pass) << " vs " << grouped(nginx) << " = " << ratio(pass / nginx)
+        << " | " << (pass <= nginx ? "met" : "**missed**: " + grouped(pass - nginx) + " too many") << " |\n";
+  }
+  if (replay > 0 && nginx_return > 0) {
+    const double bound = nginx_return * 1.2;
+    out << "| replay (local cache hit) ≤ nginx return 200 + 20% | " << grouped(replay) << " vs " << grouped(bound)
+        << " | " << (replay <= bound ? "met" : "**missed**: " + ratio(replay / nginx_return) + " nginx return 200") << " |\n";
+  }
+  if (first > 0) {
+    out << "| first request: half of the instructions outside Postgres before [E] | " << grouped(first);
+    if (kFirstBaselineIr > 0) {
+      out << " vs " << grouped(kFirstBaselineIr / 2) << " | "
+          << (first <= kFirstBaselineIr / 2 ? "met" : "**missed**: " + ratio(first / kFirstBaselineIr) + " the baseline");
+    } else {
+      out << " (the baseline) | —";
+    }
+    out << " |\n";
+  }
+  if (const json::object* hot = object_at(*cost, "first_hotspots")) {
+    out << "\n### First request: where its " << grouped(number_at(*hot, "ir_per_request"))
+        << " instructions go (run 1)\n\n"
+        << "All of them are outside Postgres: the server works in its own processes, not counted here (the client "
+           "library, libpq, is: see the objects). From `callgrind_annotate`; names without directories, template "
+           "arguments and parameters.\n\n";
+    auto table = [&out](const json::value* rows, const char* heading, bool with_object) {
+      out << "| " << heading << (with_object ? " | object" : "") << " | instructions/request | share |\n| --- |"
+          << (with_object ? " --- |" : "") << " ---: | ---: |\n";
+      if (rows == nullptr || !rows->is_array()) return;
+      for (const auto& value : rows->as_array()) {
+        if (!value.is_object()) continue;
+        const auto& row = value.as_object();
+        if (number_at(row, "share") < 0.1) continue;
+        std::string name = text_at(row, with_object ? "function" : "object");
+        for (std::size_t at = 0; (at = name.find('|', at)) != std::string::npos; at += 2) name.replace(at, 1, "\\|");
+        out << "| " << (with_object ? "`" + name + "`" : name) << (with_object ? " | " + text_at(row, "object") : "")
+            << " | " << grouped(number_at(row, "ir_per_request")) << " | " << fixed(number_at(row, "share"), 1) << "% |\n";
+      }
+      out << "\n";
+    };
+    out << "The project's own functions, inclusive (each with everything it calls, so rows nest):\n\n";
+    table(hot->if_contains("functions"), "function (inclusive)", true);
+    out << "The top functions by self cost (their own instructions only), any library:\n\n";
+    table(hot->if_contains("self"), "function (self)", true);
+    out << "Self cost by object:\n\n";
+    table(hot->if_contains("by_object"), "object", false);
+  }
+  return out.str();
+}
+
 class Report {
  public:
   explicit Report(const json::object& results) : results_(results) {
@@ -130,8 +264,60 @@ class Report {
           << (nginx && nginx->p99 > 0 ? ratio(run.p99 / nginx->p99) : "—") << " | "
           << (direct && direct->p50 > 0 ? ratio(run.p50 / direct->p50) : "—") << " |\n";
     }
-    out << "\n" << database_and_memory() << "\n" << targets();
+    out << "\n" << wrk_side_by_side() << database_and_memory() << "\n" << targets();
     return out.str();
+  }
+
+  // wrk's runs (2 threads, 64 connections) beside idem-loadgen's runs of the same scenario at 64
+  // connections, each with its ratio to its own nginx run.
+  std::string wrk_side_by_side() const {
+    const auto* wrk = results_.if_contains("wrk");
+    if (wrk == nullptr || !wrk->is_array() || wrk->as_array().empty()) return {};
+    std::vector<const json::object*> runs;
+    const json::object* wrk_nginx = nullptr;
+    for (const auto& value : wrk->as_array()) {
+      if (!value.is_object()) continue;
+      runs.push_back(&value.as_object());
+      if (text_at(value.as_object(), "scenario") == "wrk-nginx") wrk_nginx = &value.as_object();
+    }
+    auto kind_of = [](const json::object* run) {
+      const std::string scenario = text_at(*run, "scenario");
+      return scenario.substr(scenario.find('-') + 1);
+    };
+    std::stable_sort(runs.begin(), runs.end(), [&kind_of](const json::object* a, const json::object* b) {
+      return scenario_rank(kind_of(a)) < scenario_rank(kind_of(b));
+    });
+    const Run* loadgen_nginx = find("nginx-c64");
+    std::ostringstream out;
+    out << "## wrk beside idem-loadgen (64 connections)\n\n"
+        << "wrk " << (runs.empty() ? 0 : number_at(*runs.front(), "threads")) << " threads, "
+        << (runs.empty() ? 0 : number_at(*runs.front(), "connections")) << " connections, "
+        << (runs.empty() ? 0 : number_at(*runs.front(), "duration_s"))
+        << " s per run (bench/wrk/idem.lua: unique keys for first requests, one completed key for replays), "
+           "right after idem-loadgen's runs at 64 connections (1 thread, closed loop). Latencies in µs. "
+           "Wall-clock figures on a shared machine: compare within a run, not across runs.\n\n"
+        << "| scenario | wrk req/s | wrk p50 | wrk p99 | wrk ÷ nginx | errors, upstream executions | idem-loadgen req/s | "
+           "p50 | p99 | idem-loadgen ÷ nginx |\n"
+        << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+    const double wrk_nginx_rps = wrk_nginx ? number_at(*wrk_nginx, "throughput_rps") : 0;
+    for (const json::object* run : runs) {
+      const std::string kind = kind_of(run);
+      const json::object* latency = object_at(*run, "latency_us");
+      const double rps = number_at(*run, "throughput_rps");
+      const Run* loadgen = find(kind + "-c64");
+      out << "| " << kind << " | " << fixed(rps, 0) << " | " << (latency ? us(number_at(*latency, "p50")) : "—") << " | "
+          << (latency ? us(number_at(*latency, "p99")) : "—") << " | "
+          << (wrk_nginx_rps > 0 ? ratio(rps / wrk_nginx_rps) : "—") << " | " << number_at(*run, "errors_total") << ", "
+          << number_at(*run, "executions") << " | ";
+      if (loadgen) {
+        out << fixed(loadgen->throughput, 0) << " | " << us(loadgen->p50) << " | " << us(loadgen->p99) << " | "
+            << (loadgen_nginx && loadgen_nginx->throughput > 0 ? ratio(loadgen->throughput / loadgen_nginx->throughput) : "—")
+            << " |\n";
+      } else {
+        out << "— | — | — | — |\n";
+      }
+    }
+    return out.str() + "\n";
   }
 
   std::string gnuplot(const std::string& svg_path) const {
@@ -407,13 +593,27 @@ bool write_file(const std::string& path, const std::string& text) {
   return static_cast<bool>(out);
 }
 
+std::optional<json::value> read_json(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  boost::system::error_code ec;
+  json::value value = json::parse(text.str(), ec);
+  if (!in || ec || !value.is_object()) {
+    std::cerr << "idem-bench-report: cannot read " << path << (ec ? ": " + ec.message() : std::string()) << "\n";
+    return std::nullopt;
+  }
+  return value;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string results_path, markdown_path, gnuplot_path, svg_path = "latency.svg";
+  std::string results_path, cost_path, markdown_path, gnuplot_path, svg_path = "latency.svg";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string_view arg = argv[i];
     if (arg == "--results") results_path = argv[i + 1];
+    else if (arg == "--cost") cost_path = argv[i + 1];
     else if (arg == "--markdown") markdown_path = argv[i + 1];
     else if (arg == "--gnuplot") gnuplot_path = argv[i + 1];
     else if (arg == "--svg") svg_path = argv[i + 1];
@@ -422,21 +622,18 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (results_path.empty() || (argc - 1) % 2 != 0) {
-    std::cerr << "usage: idem-bench-report --results RUN.json [--markdown OUT.md] [--gnuplot OUT.gp] [--svg PATH]\n";
+  if ((results_path.empty() && cost_path.empty()) || (argc - 1) % 2 != 0 || (results_path.empty() && !gnuplot_path.empty())) {
+    std::cerr << "usage: idem-bench-report [--results RUN.json] [--cost COST.json] [--markdown OUT.md] "
+                 "[--gnuplot OUT.gp] [--svg PATH]\n";
     return 2;
   }
-  std::ifstream in(results_path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  boost::system::error_code ec;
-  const json::value results = json::parse(text.str(), ec);
-  if (!in || ec || !results.is_object()) {
-    std::cerr << "idem-bench-report: cannot read " << results_path << (ec ? ": " + ec.message() : std::string()) << "\n";
-    return 1;
-  }
-  const Report report(results.as_object());
-  if (!markdown_path.empty() && !write_file(markdown_path, report.markdown())) {
+  const std::optional<json::value> results = results_path.empty() ? json::value(json::object()) : read_json(results_path);
+  const std::optional<json::value> cost = cost_path.empty() ? json::value(json::object()) : read_json(cost_path);
+  if (!results || !cost) return 1;
+  const Report report(results->as_object());
+  std::string markdown = results_path.empty() ? "# idemproxy bench: latest run\n\n" : report.markdown() + "\n";
+  markdown += cost_section(cost->as_object());
+  if (!markdown_path.empty() && !write_file(markdown_path, markdown)) {
     std::cerr << "idem-bench-report: cannot write " << markdown_path << "\n";
     return 1;
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -160,6 +161,16 @@ std::optional<std::vector<std::string>> complete_replay_keys(const LoadgenOption
   return bodies;
 }
 
+// Runs --before-measure/--after-measure (through the shell); a failure is recorded in the result
+// ("hook_failed") and fails the run.
+void run_hook(const char* name, const std::string& command, Outcome& outcome) {
+  if (command.empty()) return;
+  if (const int status = std::system(command.c_str()); status != 0) {
+    std::cerr << "idem-loadgen: --" << name << " command failed (status " << status << "): " << command << "\n";
+    outcome.extra["hook_failed"] = name;
+  }
+}
+
 Outcome run_load(const LoadgenOptions& options, const tcp::endpoint& target, const RequestTemplate& request,
                  const std::string& run_id, ExecutionCheck& executions, RssSeries& rss) {
   Outcome outcome;
@@ -170,11 +181,11 @@ Outcome run_load(const LoadgenOptions& options, const tcp::endpoint& target, con
   }
   // Replay keys are the completed ones; unique keys get a prefix of their own per phase.
   const bool replaying = options.keys == KeyMode::replay;
-  if (options.warmup.count() > 0) {
+  if (options.warmup.count() > 0 || options.warmup_requests > 0) {
     auto plan = make_plan(options, replaying ? run_id : run_id + "-w", replay_bodies ? &*replay_bodies : nullptr);
     LoadPhaseSpec spec = phase_spec(options, target, request, *plan);
-    spec.duration = options.warmup;
-    spec.max_requests = 0;
+    spec.duration = options.warmup.count() > 0 ? options.warmup : options.duration;
+    spec.max_requests = options.warmup_requests;
     const PhaseResult warmup = run_load_phase(spec);
     outcome.warmup_requests += warmup.stats.responses;
     outcome.warmup_errors.merge(warmup.stats.errors);
@@ -182,7 +193,9 @@ Outcome run_load(const LoadgenOptions& options, const tcp::endpoint& target, con
   auto plan = make_plan(options, replaying ? run_id : run_id + "-m", replay_bodies ? &*replay_bodies : nullptr);
   executions.before(outcome.stats.errors);
   rss.sample();
+  run_hook("before-measure", options.before_measure, outcome);
   const PhaseResult measured = run_load_phase(phase_spec(options, target, request, *plan), [&rss] { rss.sample(); });
+  run_hook("after-measure", options.after_measure, outcome);
   rss.sample();
   outcome.stats.merge(measured.stats);
   outcome.elapsed = measured.elapsed;
@@ -344,6 +357,7 @@ int main(int argc, char** argv) {
   out["statuses"] = statuses_json(outcome.stats);
   out["latency_us"] = latency_json(outcome.stats.latency);
   out["spectrum"] = spectrum_json(outcome.stats.latency);
+  if (options.warmup_requests > 0) out["warmup_requests_cap"] = options.warmup_requests;
   if (options.histogram_buckets) out["buckets"] = buckets_json(outcome.stats.latency);
   out["warmup"] = json::object{{"requests", outcome.warmup_requests}, {"errors", errors_json(outcome.warmup_errors)}};
   out["executions"] = executions.to_json();
@@ -362,5 +376,5 @@ int main(int argc, char** argv) {
     }
   }
   write_summary(options, outcome, all_errors.total(), throughput);
-  return all_errors.total() == 0 ? 0 : 1;
+  return all_errors.total() == 0 && !outcome.extra.contains("hook_failed") ? 0 : 1;
 }

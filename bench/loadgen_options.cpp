@@ -35,6 +35,9 @@ How hard and how long (every phase is bounded by --duration; the process always 
   --rate R                 open loop: R requests/s over all connections, latency measured from
                            each request's intended send time (wrk2-style)
   --warmup S               unrecorded load before the measured phase (default 0)
+  --warmup-requests N      end the warm-up after N requests (capped by --warmup, or --duration)
+  --before-measure CMD     shell command run right before the measured phase (after the warm-up)
+  --after-measure CMD      shell command run right after it; either failing fails the run
   --rounds N               storm (--keys same): rounds, one fresh key each (default 1)
   --timeout S              per connect and per request (default 5)
 
@@ -218,6 +221,13 @@ ParseOutcome parse_options(int argc, char** argv) {
       auto s = parse_number(value, kMaxSeconds);
       if (!s) return bad();
       options.warmup = seconds_to_ns(*s);
+    } else if (arg == "--warmup-requests") {
+      auto n = parse_unsigned(value, UINT32_MAX);
+      if (!n) return bad();
+      options.warmup_requests = *n;
+    } else if (arg == "--before-measure" || arg == "--after-measure") {
+      if (value.empty()) return bad();
+      (arg == "--before-measure" ? options.before_measure : options.after_measure) = value;
     } else if (arg == "--rounds") {
       auto n = parse_unsigned(value, kMaxRounds);
       if (!n || *n == 0) return bad();

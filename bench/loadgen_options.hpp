@@ -53,6 +53,7 @@ struct LoadgenOptions {
   std::uint64_t max_requests = 0;                                 // 0: bounded by duration only
   double rate = 0;                                                // requests/s; > 0: open loop
   std::chrono::nanoseconds warmup{0};
+  std::uint64_t warmup_requests = 0;  // > 0: the warm-up phase ends after this many requests
   unsigned rounds = 1;  // storm rounds, a fresh key each
   std::chrono::nanoseconds timeout = std::chrono::seconds(5);  // per connect and per request
 
@@ -64,6 +65,11 @@ struct LoadgenOptions {
   unsigned idle_connections = 0;
   std::chrono::nanoseconds hold{0};
   std::optional<int> rss_pid;  // sample this process's VmRSS during the run
+
+  // Shell commands run right before and right after the measured phase (bench/run.sh --cost zeroes
+  // and dumps callgrind's counters with them); a failing command fails the run.
+  std::string before_measure;
+  std::string after_measure;
 
   std::string json_path;  // empty: stdout
   bool histogram_buckets = false;

@@ -8,9 +8,14 @@
 #   <results>/latest.md              runs table with ratios vs nginx and direct, the targets
 #   <results>/latency.svg            latency-by-percentile plot
 #
-#   bench/run.sh            full profile, about 6 minutes; results in bench/results
+#   bench/run.sh            full profile, about 7 minutes (the wrk runs included); results in
+#                           bench/results
 #   bench/run.sh --quick    every scenario kind once, short: under 2 minutes; results in
-#                           .work/bench-quick (the smoke test's profile: no timing is judged)
+#                           .work/bench-quick (the smoke test's profile: no timing is judged; no
+#                           wrk runs, no counts)
+#   bench/run.sh --cost     instructions per request instead of the clock (bench/cost.sh: callgrind
+#                           on the one process serving each scenario), 60-90 s; results in
+#                           bench/results, latest.md then shows the newest run of each kind
 #   bench/run.sh --no-build use the build directory's binaries as they are
 #   bench/run.sh --results DIR   write the results there instead
 #
@@ -21,6 +26,8 @@
 #   IDEM_BENCH_KEEP_TMP=1     keep the work directory (logs, configs, raw runs)
 #   IDEM_BENCH_DURATION       seconds per measured closed/open-loop run (full 15, quick 2)
 #   IDEM_BENCH_OPEN_RATE      open-loop rate in requests/s (default 4000)
+#   IDEM_BENCH_WRK_DURATION   seconds per wrk run (default 5)
+#   IDEM_BENCH_COST_REQUESTS  requests counted per --cost window (default 2000, after 500 warm-up)
 set -euo pipefail
 
 IDEM_SCRIPT=bench/run.sh
@@ -30,11 +37,13 @@ cd "$REPO"
 source "$REPO/deploy/local-env.sh"
 
 QUICK=0
+COST=0
 BUILD=1
 RESULTS_DIR=
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1 ;;
+    --cost) COST=1 ;;
     --no-build) BUILD=0 ;;
     --results) RESULTS_DIR=${2:?--results needs a directory}; shift ;;
     -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$REPO/bench/run.sh"; exit 0 ;;
@@ -60,6 +69,11 @@ if [ "$QUICK" = 1 ]; then
   STORM_ROUNDS=2
   REDIS_GETS=5000
   RESULTS_DIR=${RESULTS_DIR:-$REPO/.work/bench-quick}
+elif [ "$COST" = 1 ]; then
+  PROFILE=cost
+  DURATION=${IDEM_BENCH_DURATION:-15}
+  WARMUP=0
+  RESULTS_DIR=${RESULTS_DIR:-$REPO/bench/results}
 else
   PROFILE=full
   DURATION=${IDEM_BENCH_DURATION:-15}
@@ -85,6 +99,8 @@ PROXY_WORKERS=2
 command -v nginx >/dev/null 2>&1 || IDEM_PACKAGES+=(nginx-light)
 command -v gnuplot >/dev/null 2>&1 || IDEM_PACKAGES+=(gnuplot-nox)
 command -v jq >/dev/null 2>&1 || IDEM_PACKAGES+=(jq)
+command -v wrk >/dev/null 2>&1 || IDEM_PACKAGES+=(wrk)
+command -v valgrind >/dev/null 2>&1 || IDEM_PACKAGES+=(valgrind)
 
 idem_install_dependencies  # only what is missing: nothing at all on a prepared machine
 if [ "$BUILD" = 1 ]; then
@@ -93,7 +109,7 @@ fi
 for binary in "$PROXY_BIN" "$LOADGEN" "$UPSTREAM_BIN" "$REPORT_BIN"; do
   [ -x "$binary" ] || idem_die "missing $binary (build it, or drop --no-build)"
 done
-for tool in nginx gnuplot jq redis-benchmark "$IDEM_PG_BIN/pgbench"; do
+for tool in nginx gnuplot jq wrk valgrind callgrind_control callgrind_annotate redis-benchmark "$IDEM_PG_BIN/pgbench"; do
   command -v "$tool" >/dev/null 2>&1 || idem_die "missing $tool"
 done
 
@@ -166,15 +182,20 @@ idem_log "bench upstream on 127.0.0.1:$UPSTREAM_PORT (pid $UPSTREAM_PID)"
 
 # nginx: one worker, upstream keep-alive, its own prefix, config, pid file and logs in the work
 # directory. The system's nginx configuration and service are never touched.
-start_nginx() {
-  local dir=$WORK/nginx module temp_paths=""
-  mkdir -p "$dir/temp"
+# nginx_temp_paths DIR: the *_temp_path lines this nginx build takes, into DIR/temp.
+nginx_temp_paths() {
+  local module flag
   for module in client_body proxy fastcgi uwsgi scgi; do
-    local flag=${module/client_body/client-body}
+    flag=${module/client_body/client-body}
     if nginx -V 2>&1 | grep -q -- "--http-$flag-temp-path"; then
-      temp_paths+="  ${module}_temp_path $dir/temp/$module;"$'\n'
+      echo "  ${module}_temp_path $1/temp/$module;"
     fi
   done
+}
+start_nginx() {
+  local dir=$WORK/nginx temp_paths
+  mkdir -p "$dir/temp"
+  temp_paths=$(nginx_temp_paths "$dir")
   NGINX_PORT=$(idem_free_port)
   cat >"$dir/nginx.conf" <<EOF
 # Written by bench/run.sh: nginx as a plain reverse proxy in front of the bench upstream.
@@ -211,11 +232,11 @@ EOF
   idem_wait_for_port "$NGINX_PORT" 10 || { cat "$dir/error.log" >&2; idem_die "nginx did not start"; }
   idem_log "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///') on 127.0.0.1:$NGINX_PORT (pid $NGINX_PID)"
 }
-start_nginx
+[ "$COST" = 1 ] || start_nginx
 
 # write_proxy_config FILE PORT REPLAY_CACHE_BYTES ADMIN_PORT [plain|redis]: "plain" leaves out the
 # admin and log sections (for an idemproxy that predates them); "redis" adds the Redis replay cache
-# (store.redis, on the bench's Redis, with the default per-command deadline).
+# (store.redis, on the bench's Redis, with the default per-command deadline, or REDIS_TIMEOUT when set).
 write_proxy_config() {
   local file=$1 port=$2 cache=$3 admin_port=$4 flavour=${5:-}
   local extra="" redis=""
@@ -226,7 +247,7 @@ log: { access: false }"
   fi
   if [ "$flavour" = redis ]; then
     redis="
-  redis: { address: \"127.0.0.1:$IDEMPROXY_REDIS_PORT\", key_prefix: \"bench:replay:\" }"
+  redis: { address: \"127.0.0.1:$IDEMPROXY_REDIS_PORT\", key_prefix: \"bench:replay:\"${REDIS_TIMEOUT:+, timeout: $REDIS_TIMEOUT} }"
   fi
   cat >"$file" <<EOF
 # Written by bench/run.sh.
@@ -271,188 +292,203 @@ if ! "$PROXY_BIN" --config "$WORK/idemproxy.yaml" --check >"$WORK/check.log" 2>&
 fi
 "$PROXY_BIN" --config "$WORK/idemproxy.yaml" --migrate >"$WORK/migrate.log" 2>&1 ||
   { cat "$WORK/migrate.log" >&2; idem_die "idemproxy --migrate failed"; }
-start_proxy idemproxy "$PROXY_PORT" "$WORK/idemproxy.yaml"
-PROXY_PID=$STARTED_PID
-# The same proxy with its replay cache off: replays answered from Postgres.
-PROXY_NOCACHE_PORT=$(idem_free_port)
-write_proxy_config "$WORK/idemproxy-nocache.yaml" "$PROXY_NOCACHE_PORT" 0 "$(idem_free_port)" $CONFIG_FLAVOUR
-start_proxy idemproxy-nocache "$PROXY_NOCACHE_PORT" "$WORK/idemproxy-nocache.yaml"
-PROXY_NOCACHE_PID=$STARTED_PID
-# And with its replay cache off but the Redis replay cache on: replays answered from Redis.
-PROXY_REDIS_PORT=$(idem_free_port)
-PROXY_REDIS_ADMIN_PORT=$(idem_free_port)
-if [ "$CONFIG_FLAVOUR" != plain ]; then
-  write_proxy_config "$WORK/idemproxy-redis.yaml" "$PROXY_REDIS_PORT" 0 "$PROXY_REDIS_ADMIN_PORT" redis
-  if "$PROXY_BIN" --config "$WORK/idemproxy-redis.yaml" --check >"$WORK/check-redis.log" 2>&1; then
-    start_proxy idemproxy-redis "$PROXY_REDIS_PORT" "$WORK/idemproxy-redis.yaml"
-    PROXY_REDIS_PID=$STARTED_PID
-  else
-    idem_log "this idemproxy takes no store.redis: the Redis replay runs are skipped"
-  fi
-fi
-
-# --- scenarios ------------------------------------------------------------------------------------
-FAILED=()
-RUN_COUNT=0
-# loadgen NAME ARGS...: one idem-loadgen run, its JSON kept in the work directory.
-loadgen() {
-  local name=$1
-  shift
-  RUN_COUNT=$((RUN_COUNT + 1))
-  local out
-  out=$WORK/runs/$(printf '%02d' "$RUN_COUNT")-$name.json
-  if ! "$LOADGEN" --scenario "$name" --json "$out" --count-from "127.0.0.1:$UPSTREAM_PORT" "$@" 2>>"$WORK/loadgen.log"; then
-    FAILED+=("$name")
-  fi
-  if [ ! -s "$out" ]; then
-    FAILED+=("$name (no result)")
-    rm -f "$out"
-  fi
-  idem_log "$(tail -n 1 "$WORK/loadgen.log")"
-}
-DIRECT=(--target "127.0.0.1:$UPSTREAM_PORT" --path /plain)
-NGINX=(--target "127.0.0.1:$NGINX_PORT" --path /plain)
-PASSTHROUGH=(--target "127.0.0.1:$PROXY_PORT" --path /plain)
-KEYED=(--target "127.0.0.1:$PROXY_PORT" --path /keyed)
-KEYED_NOCACHE=(--target "127.0.0.1:$PROXY_NOCACHE_PORT" --path /keyed)
-KEYED_REDIS=(--target "127.0.0.1:$PROXY_REDIS_PORT" --path /keyed)
-CLOSED=(--duration "$DURATION" --warmup "$WARMUP")
-OPEN=(--duration "$DURATION" --rate "$OPEN_RATE" --connections "$OPEN_CONNECTIONS")
-
-# One connection: the latency of each path alone.
-loadgen direct-c1 "${DIRECT[@]}" "${CLOSED[@]}" --connections 1
-loadgen nginx-c1 "${NGINX[@]}" "${CLOSED[@]}" --connections 1
-loadgen passthrough-c1 "${PASSTHROUGH[@]}" "${CLOSED[@]}" --connections 1
-loadgen replay-c1 "${KEYED[@]}" "${CLOSED[@]}" --connections 1 --keys "replay:$REPLAY_KEYS"
-loadgen replaydb-c1 "${KEYED_NOCACHE[@]}" "${CLOSED[@]}" --connections 1 --keys "replay:$REPLAY_KEYS"
 # scrape_metrics ADMIN_PORT: the proxy's /metrics text, empty when unavailable (best effort).
 scrape_metrics() { curl -s --max-time 5 "http://127.0.0.1:$1/metrics" || true; }
 # metric_sample TEXT SERIES: one sample's value from a scrape, 0 when absent.
 metric_sample() { awk -v series="$2" '$1 == series { value = $2 } END { print value + 0 }' <<<"$1"; }
-if [ -n "$PROXY_REDIS_PID" ]; then
-  REDIS_BEFORE=$(scrape_metrics "$PROXY_REDIS_ADMIN_PORT")
-  loadgen replayredis-c1 "${KEYED_REDIS[@]}" "${CLOSED[@]}" --connections 1 --keys "replay:$REPLAY_KEYS"
-  REDIS_AFTER=$(scrape_metrics "$PROXY_REDIS_ADMIN_PORT")
-  # What the Redis replay cache did during that run (warm-up completions included), so the report
-  # can say how many replays Redis really answered.
-  redis_delta() { echo $(($(metric_sample "$REDIS_AFTER" "$1") - $(metric_sample "$REDIS_BEFORE" "$1"))); }
-  jq -n --argjson hits "$(redis_delta idemproxy_redis_cache_hits_total)" \
-    --argjson misses "$(redis_delta idemproxy_redis_cache_misses_total)" \
-    --argjson writes "$(redis_delta idemproxy_redis_cache_writes_total)" \
-    --argjson timeout "$(redis_delta 'idemproxy_redis_cache_fallbacks_total{reason="timeout"}')" \
-    --argjson disconnected "$(redis_delta 'idemproxy_redis_cache_fallbacks_total{reason="disconnected"}')" \
-    --argjson error "$(redis_delta 'idemproxy_redis_cache_fallbacks_total{reason="error"}')" \
-    --argjson corrupt "$(redis_delta 'idemproxy_redis_cache_fallbacks_total{reason="corrupt"}')" \
-    '{scenario: "replayredis-c1", hits: $hits, misses: $misses, writes: $writes,
-      fallbacks: {timeout: $timeout, disconnected: $disconnected, error: $error, corrupt: $corrupt}}' \
-    >"$WORK/redis-replay.json"
-  idem_log "replayredis-c1: $(jq -c . "$WORK/redis-replay.json")"
+FAILED=()
+if [ "$COST" = 1 ]; then
+  # --- instructions per request (bench/cost.sh) ---------------------------------------------------
+  # shellcheck source=SCRIPTDIR/cost.sh
+  source "$REPO/bench/cost.sh"
+  run_cost
 else
-  echo '{}' >"$WORK/redis-replay.json"
-fi
-loadgen first-c1 "${KEYED[@]}" "${CLOSED[@]}" --connections 1 --keys unique
-# 64 connections: throughput.
-loadgen direct-c64 "${DIRECT[@]}" "${CLOSED[@]}" --connections 64
-loadgen nginx-c64 "${NGINX[@]}" "${CLOSED[@]}" --connections 64
-loadgen passthrough-c64 "${PASSTHROUGH[@]}" "${CLOSED[@]}" --connections 64
-loadgen replay-c64 "${KEYED[@]}" "${CLOSED[@]}" --connections 64 --keys "replay:$REPLAY_KEYS"
-if [ "$QUICK" = 0 ]; then
-  loadgen replaydb-c64 "${KEYED_NOCACHE[@]}" "${CLOSED[@]}" --connections 64 --keys "replay:$REPLAY_KEYS"
-fi
-# First requests against the database's own limit, measured right after it.
-loadgen first-c16 "${KEYED[@]}" "${CLOSED[@]}" --connections 16 --keys unique
-
-# pgbench: the proxy's claim and complete statements, taken from proxy/store/pg/sql.hpp as they are
-# now, with the parameters written in (same table, same shapes: a fresh key per transaction), as for
-# the bench's routes: ttl 1h, lease 30s, unknown_outcome lock (an unsettled claim also keeps the
-# default unknown_retention, 7d).
-# pgbench takes any ":name" for a variable, even inside a string literal: no colon in the literals.
-sql_constant() {
-  sed -n "/inline constexpr const char\* $1 = R\"sql(/,/^)sql\";/p" "$REPO/proxy/store/pg/sql.hpp" | sed '1d;$d'
-}
-write_pgbench_script() {
-  local claim complete key owner
-  claim=$(sql_constant kClaim)
-  complete=$(sql_constant kComplete)
-  [ -n "$claim" ] && [ -n "$complete" ] || idem_die "cannot find kClaim/kComplete in proxy/store/pg/sql.hpp"
-  key="('pgbench-' || :client_id::text || '-' || :seq::text)"
-  owner="('owner-' || :client_id::text || '-' || :seq::text)"
-  {
-    echo '\set seq random(1, 9000000000000000000)'
-    printf '%s;\n' "$claim" | sed -e "s/\\\$1/'bench-pgbench'/g" -e "s/\\\$2/$key/g" \
-      -e "s/\\\$3/'v1_0000000000000000000000000000000000000000000000000000000000000000'/g" -e "s/\\\$4/$owner/g" \
-      -e "s/\\\$5/3600000::bigint/g" -e "s/\\\$6/30000::bigint/g" -e "s/\\\$7/false/g" \
-      -e "s/\\\$8/604800000::bigint/g" -e "s/\\\$9/'bench-pgbench-v1'/g"
-    printf '%s;\n' "$complete" | sed -e "s/\\\$1/'bench-pgbench'/g" -e "s/\\\$2/$key/g" -e "s/\\\$3/$owner/g" \
-      -e "s/\\\$4/'completed'/g" -e "s/\\\$5/200/g" \
-      -e "s/\\\$6/convert_to('Content-Type: application\\/json' || chr(13) || chr(10), 'UTF8')/g" \
-      -e "s/\\\$7/convert_to('{\"ok\"' || chr(58) || 'true,\"id\"' || chr(58) || '12345}', 'UTF8')/g" \
-      -e "s/\\\$8/3600000::bigint/g"
-  } >"$WORK/claim_complete.pgbench"
-}
-write_pgbench_script
-# run_pgbench MODE: prepared (parsed and planned once per connection: the database's bound) or
-# extended (unnamed statements, parsed and planned on every execution).
-run_pgbench() {
-  local mode=$1 out=$WORK/pgbench-$1.out tps latency failed
-  idem_log "pgbench -M $mode: claim + complete, $PGBENCH_CLIENTS clients, ${DURATION}s"
-  if "$IDEM_PG_BIN/pgbench" -n -M "$mode" -c "$PGBENCH_CLIENTS" -j 2 -T "$DURATION" -f "$WORK/claim_complete.pgbench" \
-    -h 127.0.0.1 -p "$IDEMPROXY_PG_PORT" -U postgres postgres >"$out" 2>&1; then
-    tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$out" | tail -n 1)
-    latency=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$out")
-    failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out")
-    jq -n --argjson clients "$PGBENCH_CLIENTS" --argjson duration "$DURATION" --argjson tps "${tps:-0}" \
-      --argjson latency "${latency:-0}" --argjson failed "${failed:-0}" --arg mode "$mode" \
-      '{clients: $clients, duration_s: $duration, tps: $tps, latency_avg_ms: $latency, failed: $failed, mode: $mode}' \
-      >"$WORK/pgbench-$mode.json"
-    idem_log "pgbench -M $mode: $tps claim+complete pairs/s"
-  else
-    cat "$out" >&2
-    FAILED+=("pgbench -M $mode")
-    echo '{}' >"$WORK/pgbench-$mode.json"
+  start_proxy idemproxy "$PROXY_PORT" "$WORK/idemproxy.yaml"
+  PROXY_PID=$STARTED_PID
+  # The same proxy with its replay cache off: replays answered from Postgres.
+  PROXY_NOCACHE_PORT=$(idem_free_port)
+  write_proxy_config "$WORK/idemproxy-nocache.yaml" "$PROXY_NOCACHE_PORT" 0 "$(idem_free_port)" $CONFIG_FLAVOUR
+  start_proxy idemproxy-nocache "$PROXY_NOCACHE_PORT" "$WORK/idemproxy-nocache.yaml"
+  PROXY_NOCACHE_PID=$STARTED_PID
+  # And with its replay cache off but the Redis replay cache on: replays answered from Redis.
+  PROXY_REDIS_PORT=$(idem_free_port)
+  PROXY_REDIS_ADMIN_PORT=$(idem_free_port)
+  if [ "$CONFIG_FLAVOUR" != plain ]; then
+    write_proxy_config "$WORK/idemproxy-redis.yaml" "$PROXY_REDIS_PORT" 0 "$PROXY_REDIS_ADMIN_PORT" redis
+    if "$PROXY_BIN" --config "$WORK/idemproxy-redis.yaml" --check >"$WORK/check-redis.log" 2>&1; then
+      start_proxy idemproxy-redis "$PROXY_REDIS_PORT" "$WORK/idemproxy-redis.yaml"
+      PROXY_REDIS_PID=$STARTED_PID
+    else
+      idem_log "this idemproxy takes no store.redis: the Redis replay runs are skipped"
+    fi
   fi
-}
-run_pgbench prepared
-run_pgbench extended
 
-# The storm: rounds of 256 concurrent duplicates of one key, exactly one upstream execution each.
-loadgen storm-c$STORM_CONNECTIONS "${KEYED[@]}" --keys same --connections "$STORM_CONNECTIONS" --rounds "$STORM_ROUNDS" \
-  --header "Bench-Delay-Ms: $STORM_DELAY_MS"
+  # --- scenarios ------------------------------------------------------------------------------------
+  RUN_COUNT=0
+  # loadgen NAME ARGS...: one idem-loadgen run, its JSON kept in the work directory.
+  loadgen() {
+    local name=$1
+    shift
+    RUN_COUNT=$((RUN_COUNT + 1))
+    local out
+    out=$WORK/runs/$(printf '%02d' "$RUN_COUNT")-$name.json
+    if ! "$LOADGEN" --scenario "$name" --json "$out" --count-from "127.0.0.1:$UPSTREAM_PORT" "$@" 2>>"$WORK/loadgen.log"; then
+      FAILED+=("$name")
+    fi
+    if [ ! -s "$out" ]; then
+      FAILED+=("$name (no result)")
+      rm -f "$out"
+    fi
+    idem_log "$(tail -n 1 "$WORK/loadgen.log")"
+  }
+  DIRECT=(--target "127.0.0.1:$UPSTREAM_PORT" --path /plain)
+  NGINX=(--target "127.0.0.1:$NGINX_PORT" --path /plain)
+  PASSTHROUGH=(--target "127.0.0.1:$PROXY_PORT" --path /plain)
+  KEYED=(--target "127.0.0.1:$PROXY_PORT" --path /keyed)
+  KEYED_NOCACHE=(--target "127.0.0.1:$PROXY_NOCACHE_PORT" --path /keyed)
+  KEYED_REDIS=(--target "127.0.0.1:$PROXY_REDIS_PORT" --path /keyed)
+  CLOSED=(--duration "$DURATION" --warmup "$WARMUP")
+  OPEN=(--duration "$DURATION" --rate "$OPEN_RATE" --connections "$OPEN_CONNECTIONS")
 
-# Open loop at a fixed rate: latency under a steady load, without coordinated omission.
-loadgen nginx-open "${NGINX[@]}" "${OPEN[@]}"
-loadgen passthrough-open "${PASSTHROUGH[@]}" "${OPEN[@]}"
-loadgen replay-open "${KEYED[@]}" "${OPEN[@]}" --keys "replay:$REPLAY_KEYS"
+  # One connection: the latency of each path alone.
+  loadgen direct-c1 "${DIRECT[@]}" "${CLOSED[@]}" --connections 1
+  loadgen nginx-c1 "${NGINX[@]}" "${CLOSED[@]}" --connections 1
+  loadgen passthrough-c1 "${PASSTHROUGH[@]}" "${CLOSED[@]}" --connections 1
+  loadgen replay-c1 "${KEYED[@]}" "${CLOSED[@]}" --connections 1 --keys "replay:$REPLAY_KEYS"
+  loadgen replaydb-c1 "${KEYED_NOCACHE[@]}" "${CLOSED[@]}" --connections 1 --keys "replay:$REPLAY_KEYS"
+  if [ -n "$PROXY_REDIS_PID" ]; then
+    REDIS_BEFORE=$(scrape_metrics "$PROXY_REDIS_ADMIN_PORT")
+    loadgen replayredis-c1 "${KEYED_REDIS[@]}" "${CLOSED[@]}" --connections 1 --keys "replay:$REPLAY_KEYS"
+    REDIS_AFTER=$(scrape_metrics "$PROXY_REDIS_ADMIN_PORT")
+    # What the Redis replay cache did during that run (warm-up completions included), so the report
+    # can say how many replays Redis really answered.
+    redis_delta() { echo $(($(metric_sample "$REDIS_AFTER" "$1") - $(metric_sample "$REDIS_BEFORE" "$1"))); }
+    jq -n --argjson hits "$(redis_delta idemproxy_redis_cache_hits_total)" \
+      --argjson misses "$(redis_delta idemproxy_redis_cache_misses_total)" \
+      --argjson writes "$(redis_delta idemproxy_redis_cache_writes_total)" \
+      --argjson timeout "$(redis_delta 'idemproxy_redis_cache_fallbacks_total{reason="timeout"}')" \
+      --argjson disconnected "$(redis_delta 'idemproxy_redis_cache_fallbacks_total{reason="disconnected"}')" \
+      --argjson error "$(redis_delta 'idemproxy_redis_cache_fallbacks_total{reason="error"}')" \
+      --argjson corrupt "$(redis_delta 'idemproxy_redis_cache_fallbacks_total{reason="corrupt"}')" \
+      '{scenario: "replayredis-c1", hits: $hits, misses: $misses, writes: $writes,
+        fallbacks: {timeout: $timeout, disconnected: $disconnected, error: $error, corrupt: $corrupt}}' \
+      >"$WORK/redis-replay.json"
+    idem_log "replayredis-c1: $(jq -c . "$WORK/redis-replay.json")"
+  else
+    echo '{}' >"$WORK/redis-replay.json"
+  fi
+  loadgen first-c1 "${KEYED[@]}" "${CLOSED[@]}" --connections 1 --keys unique
+  # 64 connections: throughput.
+  loadgen direct-c64 "${DIRECT[@]}" "${CLOSED[@]}" --connections 64
+  loadgen nginx-c64 "${NGINX[@]}" "${CLOSED[@]}" --connections 64
+  loadgen passthrough-c64 "${PASSTHROUGH[@]}" "${CLOSED[@]}" --connections 64
+  loadgen replay-c64 "${KEYED[@]}" "${CLOSED[@]}" --connections 64 --keys "replay:$REPLAY_KEYS"
+  if [ "$QUICK" = 0 ]; then
+    loadgen replaydb-c64 "${KEYED_NOCACHE[@]}" "${CLOSED[@]}" --connections 64 --keys "replay:$REPLAY_KEYS"
+    if [ -n "$PROXY_REDIS_PID" ]; then
+      loadgen replayredis-c64 "${KEYED_REDIS[@]}" "${CLOSED[@]}" --connections 64 --keys "replay:$REPLAY_KEYS"
+    fi
+    loadgen first-c64 "${KEYED[@]}" "${CLOSED[@]}" --connections 64 --keys unique
+    # The same scenarios driven by wrk, next to these (bench/wrk.sh).
+    # shellcheck source=SCRIPTDIR/wrk.sh
+    source "$REPO/bench/wrk.sh"
+    run_wrk
+  fi
+  # First requests against the database's own limit, measured right after it.
+  loadgen first-c16 "${KEYED[@]}" "${CLOSED[@]}" --connections 16 --keys unique
 
-# One Redis round trip (redis-get), the reference for the Redis replay target: GETs of an existing
-# 128-byte value (about the size of a bench replay's record), one client, after the SETs that
-# create it.
-if redis-benchmark -h 127.0.0.1 -p "$IDEMPROXY_REDIS_PORT" -c 1 -n "$REDIS_GETS" -t set,get -d 128 --csv \
-  >"$WORK/redis.csv" 2>&1; then
-  # "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",...
-  REDIS_LINE=$(grep '^"GET"' "$WORK/redis.csv" | tr -d '"')
-  REDIS_RPS=$(echo "$REDIS_LINE" | cut -d, -f2)
-  REDIS_P50_MS=$(echo "$REDIS_LINE" | cut -d, -f5)
-  jq -n --argjson rps "${REDIS_RPS:-0}" --argjson p50 "${REDIS_P50_MS:-0}" \
-    '{tool: "redis-benchmark -c 1 -t get -d 128", rps: $rps, p50_us: ($p50 * 1000)}' >"$WORK/redis.json"
-else
-  echo '{}' >"$WORK/redis.json"
+  # pgbench: the proxy's claim and complete statements, taken from proxy/store/pg/sql.hpp as they are
+  # now, with the parameters written in (same table, same shapes: a fresh key per transaction), as for
+  # the bench's routes: ttl 1h, lease 30s, unknown_outcome lock (an unsettled claim also keeps the
+  # default unknown_retention, 7d).
+  # pgbench takes any ":name" for a variable, even inside a string literal: no colon in the literals.
+  sql_constant() {
+    sed -n "/inline constexpr const char\* $1 = R\"sql(/,/^)sql\";/p" "$REPO/proxy/store/pg/sql.hpp" | sed '1d;$d'
+  }
+  write_pgbench_script() {
+    local claim complete key owner
+    claim=$(sql_constant kClaim)
+    complete=$(sql_constant kComplete)
+    [ -n "$claim" ] && [ -n "$complete" ] || idem_die "cannot find kClaim/kComplete in proxy/store/pg/sql.hpp"
+    key="('pgbench-' || :client_id::text || '-' || :seq::text)"
+    owner="('owner-' || :client_id::text || '-' || :seq::text)"
+    {
+      echo '\set seq random(1, 9000000000000000000)'
+      printf '%s;\n' "$claim" | sed -e "s/\\\$1/'bench-pgbench'/g" -e "s/\\\$2/$key/g" \
+        -e "s/\\\$3/'v1_0000000000000000000000000000000000000000000000000000000000000000'/g" -e "s/\\\$4/$owner/g" \
+        -e "s/\\\$5/3600000::bigint/g" -e "s/\\\$6/30000::bigint/g" -e "s/\\\$7/false/g" \
+        -e "s/\\\$8/604800000::bigint/g" -e "s/\\\$9/'bench-pgbench-v1'/g"
+      printf '%s;\n' "$complete" | sed -e "s/\\\$1/'bench-pgbench'/g" -e "s/\\\$2/$key/g" -e "s/\\\$3/$owner/g" \
+        -e "s/\\\$4/'completed'/g" -e "s/\\\$5/200/g" \
+        -e "s/\\\$6/convert_to('Content-Type: application\\/json' || chr(13) || chr(10), 'UTF8')/g" \
+        -e "s/\\\$7/convert_to('{\"ok\"' || chr(58) || 'true,\"id\"' || chr(58) || '12345}', 'UTF8')/g" \
+        -e "s/\\\$8/3600000::bigint/g"
+    } >"$WORK/claim_complete.pgbench"
+  }
+  write_pgbench_script
+  # run_pgbench MODE: prepared (parsed and planned once per connection: the database's bound) or
+  # extended (unnamed statements, parsed and planned on every execution).
+  run_pgbench() {
+    local mode=$1 out=$WORK/pgbench-$1.out tps latency failed
+    idem_log "pgbench -M $mode: claim + complete, $PGBENCH_CLIENTS clients, ${DURATION}s"
+    if "$IDEM_PG_BIN/pgbench" -n -M "$mode" -c "$PGBENCH_CLIENTS" -j 2 -T "$DURATION" -f "$WORK/claim_complete.pgbench" \
+      -h 127.0.0.1 -p "$IDEMPROXY_PG_PORT" -U postgres postgres >"$out" 2>&1; then
+      tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$out" | tail -n 1)
+      latency=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$out")
+      failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out")
+      jq -n --argjson clients "$PGBENCH_CLIENTS" --argjson duration "$DURATION" --argjson tps "${tps:-0}" \
+        --argjson latency "${latency:-0}" --argjson failed "${failed:-0}" --arg mode "$mode" \
+        '{clients: $clients, duration_s: $duration, tps: $tps, latency_avg_ms: $latency, failed: $failed, mode: $mode}' \
+        >"$WORK/pgbench-$mode.json"
+      idem_log "pgbench -M $mode: $tps claim+complete pairs/s"
+    else
+      cat "$out" >&2
+      FAILED+=("pgbench -M $mode")
+      echo '{}' >"$WORK/pgbench-$mode.json"
+    fi
+  }
+  run_pgbench prepared
+  run_pgbench extended
+
+  # The storm: rounds of 256 concurrent duplicates of one key, exactly one upstream execution each.
+  loadgen storm-c$STORM_CONNECTIONS "${KEYED[@]}" --keys same --connections "$STORM_CONNECTIONS" --rounds "$STORM_ROUNDS" \
+    --header "Bench-Delay-Ms: $STORM_DELAY_MS"
+
+  # Open loop at a fixed rate: latency under a steady load, without coordinated omission.
+  loadgen nginx-open "${NGINX[@]}" "${OPEN[@]}"
+  loadgen passthrough-open "${PASSTHROUGH[@]}" "${OPEN[@]}"
+  loadgen replay-open "${KEYED[@]}" "${OPEN[@]}" --keys "replay:$REPLAY_KEYS"
+
+  # One Redis round trip (redis-get), the reference for the Redis replay target: GETs of an existing
+  # 128-byte value (about the size of a bench replay's record), one client, after the SETs that
+  # create it.
+  if redis-benchmark -h 127.0.0.1 -p "$IDEMPROXY_REDIS_PORT" -c 1 -n "$REDIS_GETS" -t set,get -d 128 --csv \
+    >"$WORK/redis.csv" 2>&1; then
+    # "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",...
+    REDIS_LINE=$(grep '^"GET"' "$WORK/redis.csv" | tr -d '"')
+    REDIS_RPS=$(echo "$REDIS_LINE" | cut -d, -f2)
+    REDIS_P50_MS=$(echo "$REDIS_LINE" | cut -d, -f5)
+    jq -n --argjson rps "${REDIS_RPS:-0}" --argjson p50 "${REDIS_P50_MS:-0}" \
+      '{tool: "redis-benchmark -c 1 -t get -d 128", rps: $rps, p50_us: ($p50 * 1000)}' >"$WORK/redis.json"
+  else
+    echo '{}' >"$WORK/redis.json"
+  fi
+
+  # Memory: idemproxy's RSS with its replay cache full (1,280 responses of 16 KiB: 20 MiB offered to
+  # the 16 MiB default) and 1,000 idle keep-alive connections, then over a replay soak.
+  proxy_metric() {  # NAME: one unlabelled sample from idemproxy's /metrics, empty when unavailable
+    [ "$CONFIG_FLAVOUR" = plain ] && return 0
+    # Best effort: a slow scrape must not end the run (set -e), the figure is then just missing.
+    { curl -s --max-time 5 "http://127.0.0.1:$PROXY_ADMIN_PORT/metrics" || true; } |
+      awk -v name="$1" '$1 == name { print $2; exit }' || true
+  }
+  loadgen memory-fill "${KEYED[@]}" --connections 16 --keys replay:1280 --body-bytes 16384 --duration 1
+  CACHE_BYTES=$(proxy_metric idemproxy_replay_cache_bytes)
+  jq -n --arg bytes "$CACHE_BYTES" '{replay_cache_bytes_before_idle: ($bytes | tonumber? // null),
+    replay_cache_max_bytes: 16777216}' >"$WORK/proxy-metrics.json"
+  loadgen memory-idle "${PASSTHROUGH[@]}" --idle-connections "$IDLE_CONNECTIONS" --hold "$IDLE_HOLD" --rss-pid "$PROXY_PID"
+  loadgen memory-soak "${KEYED[@]}" --duration "$SOAK" --connections 16 --keys "replay:$REPLAY_KEYS" --rss-pid "$PROXY_PID"
 fi
-
-# Memory: idemproxy's RSS with its replay cache full (1,280 responses of 16 KiB: 20 MiB offered to
-# the 16 MiB default) and 1,000 idle keep-alive connections, then over a replay soak.
-proxy_metric() {  # NAME: one unlabelled sample from idemproxy's /metrics, empty when unavailable
-  [ "$CONFIG_FLAVOUR" = plain ] && return 0
-  # Best effort: a slow scrape must not end the run (set -e), the figure is then just missing.
-  { curl -s --max-time 5 "http://127.0.0.1:$PROXY_ADMIN_PORT/metrics" || true; } |
-    awk -v name="$1" '$1 == name { print $2; exit }' || true
-}
-loadgen memory-fill "${KEYED[@]}" --connections 16 --keys replay:1280 --body-bytes 16384 --duration 1
-CACHE_BYTES=$(proxy_metric idemproxy_replay_cache_bytes)
-jq -n --arg bytes "$CACHE_BYTES" '{replay_cache_bytes_before_idle: ($bytes | tonumber? // null),
-  replay_cache_max_bytes: 16777216}' >"$WORK/proxy-metrics.json"
-loadgen memory-idle "${PASSTHROUGH[@]}" --idle-connections "$IDLE_CONNECTIONS" --hold "$IDLE_HOLD" --rss-pid "$PROXY_PID"
-loadgen memory-soak "${KEYED[@]}" --duration "$SOAK" --connections 16 --keys "replay:$REPLAY_KEYS" --rss-pid "$PROXY_PID"
 
 # --- results --------------------------------------------------------------------------------------
 LOAD_AFTER=$(load_average)
@@ -461,29 +497,59 @@ mkdir -p "$RESULTS_DIR"
 COMMIT=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [ -n "$(git -C "$REPO" status --porcelain -- proxy 2>/dev/null)" ]; then COMMIT+=" (proxy/ modified)"; fi
 PG_VERSION=$("$IDEM_PG_BIN/postgres" --version | sed 's/.*) //')
+if [ "$COST" = 1 ]; then
+  SETUP="loopback; callgrind on the one process serving each scenario (idemproxy 1 worker, nginx as one process with master_process off, idem-bench-upstream 1 thread), the others at full speed; idem-loadgen, 1 connection, closed loop: $COST_WARMUP requests warm-up, then $COST_REQUESTS counted, $COST_REPEATS times per scenario; Postgres pool 16 (synchronous_commit on, fsync off), access log off"
+else
+  SETUP="loopback; idem-loadgen 1 thread; idem-bench-upstream 1 thread; nginx 1 worker, upstream keepalive, access log off; idemproxy workers: $PROXY_WORKERS, Postgres pool 16 (synchronous_commit on, fsync off), access log off; ${DURATION}s per run after ${WARMUP}s warm-up; replay over $REPLAY_KEYS keys; open loop $OPEN_RATE req/s on $OPEN_CONNECTIONS connections"
+  [ "$QUICK" = 1 ] || SETUP+="; wrk $WRK_THREADS threads, $WRK_CONNECTIONS connections, ${WRK_DURATION}s per run"
+fi
 jq -n --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg profile "$PROFILE" \
   --arg cpu "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" --argjson cores "$(nproc)" \
   --arg kernel "$(uname -sr)" --arg load_before "$LOAD_BEFORE" --arg load_after "$LOAD_AFTER" --arg commit "$COMMIT" \
   --arg versions "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///'), PostgreSQL $PG_VERSION, $(redis-server --version | cut -d' ' -f1-3)" \
-  --arg setup "loopback; idem-loadgen 1 thread; idem-bench-upstream 1 thread; nginx 1 worker, upstream keepalive, access log off; idemproxy workers: $PROXY_WORKERS, Postgres pool 16 (synchronous_commit on, fsync off), access log off; ${DURATION}s per run after ${WARMUP}s warm-up; replay over $REPLAY_KEYS keys; open loop $OPEN_RATE req/s on $OPEN_CONNECTIONS connections" \
+  --arg setup "$SETUP" \
   --argjson elapsed "$((SECONDS - STARTED))" \
   '{date: $date, profile: $profile, cpu: $cpu, cores: $cores, kernel: $kernel, load_before: $load_before,
     load_after: $load_after, commit: $commit, versions: $versions, setup: $setup, elapsed_s: $elapsed}' >"$WORK/meta.json"
 RESULTS_JSON=$RESULTS_DIR/$STAMP.json
-jq -n --slurpfile meta "$WORK/meta.json" --slurpfile pgbench "$WORK/pgbench-prepared.json" \
-  --slurpfile pgbench_extended "$WORK/pgbench-extended.json" --slurpfile redis "$WORK/redis.json" \
-  --slurpfile proxy_metrics "$WORK/proxy-metrics.json" --slurpfile redis_replay "$WORK/redis-replay.json" \
-  --slurpfile runs <(cat "$WORK"/runs/*.json) \
-  '{meta: $meta[0], runs: $runs, pgbench: $pgbench[0], pgbench_extended: $pgbench_extended[0], redis_get: $redis[0],
-    proxy_metrics: $proxy_metrics[0], redis_replay: $redis_replay[0]}' \
-  >"$RESULTS_JSON"
-"$REPORT_BIN" --results "$RESULTS_JSON" --markdown "$RESULTS_DIR/latest.md" --gnuplot "$WORK/latency.gp" \
-  --svg "$RESULTS_DIR/latency.svg" || FAILED+=(report)
-gnuplot "$WORK/latency.gp" 2>"$WORK/gnuplot.err" || { cat "$WORK/gnuplot.err" >&2; FAILED+=(plot); }
-idem_log "results: $RESULTS_JSON, $RESULTS_DIR/latest.md, $RESULTS_DIR/latency.svg ($((SECONDS - STARTED))s)"
+# newest_results cost|clock: the newest results file of that kind in the results directory.
+newest_results() {
+  local file
+  while read -r file; do
+    if [ "$(jq -r '.meta.profile == "cost"' "$file" 2>/dev/null)" = "$([ "$1" = cost ] && echo true || echo false)" ]; then
+      echo "$file"
+      return 0
+    fi
+  done < <(find "$RESULTS_DIR" -maxdepth 1 -name '20*.json' | sort -r)
+}
+if [ "$COST" = 1 ]; then
+  jq -n --slurpfile meta "$WORK/meta.json" --slurpfile cost "$WORK/cost.json" '{meta: $meta[0], cost: $cost[0]}' \
+    >"$RESULTS_JSON"
+else
+  jq -n --slurpfile meta "$WORK/meta.json" --slurpfile pgbench "$WORK/pgbench-prepared.json" \
+    --slurpfile pgbench_extended "$WORK/pgbench-extended.json" --slurpfile redis "$WORK/redis.json" \
+    --slurpfile proxy_metrics "$WORK/proxy-metrics.json" --slurpfile redis_replay "$WORK/redis-replay.json" \
+    --slurpfile runs <(cat "$WORK"/runs/*.json) --slurpfile wrk <(cat "$WORK"/wrk/*.json 2>/dev/null || true) \
+    '{meta: $meta[0], runs: $runs, wrk: $wrk, pgbench: $pgbench[0], pgbench_extended: $pgbench_extended[0],
+      redis_get: $redis[0], proxy_metrics: $proxy_metrics[0], redis_replay: $redis_replay[0]}' \
+    >"$RESULTS_JSON"
+fi
+# latest.md: the newest run of each kind (clock and cost) side by side; the plot from the clock run.
+CLOCK_JSON=$(newest_results clock)
+COST_JSON=$(newest_results cost)
+REPORT_ARGS=(--markdown "$RESULTS_DIR/latest.md")
+[ -z "$COST_JSON" ] || REPORT_ARGS+=(--cost "$COST_JSON")
+if [ -n "$CLOCK_JSON" ]; then
+  REPORT_ARGS+=(--results "$CLOCK_JSON" --gnuplot "$WORK/latency.gp" --svg "$RESULTS_DIR/latency.svg")
+fi
+"$REPORT_BIN" "${REPORT_ARGS[@]}" || FAILED+=(report)
+if [ -n "$CLOCK_JSON" ] && [ "$COST" = 0 ]; then
+  gnuplot "$WORK/latency.gp" 2>"$WORK/gnuplot.err" || { cat "$WORK/gnuplot.err" >&2; FAILED+=(plot); }
+fi
+idem_log "results: $RESULTS_JSON, $RESULTS_DIR/latest.md${CLOCK_JSON:+ (clock: $(basename "$CLOCK_JSON"))}${COST_JSON:+ (cost: $(basename "$COST_JSON"))} ($((SECONDS - STARTED))s)"
 
 if [ "${#FAILED[@]}" -ne 0 ]; then
-  grep -h '"errors"' "$WORK"/runs/*.json | jq -r 'select(.errors.total > 0) | "\(.scenario): \(.errors)"' >&2 || true
+  grep -hs '"errors"' "$WORK"/runs/*.json | jq -r 'select(.errors.total > 0) | "\(.scenario): \(.errors)"' >&2 || true
   idem_log "FAILED: ${FAILED[*]}"
   exit 1
 fi

@@ -219,5 +219,16 @@ TEST(LoadgenOptions, DerivesTheModeAndRefusesWhatCannotRun) {
   EXPECT_NE(parse_error({"--target", "127.0.0.1:1", "--bogus", "1"}), "");
 }
 
+TEST(LoadgenOptions, TakesACountedWarmUpAndTheCommandsAroundTheMeasuredPhase) {
+  const auto options = options_for({"--target", "127.0.0.1:1", "--requests", "2000", "--warmup-requests", "500",
+                                    "--before-measure", "callgrind_control -z 42", "--after-measure", "callgrind_control -d 42"});
+  EXPECT_EQ(options.max_requests, 2000u);
+  EXPECT_EQ(options.warmup_requests, 500u);
+  EXPECT_EQ(options.before_measure, "callgrind_control -z 42");
+  EXPECT_EQ(options.after_measure, "callgrind_control -d 42");
+  EXPECT_NE(parse_error({"--target", "127.0.0.1:1", "--warmup-requests", "-1"}), "");
+  EXPECT_NE(parse_error({"--target", "127.0.0.1:1", "--before-measure", ""}), "");
+}
+
 }  // namespace
 }  // namespace idem::bench
