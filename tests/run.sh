@@ -5,7 +5,7 @@
 #   plain  the whole ctest suite on the normal build
 #   asan   the suite again built with ASan+UBSan;  tsan  the suite again built with TSan
 #   fuzz   each libFuzzer target for a bounded time          (asan, tsan, fuzz: tests/sanitizers.sh)
-#   tidy   clang-tidy over proxy/ (tests/lint/clang-tidy.sh), on the plain build's compile commands
+#   tidy   clang-format (.clang-format) and clang-tidy over proxy/ (tests/lint/), on the plain build's compile commands
 # Extra arguments go to the plain stage's ctest (e.g. -L e2e, -R Replay) and make the run a
 # focused one: the plain stage only, unless IDEMPROXY_STAGES says otherwise.
 #
@@ -91,13 +91,16 @@ idem_stage_plain() {
 
 idem_stage_tidy() {
   if [ "${IDEMPROXY_SKIP_BUILD:-0}" != 1 ]; then
-    local IDEM_PACKAGES=(clang-tidy jq)
+    local IDEM_PACKAGES=(clang-tidy clang-format jq)
     idem_install_dependencies
     # Configured (a current compile_commands.json) and built (generated headers) even when the
     # plain stage did not run; after it, a no-op.
     idem_build "$BUILD_DIR"
   fi
-  bash "$REPO/tests/lint/clang-tidy.sh" "$BUILD_DIR"
+  local status=0
+  bash "$REPO/tests/lint/clang-format.sh" || status=1
+  bash "$REPO/tests/lint/clang-tidy.sh" "$BUILD_DIR" || status=1
+  return $status
 }
 
 # Every selected stage runs even after one fails; the summary says which failed.

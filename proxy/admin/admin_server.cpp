@@ -80,10 +80,11 @@ struct AdminServer::Session : std::enable_shared_from_this<Session> {
     response.keep_alive(keep_alive);
     auto shared = std::make_shared<Response>(std::move(response));
     stream.expires_after(kWriteTimeout);
-    http::async_write(stream, *shared, [self = shared_from_this(), shared, keep_alive](beast::error_code ec, std::size_t) {
-      if (ec || !keep_alive) return self->close();
-      self->read();
-    });
+    http::async_write(stream, *shared,
+                      [self = shared_from_this(), shared, keep_alive](beast::error_code ec, std::size_t) {
+                        if (ec || !keep_alive) return self->close();
+                        self->read();
+                      });
   }
 
   void close() {

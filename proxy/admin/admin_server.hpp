@@ -32,7 +32,7 @@ class AdminServer {
 
   // Spawns the admin thread. The handler may use objects built on io() after construction.
   void start(Handler handler);
-  void stop();   // idempotent
+  void stop();  // idempotent
   unsigned short port() const { return port_; }
   boost::asio::io_context& io() { return io_; }  // for components the handler needs (its own store)
 

@@ -7,7 +7,7 @@
 namespace idem::app {
 
 std::optional<FileVersion> file_version(const std::string& path) {
-  struct stat info{};
+  struct stat info {};
   if (::stat(path.c_str(), &info) != 0) return std::nullopt;
   return FileVersion{info.st_dev, info.st_ino, info.st_size,
                      static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec};
@@ -15,7 +15,9 @@ std::optional<FileVersion> file_version(const std::string& path) {
 
 ConfigWatcher::ConfigWatcher(std::string config_path, std::optional<FileVersion> config_version,
                              const config::ListenerTlsConfig& listener)
-    : config_path_(std::move(config_path)), config_seen_(config_version), tls_files_seen_(tls_file_versions(listener)) {}
+    : config_path_(std::move(config_path)),
+      config_seen_(config_version),
+      tls_files_seen_(tls_file_versions(listener)) {}
 
 ConfigWatcher::TlsFileVersions ConfigWatcher::tls_file_versions(const config::ListenerTlsConfig& listener) {
   if (!listener.enabled()) return {};

@@ -116,7 +116,7 @@ relay::RelayOptions relay_options(const config::RelayConfig& config) {
       .poll_interval = loop.poll_interval,
       .lease = loop.lease,
       .publish_timeout = config.sink.kind == config::SinkKind::redis_streams ? config.sink.redis.command_timeout
-                                                                              : config.sink.http.timeout,
+                                                                             : config.sink.http.timeout,
       .settle_reserve = 2 * config.postgres.query_timeout,
       .query_timeout = config.postgres.query_timeout,
       .max_attempts = loop.max_attempts,
@@ -148,9 +148,7 @@ int run(const config::RelayConfig& config) {
       case config::SinkKind::redis_streams:
         sink = std::make_shared<relay::RedisStreamSink>(io, config.sink.redis);
         break;
-      case config::SinkKind::http:
-        sink = std::make_shared<relay::HttpSink>(io, config.sink.http);
-        break;
+      case config::SinkKind::http: sink = std::make_shared<relay::HttpSink>(io, config.sink.http); break;
     }
   } catch (const std::exception& error) {
     log::error("sink_setup_failed", {{"error", error.what()}});
@@ -164,9 +162,10 @@ int run(const config::RelayConfig& config) {
   std::shared_ptr<relay::NotifyListener> listener;
   if (config.relay.notify) {
     const std::weak_ptr<relay::Relay> weak = loop;
-    listener = std::make_shared<relay::NotifyListener>(io, config.postgres.dsn, config.postgres.connect_timeout, [weak] {
-      if (const auto relay = weak.lock()) relay->wake();
-    });
+    listener =
+        std::make_shared<relay::NotifyListener>(io, config.postgres.dsn, config.postgres.connect_timeout, [weak] {
+          if (const auto relay = weak.lock()) relay->wake();
+        });
   }
 
   std::unique_ptr<app::RelayAdmin> admin;
@@ -184,31 +183,31 @@ int run(const config::RelayConfig& config) {
   bool stopping = false;
   boost::asio::steady_timer shutdown_deadline(io);
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
-  std::function<void(const boost::system::error_code&, int)> on_signal =
-      [&](const boost::system::error_code& error, int signal_number) {
-        if (error) return;
-        if (stopping) {
-          log::warn("shutdown_forced", {{"signal", signal_number}});
-          std::_Exit(1);
-        }
-        stopping = true;
-        log::info("stopping", {{"signal", signal_number}});
-        if (listener) listener->stop();
-        replication->stop();
-        shutdown_deadline.expires_after(config.relay.shutdown_timeout);
-        shutdown_deadline.async_wait([&](const boost::system::error_code& wait_error) {
-          if (wait_error) return;
-          log::error("shutdown_timed_out");  // batches still in hand: their leases will lapse
-          exit_code = 1;
-          io.stop();
-        });
-        loop->stop([&] {
-          shutdown_deadline.cancel();
-          signals.cancel();
-          io.stop();
-        });
-        signals.async_wait(on_signal);
-      };
+  std::function<void(const boost::system::error_code&, int)> on_signal = [&](const boost::system::error_code& error,
+                                                                             int signal_number) {
+    if (error) return;
+    if (stopping) {
+      log::warn("shutdown_forced", {{"signal", signal_number}});
+      std::_Exit(1);
+    }
+    stopping = true;
+    log::info("stopping", {{"signal", signal_number}});
+    if (listener) listener->stop();
+    replication->stop();
+    shutdown_deadline.expires_after(config.relay.shutdown_timeout);
+    shutdown_deadline.async_wait([&](const boost::system::error_code& wait_error) {
+      if (wait_error) return;
+      log::error("shutdown_timed_out");  // batches still in hand: their leases will lapse
+      exit_code = 1;
+      io.stop();
+    });
+    loop->stop([&] {
+      shutdown_deadline.cancel();
+      signals.cancel();
+      io.stop();
+    });
+    signals.async_wait(on_signal);
+  };
   signals.async_wait(on_signal);
 
   loop->start();
@@ -270,8 +269,7 @@ int relay_main(int argc, char** argv) {
       std::cout << "\n";
       return 0;
     }
-    case Command::run:
-      return run(config);
+    case Command::run: return run(config);
   }
   return 2;
 }

@@ -34,10 +34,14 @@ std::optional<std::string> percent_decode(std::string_view text) {
     for (int d = 1; d <= 2; ++d) {
       const char c = text[i + static_cast<std::size_t>(d)];
       value <<= 4;
-      if (c >= '0' && c <= '9') value |= c - '0';
-      else if (c >= 'a' && c <= 'f') value |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') value |= c - 'A' + 10;
-      else return std::nullopt;
+      if (c >= '0' && c <= '9')
+        value |= c - '0';
+      else if (c >= 'a' && c <= 'f')
+        value |= c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        value |= c - 'A' + 10;
+      else
+        return std::nullopt;
     }
     out.push_back(static_cast<char>(value));
     i += 2;
@@ -161,20 +165,24 @@ void handle_key(ProxyAdminContext& context, const admin::Request& request, const
     });
     return;
   }
-  context.store.force_release(key, [target = *target, respond, key_hash](store::StoreError e,
-                                                                         std::chrono::milliseconds lease_left) {
-    log::info("admin_release", {{"route", target.route}, {"scope", target.scope}, {"key_hash", key_hash},
-                                {"result", store::store_error_name(e)}});
-    if (e == store::StoreError::ok) return respond(admin::text_response(200, "{\"released\":true}\n", "application/json"));
-    if (e == store::StoreError::lease_running) {
-      const auto left = std::max(std::chrono::ceil<std::chrono::seconds>(lease_left), std::chrono::seconds(1));
-      return respond(problem(core::release_refused_in_flight_problem(left)));
-    }
-    if (e == store::StoreError::not_found) {
-      return respond(not_found("no unknown or in-flight record for this route, scope and key (completed records are never released)"));
-    }
-    respond(problem(core::store_unavailable_problem(std::chrono::seconds(1))));
-  });
+  context.store.force_release(
+      key, [target = *target, respond, key_hash](store::StoreError e, std::chrono::milliseconds lease_left) {
+        log::info("admin_release", {{"route", target.route},
+                                    {"scope", target.scope},
+                                    {"key_hash", key_hash},
+                                    {"result", store::store_error_name(e)}});
+        if (e == store::StoreError::ok)
+          return respond(admin::text_response(200, "{\"released\":true}\n", "application/json"));
+        if (e == store::StoreError::lease_running) {
+          const auto left = std::max(std::chrono::ceil<std::chrono::seconds>(lease_left), std::chrono::seconds(1));
+          return respond(problem(core::release_refused_in_flight_problem(left)));
+        }
+        if (e == store::StoreError::not_found) {
+          return respond(not_found(
+              "no unknown or in-flight record for this route, scope and key (completed records are never released)"));
+        }
+        respond(problem(core::store_unavailable_problem(std::chrono::seconds(1))));
+      });
 }
 
 }  // namespace

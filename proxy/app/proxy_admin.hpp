@@ -14,9 +14,15 @@
 #include "admin/admin_server.hpp"
 #include "http/runtime.hpp"
 
-namespace idem::store { class Store; }
-namespace idem::store::pg { class PgStore; }
-namespace idem::metrics { class Registry; }
+namespace idem::store {
+class Store;
+}
+namespace idem::store::pg {
+class PgStore;
+}
+namespace idem::metrics {
+class Registry;
+}
 
 namespace idem::app {
 

@@ -79,8 +79,11 @@ tls::ListenerTlsResult load_listener_tls_logged(const config::ListenerTlsConfig&
   if (!loaded.tls) return loaded;
   const tls::CertificateSummary& certificate = loaded.tls->certificate;
   log::write(certificate.expired ? log::Level::warn : log::Level::info, "tls_certificate_loaded",
-             {{"cert_file", listener.cert_file}, {"subject", certificate.subject}, {"serial", certificate.serial},
-              {"not_after", certificate.not_after}, {"expired", certificate.expired ? "true" : "false"}});
+             {{"cert_file", listener.cert_file},
+              {"subject", certificate.subject},
+              {"serial", certificate.serial},
+              {"not_after", certificate.not_after},
+              {"expired", certificate.expired ? "true" : "false"}});
   return loaded;
 }
 
@@ -129,7 +132,8 @@ std::unique_ptr<ProxyProcess> ProxyProcess::start(config::Config loaded) {
     });
   }
   log::info("listening", {{"address", address(config.listen.host, config.listen.port)},
-                          {"workers", process->slots_.size()}, {"upstream", config.upstream.url},
+                          {"workers", process->slots_.size()},
+                          {"upstream", config.upstream.url},
                           {"version", IDEMPROXY_VERSION}});
   return process;
 }
@@ -170,7 +174,9 @@ bool ProxyProcess::build(std::shared_ptr<const http::RuntimeConfig> runtime) {
   store::pg::PgStore* reader_store = slots_.front()->store.get();
   replication_watch_ = std::make_shared<pg::ReplicationWatch>(
       slots_.front()->io,
-      [reader_store](pg::ReplicationSettingsHandler handler) { reader_store->read_replication_settings(std::move(handler)); },
+      [reader_store](pg::ReplicationSettingsHandler handler) {
+        reader_store->read_replication_settings(std::move(handler));
+      },
       store_synchronous_replication_);
   boost::asio::post(slots_.front()->io, [watch = replication_watch_] { watch->start(); });
   register_process_metrics();
@@ -184,17 +190,18 @@ bool ProxyProcess::start_admin() {
   try {
     admin_server_ = std::make_unique<admin::AdminServer>(config.admin.host, config.admin.port, config.admin.token);
   } catch (const std::exception& e) {
-    log::error("startup_failed", {{"error", e.what()}, {"admin_listen", address(config.admin.host, config.admin.port)}});
+    log::error("startup_failed",
+               {{"error", e.what()}, {"admin_listen", address(config.admin.host, config.admin.port)}});
     return false;
   }
-  admin_store_ = std::make_unique<store::pg::PgStore>(admin_server_->io(), store_pool_options(config.store.postgres, 1));
+  admin_store_ =
+      std::make_unique<store::pg::PgStore>(admin_server_->io(), store_pool_options(config.store.postgres, 1));
   admin_store_->start();
-  admin_server_->start(make_proxy_admin_handler(ProxyAdminContext{
-      [this] {
-        std::lock_guard lock(current_mutex_);
-        return current_;
-      },
-      metrics_.registry(), draining_, *admin_store_}));
+  admin_server_->start(make_proxy_admin_handler(ProxyAdminContext{[this] {
+                                                                    std::lock_guard lock(current_mutex_);
+                                                                    return current_;
+                                                                  },
+                                                                  metrics_.registry(), draining_, *admin_store_}));
   log::info("admin_listening", {{"address", address(config.admin.host, admin_server_->port())}});
   return true;
 }
@@ -222,8 +229,8 @@ void ProxyProcess::reload(std::string_view trigger, ConfigWatcher& watcher) {
     return;
   }
   if (loaded.config->tls.enabled() != running->config.tls.enabled()) {
-    log::warn("listener_tls_switched", {{"tls", loaded.config->tls.enabled() ? "on" : "off"},
-                                       {"applies_to", "new connections"}});
+    log::warn("listener_tls_switched",
+              {{"tls", loaded.config->tls.enabled() ? "on" : "off"}, {"applies_to", "new connections"}});
   }
   // The restart-only settings (config.hpp marks them) keep their running values.
   for (const auto& name : config::restart_only_changes(running->config, *loaded.config)) {
@@ -250,7 +257,7 @@ void ProxyProcess::drain() {
     pg::ReplicationWatch* watch = first ? replication_watch_.get() : nullptr;
     slot->worker->drain([store = slot->store.get(), shared_cache = slot->shared_cache.get(), reaper, watch] {
       if (reaper != nullptr) reaper->stop();
-      if (watch != nullptr) watch->stop();  // its timer would keep io.run() going
+      if (watch != nullptr) watch->stop();     // its timer would keep io.run() going
       if (shared_cache) shared_cache->stop();  // its reconnect timer would keep io.run() going
       store->stop();
     });
@@ -274,8 +281,8 @@ void ProxyProcess::register_process_metrics() {
                         "counter", [&cache, number] { return number(cache.misses()); });
   registry.add_callback("idemproxy_replay_cache_bytes", "Bytes held by the in-process replay cache.", "gauge",
                         [&cache, number] { return number(cache.bytes()); });
-  registry.add_callback("idemproxy_reaper_deleted_total", "Expired records deleted by this process's reaper.", "counter",
-                        [&reaper, number] { return number(reaper.deleted_total()); });
+  registry.add_callback("idemproxy_reaper_deleted_total", "Expired records deleted by this process's reaper.",
+                        "counter", [&reaper, number] { return number(reaper.deleted_total()); });
   registry.add_callback("idemproxy_waiting_duplicates", "Duplicates waiting for their first request (in_flight: wait).",
                         "gauge", [this, number] { return number(waiting_duplicates_.load()); });
   registry.add_callback("idemproxy_client_connections", "Client connections open.", "gauge",
@@ -294,8 +301,8 @@ void ProxyProcess::register_process_metrics() {
                         [&counters, number] { return number(counters.statements_sent.load()); });
   registry.add_callback("idemproxy_pg_connects_failed_total", "Failed Postgres connection attempts.", "counter",
                         [&counters, number] { return number(counters.connects_failed.load()); });
-  registry.add_callback("idemproxy_pg_query_timeouts_total", "Postgres statements that passed query_timeout.", "counter",
-                        [&counters, number] { return number(counters.query_timeouts.load()); });
+  registry.add_callback("idemproxy_pg_query_timeouts_total", "Postgres statements that passed query_timeout.",
+                        "counter", [&counters, number] { return number(counters.query_timeouts.load()); });
   registry.add_callback("idemproxy_store_synchronous_replication",
                         "1 when the store's primary replicates synchronously (an acknowledged commit survives a "
                         "failover), 0 when not (a failover can lose one: a retry may execute again), -1 until known.",

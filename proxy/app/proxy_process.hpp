@@ -18,10 +18,18 @@
 #include "http/proxy_metrics.hpp"
 #include "http/runtime.hpp"
 
-namespace idem::admin { class AdminServer; }
-namespace idem::store { class Reaper; }
-namespace idem::store::pg { class PgStore; }
-namespace idem::pg { class ReplicationWatch; }
+namespace idem::admin {
+class AdminServer;
+}
+namespace idem::store {
+class Reaper;
+}
+namespace idem::store::pg {
+class PgStore;
+}
+namespace idem::pg {
+class ReplicationWatch;
+}
 
 namespace idem::app {
 

@@ -26,17 +26,20 @@ std::optional<std::string> scope_for(const core::RoutePolicy& policy, const Head
   return fingerprint::request_scope(policy, core::scope_host(host.value_or("")), values).scope;
 }
 
-std::string record_json(std::string_view route, std::string_view scope, std::string_view key, const store::RecordInfo& info) {
+std::string record_json(std::string_view route, std::string_view scope, std::string_view key,
+                        const store::RecordInfo& info) {
   std::string out = "{\"route\":";
   log::append_json_string(out, route);
   out += ",\"scope\":";
   log::append_json_string(out, scope);
   out += ",\"key\":";
   log::append_json_string(out, key);
-  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   const std::chrono::milliseconds lease_remaining{info.lease_expires_at_ms - now_ms};
-  out += ",\"state\":\"" + std::string(core::record_state_name(core::observed_state(info.state, lease_remaining))) + "\"";
+  out +=
+      ",\"state\":\"" + std::string(core::record_state_name(core::observed_state(info.state, lease_remaining))) + "\"";
   out += std::string(",\"lease_lapsed\":") + (core::lease_lapsed(info.state, lease_remaining) ? "true" : "false");
   out += ",\"fingerprint\":\"" + info.fingerprint + "\"";
   out += ",\"created_at_ms\":" + std::to_string(info.created_at_ms);

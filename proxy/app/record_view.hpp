@@ -22,6 +22,7 @@ std::optional<std::string> scope_for(const core::RoutePolicy& policy, const Head
                                      std::optional<std::string_view> host);
 
 // The record as one JSON object (no stored headers or body).
-std::string record_json(std::string_view route, std::string_view scope, std::string_view key, const store::RecordInfo& info);
+std::string record_json(std::string_view route, std::string_view scope, std::string_view key,
+                        const store::RecordInfo& info);
 
 }  // namespace idem::app

@@ -33,7 +33,8 @@ class Reader {
   std::uint64_t uint(int bytes) {
     if (failed_ || rest_.size() < static_cast<std::size_t>(bytes)) return fail();
     std::uint64_t value = 0;
-    for (int i = 0; i < bytes; ++i) value = (value << 8) | static_cast<unsigned char>(rest_[static_cast<std::size_t>(i)]);
+    for (int i = 0; i < bytes; ++i)
+      value = (value << 8) | static_cast<unsigned char>(rest_[static_cast<std::size_t>(i)]);
     rest_.remove_prefix(static_cast<std::size_t>(bytes));
     return value;
   }

@@ -118,7 +118,8 @@ void RedisReplayCache::finish(Lookup& lookup) {
   } else if (lookup.get_reply.kind != redis::RedisReply::Kind::string) {
     // An error reply (NOAUTH, WRONGTYPE, OOM, ...) or anything a GET should not answer.
     if (warning_allowed()) {
-      log::warn("redis_cache_error", {{"reply", redis::describe(lookup.get_reply)}, {"key_sha256", key_hash(lookup.key)},
+      log::warn("redis_cache_error", {{"reply", redis::describe(lookup.get_reply)},
+                                      {"key_sha256", key_hash(lookup.key)},
                                       {"suppressed", static_cast<std::int64_t>(warnings_suppressed_)}});
       warnings_suppressed_ = 0;
     }
@@ -135,8 +136,10 @@ SharedLookup RedisReplayCache::open_value(const Lookup& lookup) {
   RedisRecordCodec::Opened opened = codec_.open(lookup.scope, lookup.key, lookup.get_reply.text);
   if (opened.problem != RedisValueProblem::none) {
     if (warning_allowed()) {
-      log::warn("redis_cache_corrupt", {{"problem", redis_value_problem_name(opened.problem)}, {"detail", opened.detail},
-                                        {"key_sha256", key_hash(lookup.key)}, {"value_bytes", lookup.get_reply.text.size()},
+      log::warn("redis_cache_corrupt", {{"problem", redis_value_problem_name(opened.problem)},
+                                        {"detail", opened.detail},
+                                        {"key_sha256", key_hash(lookup.key)},
+                                        {"value_bytes", lookup.get_reply.text.size()},
                                         {"suppressed", static_cast<std::int64_t>(warnings_suppressed_)}});
       warnings_suppressed_ = 0;
     }
@@ -145,7 +148,8 @@ SharedLookup RedisReplayCache::open_value(const Lookup& lookup) {
   milliseconds remaining{opened.record.expires_at_unix_ms - unix_now_ms()};
   // PTTL: -2 the key is gone by now, -1 it has no expiry (not written by us); both leave the
   // value's own expiry as the only bound. A failed PTTL does the same.
-  if (lookup.ttl_error.ok() && lookup.ttl_reply.kind == redis::RedisReply::Kind::integer && lookup.ttl_reply.integer >= 0) {
+  if (lookup.ttl_error.ok() && lookup.ttl_reply.kind == redis::RedisReply::Kind::integer &&
+      lookup.ttl_reply.integer >= 0) {
     remaining = std::min(remaining, milliseconds{lookup.ttl_reply.integer});
   }
   if (remaining <= milliseconds::zero()) return SharedLookup{};  // expired: a miss
@@ -189,11 +193,12 @@ void RedisReplayCache::write(const std::string& scope, const std::string& key, c
   }
   if (value->size() > config_.max_value_bytes) return;
   const milliseconds deadline = std::max(config_.timeout, config_.connect_timeout);
-  session_->command({"SET", redis_record_key(config_.key_prefix, scope, key), std::move(*value), "PX",
-                     std::to_string(remaining.count())},
-                    deadline, deadline, [this](const redis::RedisError& error, const redis::RedisReply& reply) {
-                      metrics_.redis_write(error.ok() && reply.kind == redis::RedisReply::Kind::status && reply.text == "OK");
-                    });
+  session_->command(
+      {"SET", redis_record_key(config_.key_prefix, scope, key), std::move(*value), "PX",
+       std::to_string(remaining.count())},
+      deadline, deadline, [this](const redis::RedisError& error, const redis::RedisReply& reply) {
+        metrics_.redis_write(error.ok() && reply.kind == redis::RedisReply::Kind::status && reply.text == "OK");
+      });
 }
 
 bool RedisReplayCache::warning_allowed() {

@@ -32,14 +32,16 @@
 #include "cache/redis_record.hpp"
 #include "cache/shared_replay_cache.hpp"
 
-namespace idem::redis { class RedisSession; }
+namespace idem::redis {
+class RedisSession;
+}
 
 namespace idem::cache {
 
-
 class RedisReplayCache final : public SharedReplayCache {
  public:
-  // `keyring` null: encryption at rest is off. `metrics` (the proxy's: ProxyMetrics, with track_redis_cache() called) must outlive the cache.
+  // `keyring` null: encryption at rest is off. `metrics` (the proxy's: ProxyMetrics, with track_redis_cache() called)
+  // must outlive the cache.
   RedisReplayCache(boost::asio::io_context& io, const config::RedisCacheConfig& config,
                    std::shared_ptr<const crypto::Keyring> keyring, SharedCacheObserver& metrics);
   ~RedisReplayCache() override;

@@ -48,7 +48,7 @@ class ReplayCache {
   };
   struct Shard {
     mutable std::mutex mutex;
-    std::list<Entry> lru;  // most recently used first
+    std::list<Entry> lru;                                                    // most recently used first
     std::unordered_map<std::string_view, std::list<Entry>::iterator> index;  // views into Entry::id
     std::size_t bytes = 0;
   };

@@ -64,8 +64,8 @@ class SharedCacheObserver {
   virtual ~SharedCacheObserver() = default;
   // Every lookup is exactly one of hit, miss, or fallback (by reason).
   virtual void redis_lookup(SharedLookupOutcome outcome, SharedFallbackReason reason) = 0;
-  virtual void redis_write(bool acknowledged) = 0;    // a SET Redis answered OK, or one that failed
-  virtual void redis_connection_up(bool up) = 0;      // a worker's connection became ready, or stopped being
+  virtual void redis_write(bool acknowledged) = 0;  // a SET Redis answered OK, or one that failed
+  virtual void redis_connection_up(bool up) = 0;    // a worker's connection became ready, or stopped being
 };
 
 }  // namespace idem::cache

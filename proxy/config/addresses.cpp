@@ -11,13 +11,16 @@ namespace {
 
 constexpr std::size_t kMaxHostLength = 253;  // RFC 1035 limit on a DNS name
 
-constexpr bool is_hex_digit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+constexpr bool is_hex_digit(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
 
 // A DNS name or IPv4 address. Underscores are tolerated: container and service names use them.
 bool is_host_name(std::string_view host) {
   if (host.empty() || host.size() > kMaxHostLength) return false;
   return std::all_of(host.begin(), host.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+           c == '_';
   });
 }
 
@@ -74,12 +77,14 @@ UpstreamUrl parse_upstream_url(std::string_view url) {
   constexpr std::string_view kHttp = "http://";
   constexpr std::string_view kHttps = "https://";
   const bool https = starts_with_ignoring_case(url, kHttps);
-  if (!https && !starts_with_ignoring_case(url, kHttp)) return UpstreamUrl{.address = {}, .problem = UrlProblem::malformed};
+  if (!https && !starts_with_ignoring_case(url, kHttp))
+    return UpstreamUrl{.address = {}, .problem = UrlProblem::malformed};
 
   std::string_view rest = url.substr(https ? kHttps.size() : kHttp.size());
   if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   // Anything left that is not host or port (user info, path, query, fragment) is refused.
-  if (rest.find_first_of("/?#@") != std::string_view::npos) return UpstreamUrl{.address = {}, .problem = UrlProblem::malformed};
+  if (rest.find_first_of("/?#@") != std::string_view::npos)
+    return UpstreamUrl{.address = {}, .problem = UrlProblem::malformed};
   std::optional<HostPort> address = parse_authority(rest, static_cast<std::uint16_t>(https ? 443 : 80));
   if (!address) return UpstreamUrl{.address = {}, .problem = UrlProblem::malformed};
   return UpstreamUrl{.address = std::move(*address), .https = https, .problem = UrlProblem::none};

@@ -33,8 +33,9 @@ void read_admin(YamlReader& yaml, const Field& field, AdminConfig& admin) {
         const std::optional<HostPort> address =
             parse_host_port(any_port ? text->substr(0, text->size() - 1) + "1" : *text);
         if (!address) {
-          issues.error(f->value.Mark(), "bad admin.listen address " + quoted(*text) + " (expected host:port, e.g. 127.0.0.1:" +
-                                            std::to_string(default_port) + ", or off)");
+          issues.error(f->value.Mark(), "bad admin.listen address " + quoted(*text) +
+                                            " (expected host:port, e.g. 127.0.0.1:" + std::to_string(default_port) +
+                                            ", or off)");
         } else {
           admin.enabled = true;
           admin.host = address->host;

@@ -7,10 +7,10 @@
 namespace idem::config {
 
 struct AdminConfig {
-  bool enabled = true;                 // `listen: off` disables it; a listen address enables it
+  bool enabled = true;  // `listen: off` disables it; a listen address enables it
   std::string host = "127.0.0.1";
-  std::uint16_t port = 9090;           // 0 picks a free port (logged at start-up)
-  std::string token;                   // bearer token for /metrics and /admin/*; empty = none
+  std::uint16_t port = 9090;  // 0 picks a free port (logged at start-up)
+  std::string token;          // bearer token for /metrics and /admin/*; empty = none
   bool operator==(const AdminConfig&) const = default;
 };
 

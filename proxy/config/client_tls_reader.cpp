@@ -26,7 +26,8 @@ void read_client_tls(YamlReader& yaml, const Field& field, std::string_view path
   const Field* cert = fields->find("cert_file");
   const Field* key = fields->find("key_file");
   if ((cert == nullptr) != (key == nullptr)) {
-    yaml.issues().error((cert ? cert : key)->key.Mark(), std::string(path) + ": a client certificate needs both cert_file and key_file");
+    yaml.issues().error((cert ? cert : key)->key.Mark(),
+                        std::string(path) + ": a client certificate needs both cert_file and key_file");
     return;
   }
   if (cert) {

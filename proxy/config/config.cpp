@@ -75,9 +75,10 @@ EnvLookup process_environment() {
 
 LoadResult load_config_text(std::string_view yaml, std::string_view file_name, const EnvLookup& env,
                             const Config* running) {
-  return detail::load_config_text_with<LoadResult>(yaml, file_name, env, [running](const YAML::Node& document, detail::YamlReader& reader) {
-    return detail::read_config(document, reader, running);
-  });
+  return detail::load_config_text_with<LoadResult>(yaml, file_name, env,
+                                                   [running](const YAML::Node& document, detail::YamlReader& reader) {
+                                                     return detail::read_config(document, reader, running);
+                                                   });
 }
 
 LoadResult load_config_file(const std::string& path, const EnvLookup& env, const Config* running) {

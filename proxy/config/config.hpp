@@ -39,26 +39,26 @@ struct ListenerTlsConfig {
 };
 
 struct LimitsConfig {
-  std::size_t max_request_body = 10 * 1024 * 1024;     // 413 beyond
-  std::size_t max_response_body = 64 * 1024 * 1024;    // upstream responses larger get 502
-  std::size_t max_header_bytes = 16 * 1024;            // request line + headers; 431 beyond
-  std::size_t max_request_line = 8 * 1024;             // method, target and version; 414 beyond
-  std::chrono::milliseconds header_timeout{10'000};    // time to receive a request's headers
-  std::chrono::milliseconds body_timeout{30'000};      // time to receive a request's body
-  std::chrono::milliseconds idle_timeout{60'000};      // keep-alive idle time before the proxy closes
-  std::chrono::milliseconds write_timeout{30'000};     // time to write a response to the client
-  std::size_t max_waiting = 1024;  // duplicates waiting (in_flight: wait) per process; beyond, 409 at once
-  std::size_t max_headers = 100;          // header fields per request; 431 beyond
-  std::size_t max_connections = 10'000;   // client connections per process; beyond, 503 and close
+  std::size_t max_request_body = 10 * 1024 * 1024;   // 413 beyond
+  std::size_t max_response_body = 64 * 1024 * 1024;  // upstream responses larger get 502
+  std::size_t max_header_bytes = 16 * 1024;          // request line + headers; 431 beyond
+  std::size_t max_request_line = 8 * 1024;           // method, target and version; 414 beyond
+  std::chrono::milliseconds header_timeout{10'000};  // time to receive a request's headers
+  std::chrono::milliseconds body_timeout{30'000};    // time to receive a request's body
+  std::chrono::milliseconds idle_timeout{60'000};    // keep-alive idle time before the proxy closes
+  std::chrono::milliseconds write_timeout{30'000};   // time to write a response to the client
+  std::size_t max_waiting = 1024;        // duplicates waiting (in_flight: wait) per process; beyond, 409 at once
+  std::size_t max_headers = 100;         // header fields per request; 431 beyond
+  std::size_t max_connections = 10'000;  // client connections per process; beyond, 503 and close
 };
 
 // TLS to the upstream, on when upstream.url is https://.
 struct UpstreamTlsConfig {
-  bool enabled = false;       // set from the url's scheme
-  bool verify = true;         // verify the certificate chain and the name; off only for tests
-  std::string ca_file;        // PEM bundle to trust; empty: the system's trust store
-  std::string server_name;    // SNI and the name verified; empty: the url's host
-  std::string cert_file;      // client certificate (mutual TLS), optional; key_file with it
+  bool enabled = false;     // set from the url's scheme
+  bool verify = true;       // verify the certificate chain and the name; off only for tests
+  std::string ca_file;      // PEM bundle to trust; empty: the system's trust store
+  std::string server_name;  // SNI and the name verified; empty: the url's host
+  std::string cert_file;    // client certificate (mutual TLS), optional; key_file with it
   std::string key_file;
   bool operator==(const UpstreamTlsConfig&) const = default;
 };
@@ -69,16 +69,16 @@ struct UpstreamConfig {
   std::uint16_t port = 3000;       // parsed from url
   UpstreamTlsConfig tls;
   std::chrono::milliseconds connect_timeout{1'000};
-  std::chrono::milliseconds timeout{30'000};        // request written -> response fully read
-  std::size_t max_connections = 256;                // per process, split across workers
-  std::chrono::milliseconds idle_timeout{4'000};    // pooled keep-alive connection idle lifetime
+  std::chrono::milliseconds timeout{30'000};      // request written -> response fully read
+  std::size_t max_connections = 256;              // per process, split across workers
+  std::chrono::milliseconds idle_timeout{4'000};  // pooled keep-alive connection idle lifetime
   bool operator==(const UpstreamConfig&) const = default;
 };
 
 // store.postgres: the connection (query_timeout bounds the claim too) and its pool.
 struct PostgresConfig : PostgresConnectionConfig {
-  std::size_t pool_size = 8;                            // per process, split across workers
-  std::chrono::milliseconds acquire_timeout{1'000};     // wait for a free pooled connection
+  std::size_t pool_size = 8;                         // per process, split across workers
+  std::chrono::milliseconds acquire_timeout{1'000};  // wait for a free pooled connection
   // Named prepared statements per connection (parsed and planned once). Turn off behind a
   // transaction-mode pooler that does not track them (PgBouncer before 1.21).
   bool prepared_statements = true;
@@ -91,10 +91,14 @@ struct PostgresConfig : PostgresConnectionConfig {
 struct RedisCacheConfig : RedisConnectionConfig {
   // No host: no Redis cache. A cache that cannot connect quickly is skipped, hence the short timeout.
   RedisCacheConfig()
-      : RedisConnectionConfig{.host = "", .port = 6379, .password = "", .database = 0, .connect_timeout = std::chrono::milliseconds(500)} {}
-  std::chrono::milliseconds timeout{5};             // deadline per command
+      : RedisConnectionConfig{.host = "",
+                              .port = 6379,
+                              .password = "",
+                              .database = 0,
+                              .connect_timeout = std::chrono::milliseconds(500)} {}
+  std::chrono::milliseconds timeout{5};  // deadline per command
   std::string key_prefix = "idemproxy:replay:";
-  std::size_t max_value_bytes = 1024 * 1024;        // larger responses are not copied to Redis
+  std::size_t max_value_bytes = 1024 * 1024;  // larger responses are not copied to Redis
   bool enabled() const { return !host.empty(); }
   bool operator==(const RedisCacheConfig&) const = default;
 };
@@ -102,7 +106,7 @@ struct RedisCacheConfig : RedisConnectionConfig {
 // Deletes expired records in small batches. Several proxies may run it at once.
 struct ReaperConfig {
   std::chrono::milliseconds interval{30'000};  // 0 disables this process's reaper
-  std::size_t batch = 500;                      // rows per statement; batches repeat while full
+  std::size_t batch = 500;                     // rows per statement; batches repeat while full
   bool operator==(const ReaperConfig&) const = default;
 };
 
@@ -125,8 +129,8 @@ struct EncryptionKeyConfig {
 // sealed with current_key; every listed key still opens the records it sealed (rotation: add the
 // new key, make it current, drop the old one once its records have expired).
 struct EncryptionConfig {
-  std::string current_key;                 // empty: encryption off
-  std::vector<EncryptionKeyConfig> keys;   // ids unique; current_key among them
+  std::string current_key;                // empty: encryption off
+  std::vector<EncryptionKeyConfig> keys;  // ids unique; current_key among them
   bool enabled() const { return !current_key.empty(); }
   bool operator==(const EncryptionConfig&) const = default;
 };
@@ -142,7 +146,7 @@ enum class LogLevel { debug, info, warn, error };
 
 struct LogConfig {
   LogLevel level = LogLevel::info;
-  bool access = true;          // one JSON line per request (info level)
+  bool access = true;  // one JSON line per request (info level)
 };
 
 // "restart-only": a running process cannot change it (sockets, pools and threads are built from
@@ -156,13 +160,13 @@ struct Config {
   // Unset in the file: one whole exchange (core::default_drain_timeout of the timing model; 37s
   // with the default upstream and store timeouts).
   std::chrono::milliseconds drain_timeout{37'000};
-  LimitsConfig limits;            // limits.max_response_body is restart-only; the rest reload
-  UpstreamConfig upstream;        // restart-only
-  StoreConfig store;              // restart-only
-  ReaperConfig reaper;            // restart-only
+  LimitsConfig limits;             // limits.max_response_body is restart-only; the rest reload
+  UpstreamConfig upstream;         // restart-only
+  StoreConfig store;               // restart-only
+  ReaperConfig reaper;             // restart-only
   ReplayCacheConfig replay_cache;  // restart-only
   LogConfig log;
-  AdminConfig admin;              // restart-only (idemproxy: /healthz, /readyz, /metrics, /admin/keys/...)
+  AdminConfig admin;  // restart-only (idemproxy: /healthz, /readyz, /metrics, /admin/keys/...)
   std::vector<core::Route> routes;
 };
 
@@ -177,7 +181,7 @@ struct ConfigIssue {
   int line = 0;    // 1-based; 0 when the issue has no position (e.g. file unreadable)
   int column = 0;  // 1-based
   std::string message;
-  bool warning = false;  // warnings do not make the config invalid
+  bool warning = false;           // warnings do not make the config invalid
   std::string to_string() const;  // "file:line:col: message" (prefixed "warning: " when a warning)
 };
 

@@ -35,7 +35,9 @@ class DocumentCounter : public YAML::EventHandler {
 
 std::variant<std::string, FileError> read_bounded_file(const std::string& path, std::size_t max_bytes,
                                                        std::string_view what) {
-  const auto unreadable = [&](std::string_view reason) { return FileError{"cannot read " + std::string(what) + ": " + std::string(reason)}; };
+  const auto unreadable = [&](std::string_view reason) {
+    return FileError{"cannot read " + std::string(what) + ": " + std::string(reason)};
+  };
   std::error_code status_error;
   const std::filesystem::file_status status = std::filesystem::status(path, status_error);
   if (status_error) return unreadable(status_error.message());
@@ -52,7 +54,8 @@ std::variant<std::string, FileError> read_bounded_file(const std::string& path, 
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) return unreadable("read failed");
   text.resize(static_cast<std::size_t>(in.gcount()));
-  if (text.size() > max_bytes) return FileError{std::string(what) + " is larger than " + std::to_string(max_bytes) + " bytes"};
+  if (text.size() > max_bytes)
+    return FileError{std::string(what) + " is larger than " + std::to_string(max_bytes) + " bytes"};
   return text;
 }
 
@@ -81,7 +84,8 @@ std::optional<YAML::Node> parse_config_document(std::string_view yaml, IssueSink
     issues.error(error.mark, "invalid YAML: " + error.msg);
     return std::nullopt;
   }
-  if (counter.documents > 1) issues.error(counter.second_start, "a config file holds one YAML document; found a second one here");
+  if (counter.documents > 1)
+    issues.error(counter.second_start, "a config file holds one YAML document; found a second one here");
   return document;
 }
 

@@ -44,7 +44,8 @@ Result finish_load(IssueSink& issues, decltype(Result::config) config) {
 
 // Parses `yaml` and hands the document to `read_schema(document, reader)`, the binary's schema.
 template <class Result, class ReadSchema>
-Result load_config_text_with(std::string_view yaml, std::string_view file_name, const EnvLookup& env, ReadSchema read_schema) {
+Result load_config_text_with(std::string_view yaml, std::string_view file_name, const EnvLookup& env,
+                             ReadSchema read_schema) {
   IssueSink issues{std::string(file_name)};
   const std::optional<YAML::Node> document = parse_config_document(yaml, issues);
   if (!document) return finish_load<Result>(issues, std::nullopt);

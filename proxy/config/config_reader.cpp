@@ -24,21 +24,35 @@ namespace {
 
 using Keys = std::vector<std::string_view>;
 
-const Keys kTopLevelKeys = {"listen", "tls", "workers", "drain_timeout", "limits", "upstream", "store", "reaper", "replay_cache", "log", "admin", "defaults", "routes"};
+const Keys kTopLevelKeys = {"listen", "tls",          "workers", "drain_timeout", "limits",   "upstream", "store",
+                            "reaper", "replay_cache", "log",     "admin",         "defaults", "routes"};
 const Keys kLogKeys = {"level", "access"};
 const Keys kReplayCacheKeys = {"max_bytes"};
 const Keys kReaperKeys = {"interval", "batch"};
-const Keys kLimitsKeys = {"max_request_body", "max_response_body", "max_header_bytes", "max_request_line", "header_timeout",
-                          "body_timeout",     "idle_timeout",      "write_timeout",    "max_waiting",
-                          "max_headers",      "max_connections"};
+const Keys kLimitsKeys = {"max_request_body", "max_response_body", "max_header_bytes", "max_request_line",
+                          "header_timeout",   "body_timeout",      "idle_timeout",     "write_timeout",
+                          "max_waiting",      "max_headers",       "max_connections"};
 const Keys kListenerTlsKeys = {"cert_file", "key_file", "min_version"};
 const Keys kUpstreamKeys = {"url", "connect_timeout", "timeout", "max_connections", "idle_timeout", "tls"};
 const Keys kStoreKeys = {"postgres", "encryption", "redis"};
-const Keys kPostgresKeys = {"dsn", "pool_size", "connect_timeout", "query_timeout", "acquire_timeout", "prepared_statements"};
-const Keys kRedisCacheKeys = {"address", "password", "database", "connect_timeout", "timeout", "key_prefix", "max_value_bytes"};
-const Keys kPolicyKeys = {"key_header",       "key",              "max_key_length",  "ttl",       "lease",
-                          "max_stored_body",  "scope",            "fingerprint",     "release_statuses",
-                          "store_set_cookie", "unknown_outcome",  "store_unavailable", "in_flight", "wait_timeout",
+const Keys kPostgresKeys = {"dsn",           "pool_size",       "connect_timeout",
+                            "query_timeout", "acquire_timeout", "prepared_statements"};
+const Keys kRedisCacheKeys = {"address", "password",   "database",       "connect_timeout",
+                              "timeout", "key_prefix", "max_value_bytes"};
+const Keys kPolicyKeys = {"key_header",
+                          "key",
+                          "max_key_length",
+                          "ttl",
+                          "lease",
+                          "max_stored_body",
+                          "scope",
+                          "fingerprint",
+                          "release_statuses",
+                          "store_set_cookie",
+                          "unknown_outcome",
+                          "store_unavailable",
+                          "in_flight",
+                          "wait_timeout",
                           "unknown_retention"};
 const Keys kMatchKeys = {"method", "path", "case_insensitive", "trailing_slash"};
 const Keys kScopeKeys = {"headers", "host"};
@@ -63,8 +77,9 @@ constexpr int kMaxStatus = 599;
 // Route names appear in record scopes, logs and metrics labels: keep them plain.
 bool is_route_name(std::string_view name) {
   return !name.empty() && name.size() <= kMaxRouteNameLength && std::all_of(name.begin(), name.end(), [](char c) {
-           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
-         });
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+           c == '.';
+  });
 }
 
 // What the checks across options need to know about how a policy was read: where the route
@@ -112,7 +127,8 @@ class ConfigReader {
   std::optional<std::vector<std::string>> read_header_names(const Field& field, std::string_view path);
   std::optional<std::vector<std::string>> read_json_pointers(const Field& field, std::string_view path);
   std::optional<std::vector<int>> read_statuses(const Field& field, std::string_view path);
-  void read_routes(const Field& field, const core::RoutePolicy& defaults, const PolicyOrigin& defaults_origin, Config& config);
+  void read_routes(const Field& field, const core::RoutePolicy& defaults, const PolicyOrigin& defaults_origin,
+                   Config& config);
   void read_match(const Field& field, std::string_view path, const core::RoutePolicy& policy, core::RouteMatch& match);
   // A timeout the timing model counts: a malformed one leaves the model's rules unchecked
   // (its own error is reported) rather than checked against a default.
@@ -123,14 +139,14 @@ class ConfigReader {
   }
   // Defaults drain_timeout from the timing model, or warns when the file's is shorter.
   void check_drain_timeout(Config& config);
-  void check_route(const core::Route& route, std::string_view path, const YAML::Mark& route_mark, const PolicyOrigin& origin,
-                   const Config& config);
+  void check_route(const core::Route& route, std::string_view path, const YAML::Mark& route_mark,
+                   const PolicyOrigin& origin, const Config& config);
 
   YamlReader& yaml_;
   IssueSink& issues_;
-  bool exchange_timeouts_valid_ = true;  // every timeout of the timing model parsed
+  bool exchange_timeouts_valid_ = true;      // every timeout of the timing model parsed
   std::optional<YAML::Mark> drain_timeout_;  // where the file sets drain_timeout
-  const Config* running_ = nullptr;  // on reload: the configuration in force
+  const Config* running_ = nullptr;          // on reload: the configuration in force
 };
 
 Config ConfigReader::read(const YAML::Node& root) {
@@ -143,7 +159,8 @@ Config ConfigReader::read(const YAML::Node& root) {
   if (const Field* field = top->find("listen")) read_listen(*field, config.listen);
   if (const Field* field = top->find("tls")) read_listener_tls(*field, config.tls);
   if (const Field* field = top->find("workers")) {
-    if (auto workers = yaml_.integer(*field, "workers", 0, kMaxWorkers)) config.workers = static_cast<unsigned>(*workers);
+    if (auto workers = yaml_.integer(*field, "workers", 0, kMaxWorkers))
+      config.workers = static_cast<unsigned>(*workers);
   }
   if (const Field* field = top->find("drain_timeout")) {
     const auto drain = yaml_.duration(*field, "drain_timeout", true);
@@ -176,9 +193,10 @@ void ConfigReader::check_drain_timeout(Config& config) {
   if (!drain_timeout_) {
     config.drain_timeout = core::default_drain_timeout(budget);
   } else if (config.drain_timeout < budget.total) {
-    issues_.warning(*drain_timeout_, "drain_timeout (" + format_duration(config.drain_timeout) +
-                                         ") is shorter than the longest exchange (" + describe(budget, false) +
-                                         "): a shutdown can cut requests in progress and the writes that store their responses");
+    issues_.warning(*drain_timeout_,
+                    "drain_timeout (" + format_duration(config.drain_timeout) +
+                        ") is shorter than the longest exchange (" + describe(budget, false) +
+                        "): a shutdown can cut requests in progress and the writes that store their responses");
   }
 }
 
@@ -187,8 +205,8 @@ void ConfigReader::read_listen(const Field& field, ListenConfig& listen) {
   if (!text) return;
   const std::optional<HostPort> address = parse_host_port(*text);
   if (!address) {
-    issues_.error(field.value.Mark(),
-                  "bad listen address " + quoted(*text) + " (expected host:port, e.g. 127.0.0.1:8080 or \"[::1]:8080\")");
+    issues_.error(field.value.Mark(), "bad listen address " + quoted(*text) +
+                                          " (expected host:port, e.g. 127.0.0.1:8080 or \"[::1]:8080\")");
     return;
   }
   listen.host = address->host;
@@ -198,7 +216,8 @@ void ConfigReader::read_listen(const Field& field, ListenConfig& listen) {
 void ConfigReader::read_limits(const Field& field, LimitsConfig& limits) {
   const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "limits", kLimitsKeys);
   if (!fields) return;
-  if (const Field* f = fields->find("max_request_body")) assign(yaml_.byte_size(*f, "limits.max_request_body"), limits.max_request_body);
+  if (const Field* f = fields->find("max_request_body"))
+    assign(yaml_.byte_size(*f, "limits.max_request_body"), limits.max_request_body);
   if (const Field* f = fields->find("max_response_body")) {
     assign(yaml_.byte_size(*f, "limits.max_response_body"), limits.max_response_body);
   }
@@ -208,15 +227,21 @@ void ConfigReader::read_limits(const Field& field, LimitsConfig& limits) {
   if (const Field* f = fields->find("max_request_line")) {
     assign(yaml_.byte_size(*f, "limits.max_request_line", kMaxHeaderBytes), limits.max_request_line);
   }
-  if (const Field* f = fields->find("header_timeout")) assign(yaml_.duration(*f, "limits.header_timeout", false), limits.header_timeout);
-  if (const Field* f = fields->find("body_timeout")) assign(yaml_.duration(*f, "limits.body_timeout", false), limits.body_timeout);
-  if (const Field* f = fields->find("idle_timeout")) assign(yaml_.duration(*f, "limits.idle_timeout", false), limits.idle_timeout);
-  if (const Field* f = fields->find("write_timeout")) assign(yaml_.duration(*f, "limits.write_timeout", false), limits.write_timeout);
+  if (const Field* f = fields->find("header_timeout"))
+    assign(yaml_.duration(*f, "limits.header_timeout", false), limits.header_timeout);
+  if (const Field* f = fields->find("body_timeout"))
+    assign(yaml_.duration(*f, "limits.body_timeout", false), limits.body_timeout);
+  if (const Field* f = fields->find("idle_timeout"))
+    assign(yaml_.duration(*f, "limits.idle_timeout", false), limits.idle_timeout);
+  if (const Field* f = fields->find("write_timeout"))
+    assign(yaml_.duration(*f, "limits.write_timeout", false), limits.write_timeout);
   if (const Field* f = fields->find("max_waiting")) {
-    if (const auto n = yaml_.integer(*f, "limits.max_waiting", 0, 1'000'000)) limits.max_waiting = static_cast<std::size_t>(*n);
+    if (const auto n = yaml_.integer(*f, "limits.max_waiting", 0, 1'000'000))
+      limits.max_waiting = static_cast<std::size_t>(*n);
   }
   if (const Field* f = fields->find("max_headers")) {
-    if (const auto n = yaml_.integer(*f, "limits.max_headers", 1, 10'000)) limits.max_headers = static_cast<std::size_t>(*n);
+    if (const auto n = yaml_.integer(*f, "limits.max_headers", 1, 10'000))
+      limits.max_headers = static_cast<std::size_t>(*n);
   }
   if (const Field* f = fields->find("max_connections")) {
     if (const auto n = yaml_.integer(*f, "limits.max_connections", 1, 1'000'000)) {
@@ -251,7 +276,9 @@ void ConfigReader::read_log(const Field& field, LogConfig& log) {
   if (!fields) return;
   if (const Field* f = fields->find("level")) {
     assign(yaml_.one_of<LogLevel>(*f, "log.level",
-                                  {{"debug", LogLevel::debug}, {"info", LogLevel::info}, {"warn", LogLevel::warn},
+                                  {{"debug", LogLevel::debug},
+                                   {"info", LogLevel::info},
+                                   {"warn", LogLevel::warn},
                                    {"error", LogLevel::error}}),
            log.level);
   }
@@ -272,17 +299,21 @@ void ConfigReader::read_upstream(const Field& field, UpstreamConfig& upstream) {
           upstream.tls.enabled = parsed.https;
           break;
         case UrlProblem::malformed:
-          issues_.error(f->value.Mark(), "upstream.url must be http://host[:port] or https://host[:port], got " + quoted(*url));
+          issues_.error(f->value.Mark(),
+                        "upstream.url must be http://host[:port] or https://host[:port], got " + quoted(*url));
           break;
       }
     }
   }
-  if (const Field* f = fields->find("connect_timeout")) read_exchange_timeout(*f, "upstream.connect_timeout", upstream.connect_timeout);
+  if (const Field* f = fields->find("connect_timeout"))
+    read_exchange_timeout(*f, "upstream.connect_timeout", upstream.connect_timeout);
   if (const Field* f = fields->find("timeout")) read_exchange_timeout(*f, "upstream.timeout", upstream.timeout);
   if (const Field* f = fields->find("max_connections")) {
-    if (auto count = yaml_.integer(*f, "upstream.max_connections", 1, kMaxUpstreamConnections)) upstream.max_connections = *count;
+    if (auto count = yaml_.integer(*f, "upstream.max_connections", 1, kMaxUpstreamConnections))
+      upstream.max_connections = *count;
   }
-  if (const Field* f = fields->find("idle_timeout")) assign(yaml_.duration(*f, "upstream.idle_timeout", false), upstream.idle_timeout);
+  if (const Field* f = fields->find("idle_timeout"))
+    assign(yaml_.duration(*f, "upstream.idle_timeout", false), upstream.idle_timeout);
   if (const Field* f = fields->find("tls")) {
     read_client_tls(yaml_, *f, "upstream.tls", upstream.tls);
     if (!upstream.tls.enabled) issues_.warning(f->key.Mark(), "upstream.tls is ignored: upstream.url is not https://");
@@ -310,16 +341,18 @@ void ConfigReader::read_redis_cache(const Field& field, RedisCacheConfig& redis)
   const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "store.redis", kRedisCacheKeys);
   if (!fields) return;
   // The cache is off without an address: a section that forgets it is a mistake, not a way to turn it off.
-  if (!fields->find("address")) issues_.error(fields->mark(), "store.redis.address is required (e.g. address: 127.0.0.1:6379)");
+  if (!fields->find("address"))
+    issues_.error(fields->mark(), "store.redis.address is required (e.g. address: 127.0.0.1:6379)");
   read_redis_connection(yaml_, *fields, "store.redis", redis);
   if (const Field* f = fields->find("timeout")) assign(yaml_.duration(*f, "store.redis.timeout", false), redis.timeout);
   if (const Field* f = fields->find("key_prefix")) assign(yaml_.string(*f, "store.redis.key_prefix"), redis.key_prefix);
-  if (const Field* f = fields->find("max_value_bytes")) assign(yaml_.byte_size(*f, "store.redis.max_value_bytes"), redis.max_value_bytes);
+  if (const Field* f = fields->find("max_value_bytes"))
+    assign(yaml_.byte_size(*f, "store.redis.max_value_bytes"), redis.max_value_bytes);
 }
 
 void ConfigReader::read_store(const Field* field, const YAML::Mark& top_level, StoreConfig& store) {
-  const std::optional<Fields> store_fields =
-      field ? yaml_.mapping(field->value, field->key.Mark(), "store", kStoreKeys) : std::optional<Fields>(Fields(top_level));
+  const std::optional<Fields> store_fields = field ? yaml_.mapping(field->value, field->key.Mark(), "store", kStoreKeys)
+                                                   : std::optional<Fields>(Fields(top_level));
   if (!store_fields) return;
   if (const Field* f = store_fields->find("encryption")) read_encryption(*f, yaml_, store.encryption);
   if (const Field* f = store_fields->find("redis")) read_redis_cache(*f, store.redis);
@@ -336,13 +369,15 @@ void ConfigReader::read_store(const Field* field, const YAML::Mark& top_level, S
   if (const Field* f = fields->find("pool_size")) {
     if (auto size = yaml_.integer(*f, "store.postgres.pool_size", 1, kMaxPoolSize)) postgres.pool_size = *size;
   }
-  if (const Field* f = fields->find("acquire_timeout")) read_exchange_timeout(*f, "store.postgres.acquire_timeout", postgres.acquire_timeout);
+  if (const Field* f = fields->find("acquire_timeout"))
+    read_exchange_timeout(*f, "store.postgres.acquire_timeout", postgres.acquire_timeout);
   if (const Field* f = fields->find("prepared_statements")) {
     assign(yaml_.boolean(*f, "store.postgres.prepared_statements"), postgres.prepared_statements);
   }
 }
 
-void ConfigReader::read_policy(const Fields& fields, std::string_view path, core::RoutePolicy& policy, PolicyOrigin& origin) {
+void ConfigReader::read_policy(const Fields& fields, std::string_view path, core::RoutePolicy& policy,
+                               PolicyOrigin& origin) {
   const auto at = [&](std::string_view key) { return join_path(path, key); };
 
   if (const Field* f = fields.find("key_header")) {
@@ -350,7 +385,8 @@ void ConfigReader::read_policy(const Fields& fields, std::string_view path, core
       if (is_http_token(*name)) {
         policy.key_header = std::move(*name);
       } else {
-        issues_.error(f->value.Mark(), "bad header name " + quoted(*name) + " for " + at("key_header") + " (expected an RFC 9110 token)");
+        issues_.error(f->value.Mark(), "bad header name " + quoted(*name) + " for " + at("key_header") +
+                                           " (expected an RFC 9110 token)");
       }
     }
   }
@@ -376,7 +412,8 @@ void ConfigReader::read_policy(const Fields& fields, std::string_view path, core
     origin.timing_valid = origin.timing_valid && lease.has_value();
     assign(lease, policy.lease);
   }
-  if (const Field* f = fields.find("max_stored_body")) assign(yaml_.byte_size(*f, at("max_stored_body")), policy.max_stored_body);
+  if (const Field* f = fields.find("max_stored_body"))
+    assign(yaml_.byte_size(*f, at("max_stored_body")), policy.max_stored_body);
   if (const Field* f = fields.find("scope")) {
     if (auto scope = yaml_.mapping(f->value, f->key.Mark(), at("scope"), kScopeKeys)) {
       if (const Field* headers = scope->find("headers")) {
@@ -399,25 +436,29 @@ void ConfigReader::read_policy(const Fields& fields, std::string_view path, core
       }
     }
   }
-  if (const Field* f = fields.find("release_statuses")) assign(read_statuses(*f, at("release_statuses")), policy.release_statuses);
-  if (const Field* f = fields.find("store_set_cookie")) assign(yaml_.boolean(*f, at("store_set_cookie")), policy.store_set_cookie);
+  if (const Field* f = fields.find("release_statuses"))
+    assign(read_statuses(*f, at("release_statuses")), policy.release_statuses);
+  if (const Field* f = fields.find("store_set_cookie"))
+    assign(yaml_.boolean(*f, at("store_set_cookie")), policy.store_set_cookie);
   if (const Field* f = fields.find("unknown_outcome")) {
-    assign(yaml_.one_of<core::UnknownOutcome>(*f, at("unknown_outcome"),
-                                              {{"lock", core::UnknownOutcome::lock}, {"retry", core::UnknownOutcome::retry}}),
-           policy.unknown_outcome);
+    assign(
+        yaml_.one_of<core::UnknownOutcome>(
+            *f, at("unknown_outcome"), {{"lock", core::UnknownOutcome::lock}, {"retry", core::UnknownOutcome::retry}}),
+        policy.unknown_outcome);
   }
   if (const Field* f = fields.find("store_unavailable")) {
-    assign(yaml_.one_of<core::StoreUnavailable>(
-               *f, at("store_unavailable"),
-               {{"fail_closed", core::StoreUnavailable::fail_closed}, {"fail_open", core::StoreUnavailable::fail_open}}),
+    assign(yaml_.one_of<core::StoreUnavailable>(*f, at("store_unavailable"),
+                                                {{"fail_closed", core::StoreUnavailable::fail_closed},
+                                                 {"fail_open", core::StoreUnavailable::fail_open}}),
            policy.store_unavailable);
   }
   if (const Field* f = fields.find("in_flight")) {
-    assign(yaml_.one_of<core::InFlightPolicy>(*f, at("in_flight"),
-                                              {{"reject", core::InFlightPolicy::reject}, {"wait", core::InFlightPolicy::wait}}),
+    assign(yaml_.one_of<core::InFlightPolicy>(
+               *f, at("in_flight"), {{"reject", core::InFlightPolicy::reject}, {"wait", core::InFlightPolicy::wait}}),
            policy.in_flight);
   }
-  if (const Field* f = fields.find("wait_timeout")) assign(yaml_.duration(*f, at("wait_timeout"), false), policy.wait_timeout);
+  if (const Field* f = fields.find("wait_timeout"))
+    assign(yaml_.duration(*f, at("wait_timeout"), false), policy.wait_timeout);
   if (const Field* f = fields.find("unknown_retention")) {
     assign(yaml_.duration(*f, at("unknown_retention"), true), policy.unknown_retention);
   }
@@ -433,7 +474,8 @@ std::optional<std::vector<std::string>> ConfigReader::read_header_names(const Fi
     if (!name) {
       valid = false;
     } else if (!is_http_token(*name)) {
-      issues_.error(element.Mark(), "bad header name " + quoted(*name) + " in " + std::string(path) + " (expected an RFC 9110 token)");
+      issues_.error(element.Mark(),
+                    "bad header name " + quoted(*name) + " in " + std::string(path) + " (expected an RFC 9110 token)");
       valid = false;
     } else if (std::any_of(names.begin(), names.end(), [&](const std::string& seen) { return iequals(seen, *name); })) {
       // Header names are case-insensitive: "Authorization" and "authorization" are one header.
@@ -491,8 +533,9 @@ std::optional<std::vector<int>> ConfigReader::read_statuses(const Field& field, 
                          std::all_of(text->begin(), text->end(), [](char c) { return c >= '0' && c <= '9'; });
     const int status = numeric ? std::stoi(*text) : 0;
     if (!numeric || status < kMinStatus || status > kMaxStatus) {
-      issues_.error(element.Mark(), "bad status " + (numeric ? *text : quoted(*text)) + " in " + std::string(path) + " (expected " +
-                                        std::to_string(kMinStatus) + "-" + std::to_string(kMaxStatus) + ")");
+      issues_.error(element.Mark(), "bad status " + (numeric ? *text : quoted(*text)) + " in " + std::string(path) +
+                                        " (expected " + std::to_string(kMinStatus) + "-" + std::to_string(kMaxStatus) +
+                                        ")");
       valid = false;
       continue;
     }
@@ -502,8 +545,8 @@ std::optional<std::vector<int>> ConfigReader::read_statuses(const Field& field, 
   return statuses;
 }
 
-void ConfigReader::read_routes(const Field& field, const core::RoutePolicy& defaults, const PolicyOrigin& defaults_origin,
-                               Config& config) {
+void ConfigReader::read_routes(const Field& field, const core::RoutePolicy& defaults,
+                               const PolicyOrigin& defaults_origin, Config& config) {
   const std::optional<std::vector<YAML::Node>> elements = yaml_.sequence(field, "routes");
   if (!elements) return;
   const Keys keys = route_keys();
@@ -530,10 +573,12 @@ void ConfigReader::read_routes(const Field& field, const core::RoutePolicy& defa
         if (name->empty()) {
           issues_.error(f->value.Mark(), "route without a name");
         } else if (!is_route_name(*name)) {
-          issues_.error(f->value.Mark(), "bad route name " + quoted(*name) + " (expected up to " + std::to_string(kMaxRouteNameLength) +
+          issues_.error(f->value.Mark(), "bad route name " + quoted(*name) + " (expected up to " +
+                                             std::to_string(kMaxRouteNameLength) +
                                              " letters, digits, '.', '_' or '-')");
         } else if (const auto first = first_line_of_name.find(*name); first != first_line_of_name.end()) {
-          issues_.error(f->value.Mark(), "duplicate route name " + quoted(*name) + " (first used at line " + std::to_string(first->second) + ")");
+          issues_.error(f->value.Mark(), "duplicate route name " + quoted(*name) + " (first used at line " +
+                                             std::to_string(first->second) + ")");
         } else {
           first_line_of_name.emplace(*name, f->value.Mark().line + 1);
           route.policy.name = std::move(*name);
@@ -556,7 +601,8 @@ void ConfigReader::read_routes(const Field& field, const core::RoutePolicy& defa
   }
 }
 
-void ConfigReader::read_match(const Field& field, std::string_view path, const core::RoutePolicy& policy, core::RouteMatch& match) {
+void ConfigReader::read_match(const Field& field, std::string_view path, const core::RoutePolicy& policy,
+                              core::RouteMatch& match) {
   const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), path, kMatchKeys);
   if (!fields) return;
 
@@ -565,7 +611,8 @@ void ConfigReader::read_match(const Field& field, std::string_view path, const c
     std::vector<YAML::Node> elements;
     if (f->value.IsSequence()) {
       for (const YAML::Node& element : f->value) elements.push_back(element);
-      if (elements.empty()) issues_.error(f->value.Mark(), method_path + " is an empty list (leave method out to match every method)");
+      if (elements.empty())
+        issues_.error(f->value.Mark(), method_path + " is an empty list (leave method out to match every method)");
     } else {
       elements.push_back(f->value);
     }
@@ -573,13 +620,16 @@ void ConfigReader::read_match(const Field& field, std::string_view path, const c
       const std::optional<std::string> method = yaml_.string(element, f->key.Mark(), method_path);
       if (!method) continue;
       if (!is_http_token(*method)) {
-        issues_.error(element.Mark(), "bad method " + quoted(*method) + " in " + method_path + " (expected an HTTP method such as POST)");
+        issues_.error(element.Mark(), "bad method " + quoted(*method) + " in " + method_path +
+                                          " (expected an HTTP method such as POST)");
       } else if (has_lower_case_letter(*method)) {
-        issues_.error(element.Mark(), "method " + quoted(*method) + " in " + method_path + " must be upper case (HTTP methods are case-sensitive)");
+        issues_.error(element.Mark(), "method " + quoted(*method) + " in " + method_path +
+                                          " must be upper case (HTTP methods are case-sensitive)");
       } else if (std::find(match.methods.begin(), match.methods.end(), *method) == match.methods.end()) {
         if (core::is_safe_method(*method) && policy.key != core::KeyRequirement::off && !policy.name.empty()) {
-          issues_.warning(element.Mark(), "route " + quoted(policy.name) + " matches " + *method +
-                                              ", which is never subject to idempotency keys (GET, HEAD and OPTIONS pass through)");
+          issues_.warning(element.Mark(),
+                          "route " + quoted(policy.name) + " matches " + *method +
+                              ", which is never subject to idempotency keys (GET, HEAD and OPTIONS pass through)");
         }
         match.methods.push_back(*method);
       }
@@ -614,7 +664,8 @@ void ConfigReader::check_route(const core::Route& route, std::string_view path, 
   if (origin.timing_valid && policy.ttl <= policy.lease) {
     // The record must outlive its lease, or a claim could expire while it is still in flight.
     issues_.error(origin.ttl.value_or(origin.lease.value_or(route_mark)),
-                  label + ": ttl (" + format_duration(policy.ttl) + ") must exceed lease (" + format_duration(policy.lease) + ")");
+                  label + ": ttl (" + format_duration(policy.ttl) + ") must exceed lease (" +
+                      format_duration(policy.lease) + ")");
   }
   // On a reload the upstream and store sections keep running as they are (they need a restart):
   // a route's lease is checked against those, not against what the file says.
@@ -631,7 +682,8 @@ void ConfigReader::check_route(const core::Route& route, std::string_view path, 
                         "): a lease that lapses while the first request may still run lets a retry execute it again");
     }
   }
-  if (policy.key != core::KeyRequirement::off && origin.scope_valid && policy.scope_headers.empty() && !policy.name.empty()) {
+  if (policy.key != core::KeyRequirement::off && origin.scope_valid && policy.scope_headers.empty() &&
+      !policy.name.empty()) {
     issues_.warning(route_mark, "route " + quoted(policy.name) +
                                     " declares no scope headers: every caller of this route shares one key space");
   }
@@ -639,15 +691,16 @@ void ConfigReader::check_route(const core::Route& route, std::string_view path, 
   if (route.match.path.empty()) return;
   for (const core::Route& earlier : config.routes) {
     if (earlier.match.path != route.match.path || earlier.policy.name.empty() || policy.name.empty()) continue;
-    const bool covers = earlier.match.methods.empty() ||
-                        (!route.match.methods.empty() &&
-                         std::all_of(route.match.methods.begin(), route.match.methods.end(), [&](const std::string& method) {
-                           return std::find(earlier.match.methods.begin(), earlier.match.methods.end(), method) !=
-                                  earlier.match.methods.end();
-                         }));
+    const bool covers =
+        earlier.match.methods.empty() ||
+        (!route.match.methods.empty() &&
+         std::all_of(route.match.methods.begin(), route.match.methods.end(), [&](const std::string& method) {
+           return std::find(earlier.match.methods.begin(), earlier.match.methods.end(), method) !=
+                  earlier.match.methods.end();
+         }));
     if (covers) {
-      issues_.warning(route_mark, "route " + quoted(policy.name) + " is never used: route " + quoted(earlier.policy.name) +
-                                      " before it matches the same requests");
+      issues_.warning(route_mark, "route " + quoted(policy.name) + " is never used: route " +
+                                      quoted(earlier.policy.name) + " before it matches the same requests");
       return;
     }
   }

@@ -22,7 +22,6 @@ constexpr std::string_view kSection = "store.encryption";
 // A key file holds one key (64 hex digits or 44 base64 characters, maybe a newline).
 constexpr std::size_t kMaxKeyFileBytes = 4096;
 
-
 struct KeyText {
   std::optional<std::string> text;
   std::string problem;
@@ -46,7 +45,8 @@ class EncryptionReader {
     valid_ = false;
   }
   void read_key(const YAML::Node& element, const YAML::Mark& fallback, const std::string& path);
-  std::optional<std::array<std::uint8_t, 32>> load_key(const Field& source, const std::string& path, std::string& description);
+  std::optional<std::array<std::uint8_t, 32>> load_key(const Field& source, const std::string& path,
+                                                       std::string& description);
 
   YamlReader& yaml_;
   IssueSink& issues_;
@@ -110,7 +110,8 @@ void EncryptionReader::read(const Field& field, EncryptionConfig& encryption) {
 }
 
 void EncryptionReader::read_key(const YAML::Node& element, const YAML::Mark& fallback, const std::string& path) {
-  const std::optional<Fields> fields = yaml_.mapping(element, element.IsNull() ? fallback : element.Mark(), path, kKeyEntryKeys);
+  const std::optional<Fields> fields =
+      yaml_.mapping(element, element.IsNull() ? fallback : element.Mark(), path, kKeyEntryKeys);
   if (!fields) {
     valid_ = false;
     ids_complete_ = false;
@@ -126,8 +127,8 @@ void EncryptionReader::read_key(const YAML::Node& element, const YAML::Mark& fal
         key_valid = false;
         ids_complete_ = false;
       } else if (const auto first = first_line_of_id_.find(*id); first != first_line_of_id_.end()) {
-        error(f->value.Mark(), "duplicate key id " + quoted(*id) + " in " + std::string(kSection) + ".keys (first used at line " +
-                                   std::to_string(first->second) + ")");
+        error(f->value.Mark(), "duplicate key id " + quoted(*id) + " in " + std::string(kSection) +
+                                   ".keys (first used at line " + std::to_string(first->second) + ")");
         key_valid = false;
       } else {
         first_line_of_id_.emplace(*id, f->value.Mark().line + 1);
@@ -175,7 +176,8 @@ std::optional<std::array<std::uint8_t, 32>> EncryptionReader::load_key(const Fie
     return std::nullopt;
   }
   if (name->empty()) {
-    error(source.value.Mark(), where + " is empty (expected " + (from_file ? "a file path" : "an environment variable name") + ")");
+    error(source.value.Mark(),
+          where + " is empty (expected " + (from_file ? "a file path" : "an environment variable name") + ")");
     return std::nullopt;
   }
 
@@ -195,8 +197,8 @@ std::optional<std::array<std::uint8_t, 32>> EncryptionReader::load_key(const Fie
   crypto::ParsedKey parsed = crypto::parse_key_material(*text.text);
   crypto::wipe_secret(*text.text);
   if (!parsed.key) {
-    error(source.value.Mark(), where + ": " + (from_file ? "file " + quoted(*name) : "environment variable " + *name) + ": " +
-                                   parsed.problem);
+    error(source.value.Mark(), where + ": " + (from_file ? "file " + quoted(*name) : "environment variable " + *name) +
+                                   ": " + parsed.problem);
     return std::nullopt;
   }
   return *parsed.key;

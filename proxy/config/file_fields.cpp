@@ -15,19 +15,21 @@ std::optional<std::string> readable_file(YamlReader& yaml, const Field& field, s
   std::optional<std::string> file = yaml.string(field, path);
   if (!file) return std::nullopt;
   if (file->empty() || ::access(file->c_str(), R_OK) != 0) {
-    yaml.issues().error(field.value.Mark(), std::string(path) + ": cannot read " + quoted(*file) + ": " +
-                                                (file->empty() ? std::string("empty path") : std::string(std::strerror(errno))));
+    yaml.issues().error(field.value.Mark(),
+                        std::string(path) + ": cannot read " + quoted(*file) + ": " +
+                            (file->empty() ? std::string("empty path") : std::string(std::strerror(errno))));
     return std::nullopt;
   }
   if (!is_regular_file(*file)) {
-    yaml.issues().error(field.value.Mark(), std::string(path) + ": cannot read " + quoted(*file) + ": not a regular file");
+    yaml.issues().error(field.value.Mark(),
+                        std::string(path) + ": cannot read " + quoted(*file) + ": not a regular file");
     return std::nullopt;
   }
   return file;
 }
 
 std::optional<SecretFile> read_secret_file(YamlReader& yaml, const Field& field, std::string_view path,
-                                            std::size_t max_bytes) {
+                                           std::size_t max_bytes) {
   std::optional<std::string> file = yaml.string(field, path);
   if (!file) return std::nullopt;
   auto contents = read_bounded_file(*file, max_bytes, std::string(path) + " " + quoted(*file));

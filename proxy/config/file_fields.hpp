@@ -22,6 +22,6 @@ struct SecretFile {
 // The file a secret's `*_file` option names. nullopt when it cannot be read (reported at the
 // value); an empty text is for the caller to judge.
 std::optional<SecretFile> read_secret_file(YamlReader& yaml, const Field& field, std::string_view path,
-                                            std::size_t max_bytes);
+                                           std::size_t max_bytes);
 
 }  // namespace idem::config::detail

@@ -11,7 +11,8 @@ namespace idem::config::detail {
 bool read_postgres_connection(YamlReader& yaml, const Fields& fields, std::string_view path,
                               PostgresConnectionConfig& postgres) {
   const std::string dsn_path = join_path(path, "dsn");
-  if (auto dsn = yaml.required_string(fields, "dsn", dsn_path, dsn_path + " is required (e.g. dsn: \"${IDEMPROXY_PG_DSN}\")")) {
+  if (auto dsn = yaml.required_string(fields, "dsn", dsn_path,
+                                      dsn_path + " is required (e.g. dsn: \"${IDEMPROXY_PG_DSN}\")")) {
     postgres.dsn = std::move(*dsn);
   }
   if (const Field* f = fields.find("connect_timeout")) {

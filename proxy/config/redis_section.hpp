@@ -11,8 +11,8 @@ namespace idem::config {
 struct RedisConnectionConfig {
   std::string host = "127.0.0.1";
   std::uint16_t port = 6379;
-  std::string password;                              // AUTH after connecting when set
-  unsigned database = 0;                             // SELECT after connecting when not 0
+  std::string password;   // AUTH after connecting when set
+  unsigned database = 0;  // SELECT after connecting when not 0
   std::chrono::milliseconds connect_timeout{2'000};
   bool operator==(const RedisConnectionConfig&) const = default;
 };

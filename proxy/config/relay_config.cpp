@@ -24,21 +24,21 @@ namespace {
 
 using detail::assign;
 using detail::Field;
-using detail::quoted;
 using detail::Fields;
 using detail::IssueSink;
+using detail::quoted;
 using detail::YamlReader;
 using Keys = std::vector<std::string_view>;
 
 const Keys kTopLevelKeys = {"postgres", "relay", "retention", "sink", "admin"};
 const Keys kPostgresKeys = {"dsn", "connect_timeout", "query_timeout"};
-const Keys kRelayKeys = {"batch_size", "concurrency", "poll_interval", "notify", "lease", "max_attempts",
-                         "backoff", "shutdown_timeout", "stats_interval"};
+const Keys kRelayKeys = {"batch_size",   "concurrency", "poll_interval",    "notify",        "lease",
+                         "max_attempts", "backoff",     "shutdown_timeout", "stats_interval"};
 const Keys kBackoffKeys = {"initial", "max"};
 const Keys kRetentionKeys = {"max_age", "batch", "interval"};
 const Keys kSinkKeys = {"type", "redis_streams", "http"};
-const Keys kRedisKeys = {"address", "password", "database", "connect_timeout", "command_timeout", "stream",
-                         "maxlen", "dedup_window", "dedup_prefix", "wait"};
+const Keys kRedisKeys = {"address", "password", "database",     "connect_timeout", "command_timeout",
+                         "stream",  "maxlen",   "dedup_window", "dedup_prefix",    "wait"};
 const Keys kWaitKeys = {"replicas", "timeout"};
 const Keys kHttpKeys = {"url", "connect_timeout", "timeout", "max_connections", "secret", "secret_file", "tls"};
 
@@ -95,8 +95,8 @@ RelayConfig RelayConfigReader::read(const YAML::Node& root) {
 }
 
 void RelayConfigReader::read_postgres(const Field* field, const YAML::Mark& top, PostgresConnectionConfig& postgres) {
-  const std::optional<Fields> fields =
-      field ? yaml_.mapping(field->value, field->key.Mark(), "postgres", kPostgresKeys) : std::optional<Fields>(Fields(top));
+  const std::optional<Fields> fields = field ? yaml_.mapping(field->value, field->key.Mark(), "postgres", kPostgresKeys)
+                                             : std::optional<Fields>(Fields(top));
   if (!fields) return;
   // A malformed query_timeout is reported; check_lease then uses the default, which is harmless.
   detail::read_postgres_connection(yaml_, *fields, "postgres", postgres);
@@ -106,23 +106,28 @@ void RelayConfigReader::read_relay(const Field& field, RelayLoopConfig& relay) {
   const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "relay", kRelayKeys);
   if (!fields) return;
   if (const Field* f = fields->find("batch_size")) {
-    if (const auto n = yaml_.integer(*f, "relay.batch_size", 1, kMaxBatchSize)) relay.batch_size = static_cast<std::size_t>(*n);
+    if (const auto n = yaml_.integer(*f, "relay.batch_size", 1, kMaxBatchSize))
+      relay.batch_size = static_cast<std::size_t>(*n);
   }
   if (const Field* f = fields->find("concurrency")) {
-    if (const auto n = yaml_.integer(*f, "relay.concurrency", 1, kMaxConcurrency)) relay.concurrency = static_cast<unsigned>(*n);
+    if (const auto n = yaml_.integer(*f, "relay.concurrency", 1, kMaxConcurrency))
+      relay.concurrency = static_cast<unsigned>(*n);
   }
-  if (const Field* f = fields->find("poll_interval")) assign(yaml_.duration(*f, "relay.poll_interval", false), relay.poll_interval);
+  if (const Field* f = fields->find("poll_interval"))
+    assign(yaml_.duration(*f, "relay.poll_interval", false), relay.poll_interval);
   if (const Field* f = fields->find("notify")) assign(yaml_.boolean(*f, "relay.notify"), relay.notify);
   if (const Field* f = fields->find("lease")) {
     lease_mark_ = f->value.Mark();
     assign(yaml_.duration(*f, "relay.lease", false), relay.lease);
   }
   if (const Field* f = fields->find("max_attempts")) {
-    if (const auto n = yaml_.integer(*f, "relay.max_attempts", 1, kMaxAttempts)) relay.max_attempts = static_cast<unsigned>(*n);
+    if (const auto n = yaml_.integer(*f, "relay.max_attempts", 1, kMaxAttempts))
+      relay.max_attempts = static_cast<unsigned>(*n);
   }
   if (const Field* f = fields->find("backoff")) {
     if (const auto backoff = yaml_.mapping(f->value, f->key.Mark(), "relay.backoff", kBackoffKeys)) {
-      if (const Field* b = backoff->find("initial")) assign(yaml_.duration(*b, "relay.backoff.initial", false), relay.backoff_initial);
+      if (const Field* b = backoff->find("initial"))
+        assign(yaml_.duration(*b, "relay.backoff.initial", false), relay.backoff_initial);
       if (const Field* b = backoff->find("max")) {
         assign(yaml_.duration(*b, "relay.backoff.max", false), relay.backoff_max);
         if (relay.backoff_max < relay.backoff_initial) {
@@ -136,17 +141,20 @@ void RelayConfigReader::read_relay(const Field& field, RelayLoopConfig& relay) {
   if (const Field* f = fields->find("shutdown_timeout")) {
     assign(yaml_.duration(*f, "relay.shutdown_timeout", false), relay.shutdown_timeout);
   }
-  if (const Field* f = fields->find("stats_interval")) assign(yaml_.duration(*f, "relay.stats_interval", false), relay.stats_interval);
+  if (const Field* f = fields->find("stats_interval"))
+    assign(yaml_.duration(*f, "relay.stats_interval", false), relay.stats_interval);
 }
 
 void RelayConfigReader::read_retention(const Field& field, RetentionConfig& retention) {
   const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "retention", kRetentionKeys);
   if (!fields) return;
-  if (const Field* f = fields->find("max_age")) assign(yaml_.duration(*f, "retention.max_age", true), retention.max_age);
+  if (const Field* f = fields->find("max_age"))
+    assign(yaml_.duration(*f, "retention.max_age", true), retention.max_age);
   if (const Field* f = fields->find("batch")) {
     if (const auto n = yaml_.integer(*f, "retention.batch", 1, 100'000)) retention.batch = static_cast<std::size_t>(*n);
   }
-  if (const Field* f = fields->find("interval")) assign(yaml_.duration(*f, "retention.interval", false), retention.interval);
+  if (const Field* f = fields->find("interval"))
+    assign(yaml_.duration(*f, "retention.interval", false), retention.interval);
 }
 
 void RelayConfigReader::read_sink(const Field* field, const YAML::Mark& top, SinkConfig& sink) {
@@ -161,7 +169,8 @@ void RelayConfigReader::read_sink(const Field* field, const YAML::Mark& top, Sin
     issues_.error(fields->mark(), "sink.type is required (redis_streams | http)");
     return;
   }
-  const auto kind = yaml_.one_of<SinkKind>(*type, "sink.type", {{"redis_streams", SinkKind::redis_streams}, {"http", SinkKind::http}});
+  const auto kind = yaml_.one_of<SinkKind>(*type, "sink.type",
+                                           {{"redis_streams", SinkKind::redis_streams}, {"http", SinkKind::http}});
   if (!kind) return;
   sink.kind = *kind;
   switch (*kind) {
@@ -181,19 +190,22 @@ void RelayConfigReader::read_sink(const Field* field, const YAML::Mark& top, Sin
 }
 
 void RelayConfigReader::read_redis(const Field* field, const YAML::Mark& parent, RedisSinkConfig& redis) {
-  const std::optional<Fields> fields = field ? yaml_.mapping(field->value, field->key.Mark(), "sink.redis_streams", kRedisKeys)
-                                             : std::optional<Fields>(Fields(parent));
+  const std::optional<Fields> fields =
+      field ? yaml_.mapping(field->value, field->key.Mark(), "sink.redis_streams", kRedisKeys)
+            : std::optional<Fields>(Fields(parent));
   if (!fields) return;
   detail::read_redis_connection(yaml_, *fields, "sink.redis_streams", redis);
   if (const Field* f = fields->find("command_timeout")) {
     assign(yaml_.duration(*f, "sink.redis_streams.command_timeout", false), redis.command_timeout);
   }
   if (const Field* f = fields->find("stream")) assign(read_template(*f, "sink.redis_streams.stream"), redis.stream);
-  if (const Field* f = fields->find("maxlen")) assign(yaml_.integer(*f, "sink.redis_streams.maxlen", 0, 1'000'000'000'000ULL), redis.maxlen);
+  if (const Field* f = fields->find("maxlen"))
+    assign(yaml_.integer(*f, "sink.redis_streams.maxlen", 0, 1'000'000'000'000ULL), redis.maxlen);
   if (const Field* f = fields->find("dedup_window")) {
     const auto window = yaml_.duration(*f, "sink.redis_streams.dedup_window", false);
     if (window && *window < std::chrono::seconds(1)) {
-      issues_.error(f->value.Mark(), "sink.redis_streams.dedup_window must be at least 1s (Redis expires keys in seconds)");
+      issues_.error(f->value.Mark(),
+                    "sink.redis_streams.dedup_window must be at least 1s (Redis expires keys in seconds)");
     } else {
       assign(window, redis.dedup_window);
     }
@@ -201,7 +213,8 @@ void RelayConfigReader::read_redis(const Field* field, const YAML::Mark& parent,
   if (const Field* f = fields->find("dedup_prefix")) {
     if (auto prefix = yaml_.string(*f, "sink.redis_streams.dedup_prefix")) {
       if (prefix->empty()) {
-        issues_.error(f->value.Mark(), "sink.redis_streams.dedup_prefix must not be empty (markers would collide with other keys)");
+        issues_.error(f->value.Mark(),
+                      "sink.redis_streams.dedup_prefix must not be empty (markers would collide with other keys)");
       } else {
         redis.dedup_prefix = std::move(*prefix);
       }
@@ -210,16 +223,18 @@ void RelayConfigReader::read_redis(const Field* field, const YAML::Mark& parent,
   if (const Field* f = fields->find("wait")) {
     if (const auto wait = yaml_.mapping(f->value, f->key.Mark(), "sink.redis_streams.wait", kWaitKeys)) {
       if (const Field* w = wait->find("replicas")) {
-        if (const auto n = yaml_.integer(*w, "sink.redis_streams.wait.replicas", 0, 100)) redis.wait_replicas = static_cast<unsigned>(*n);
+        if (const auto n = yaml_.integer(*w, "sink.redis_streams.wait.replicas", 0, 100))
+          redis.wait_replicas = static_cast<unsigned>(*n);
       }
-      if (const Field* w = wait->find("timeout")) assign(yaml_.duration(*w, "sink.redis_streams.wait.timeout", false), redis.wait_timeout);
+      if (const Field* w = wait->find("timeout"))
+        assign(yaml_.duration(*w, "sink.redis_streams.wait.timeout", false), redis.wait_timeout);
     }
   }
 }
 
 void RelayConfigReader::read_http(const Field* field, const YAML::Mark& parent, HttpSinkConfig& http) {
-  const std::optional<Fields> fields =
-      field ? yaml_.mapping(field->value, field->key.Mark(), "sink.http", kHttpKeys) : std::optional<Fields>(Fields(parent));
+  const std::optional<Fields> fields = field ? yaml_.mapping(field->value, field->key.Mark(), "sink.http", kHttpKeys)
+                                             : std::optional<Fields>(Fields(parent));
   if (!fields) return;
   if (const Field* f = fields->find("url")) {
     if (const auto url = yaml_.string(*f, "sink.http.url")) {
@@ -236,7 +251,8 @@ void RelayConfigReader::read_http(const Field* field, const YAML::Mark& parent, 
         const bool has_port = authority.starts_with('[') ? authority.find("]:") != std::string_view::npos
                                                          : authority.find(':') != std::string_view::npos;
         if (!authority.empty() && authority.find_first_of("@{}?#") == std::string_view::npos) {
-          address = detail::parse_host_port(has_port ? std::string(authority) : std::string(authority) + (https ? ":443" : ":80"));
+          address = detail::parse_host_port(has_port ? std::string(authority)
+                                                     : std::string(authority) + (https ? ":443" : ":80"));
         }
       }
       if (!address) {
@@ -261,10 +277,12 @@ void RelayConfigReader::read_http(const Field* field, const YAML::Mark& parent, 
     detail::read_client_tls(yaml_, *f, "sink.http.tls", http.tls);
     if (!http.tls.enabled) issues_.warning(f->key.Mark(), "sink.http.tls is ignored: sink.http.url is not https://");
   }
-  if (const Field* f = fields->find("connect_timeout")) assign(yaml_.duration(*f, "sink.http.connect_timeout", false), http.connect_timeout);
+  if (const Field* f = fields->find("connect_timeout"))
+    assign(yaml_.duration(*f, "sink.http.connect_timeout", false), http.connect_timeout);
   if (const Field* f = fields->find("timeout")) assign(yaml_.duration(*f, "sink.http.timeout", false), http.timeout);
   if (const Field* f = fields->find("max_connections")) {
-    if (const auto n = yaml_.integer(*f, "sink.http.max_connections", 1, 1'024)) http.max_connections = static_cast<std::size_t>(*n);
+    if (const auto n = yaml_.integer(*f, "sink.http.max_connections", 1, 1'024))
+      http.max_connections = static_cast<std::size_t>(*n);
   }
   const Field* secret = fields->find("secret");
   const Field* secret_file = fields->find("secret_file");
@@ -280,7 +298,8 @@ void RelayConfigReader::read_http(const Field* field, const YAML::Mark& parent, 
     if (!value) return;
   } else if (secret_file) {
     at = secret_file->value.Mark();
-    std::optional<detail::SecretFile> file = detail::read_secret_file(yaml_, *secret_file, "sink.http.secret_file", kMaxSecretFileBytes);
+    std::optional<detail::SecretFile> file =
+        detail::read_secret_file(yaml_, *secret_file, "sink.http.secret_file", kMaxSecretFileBytes);
     if (!file) return;
     value = std::move(file->text);
   } else {
@@ -303,7 +322,8 @@ std::optional<MessageTemplate> RelayConfigReader::read_template(const Field& fie
   if (!text) return std::nullopt;
   std::string error;
   auto parsed = parse_message_template(*text, error);
-  if (!parsed) issues_.error(field.value.Mark(), "bad template " + quoted(*text) + " for " + std::string(path) + ": " + error);
+  if (!parsed)
+    issues_.error(field.value.Mark(), "bad template " + quoted(*text) + " for " + std::string(path) + ": " + error);
   return parsed;
 }
 
@@ -315,7 +335,8 @@ void RelayConfigReader::check_lease(const RelayConfig& config, const YAML::Mark&
   const std::chrono::milliseconds needed = publish + 2 * config.postgres.query_timeout;
   if (config.relay.lease <= needed) {
     issues_.error(at, "relay.lease (" + detail::format_duration(config.relay.lease) +
-                          ") must exceed the sink's timeout plus twice postgres.query_timeout (" + detail::format_duration(needed) + ")");
+                          ") must exceed the sink's timeout plus twice postgres.query_timeout (" +
+                          detail::format_duration(needed) + ")");
   }
 }
 
@@ -342,7 +363,8 @@ std::optional<MessageTemplate> parse_message_template(std::string_view text, std
       const std::string_view name = text.substr(i + 1, close - i - 1);
       const auto field = field_named(name);
       if (!field) {
-        error = "unknown placeholder {" + std::string(name) + "} (expected {event_id}, {event_type}, {aggregate_type} or {aggregate_id})";
+        error = "unknown placeholder {" + std::string(name) +
+                "} (expected {event_id}, {event_type}, {aggregate_type} or {aggregate_id})";
         return std::nullopt;
       }
       if (!literal.empty()) parsed.pieces.push_back({std::move(literal), std::nullopt});
@@ -366,11 +388,13 @@ std::optional<MessageTemplate> parse_message_template(std::string_view text, std
 
 RelayLoadResult load_relay_config_text(std::string_view yaml, std::string_view file_name, const EnvLookup& env) {
   return detail::load_config_text_with<RelayLoadResult>(
-      yaml, file_name, env, [](const YAML::Node& document, YamlReader& reader) { return RelayConfigReader(reader).read(document); });
+      yaml, file_name, env,
+      [](const YAML::Node& document, YamlReader& reader) { return RelayConfigReader(reader).read(document); });
 }
 
 RelayLoadResult load_relay_config_file(const std::string& path, const EnvLookup& env) {
-  return detail::load_config_file_with<RelayLoadResult>(path, [&](std::string_view text) { return load_relay_config_text(text, path, env); });
+  return detail::load_config_file_with<RelayLoadResult>(
+      path, [&](std::string_view text) { return load_relay_config_text(text, path, env); });
 }
 
 }  // namespace idem::config

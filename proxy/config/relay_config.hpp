@@ -15,16 +15,16 @@
 namespace idem::config {
 
 struct RelayLoopConfig {
-  std::size_t batch_size = 100;                    // rows per claim
-  unsigned concurrency = 2;                        // batches in flight at once (claim/publish/settle)
-  std::chrono::milliseconds poll_interval{1'000};  // claim this often when no NOTIFY arrives
-  bool notify = true;                              // LISTEN for the outbox trigger's NOTIFY
-  std::chrono::milliseconds lease{30'000};         // a claimed row is reserved this long
-  unsigned max_attempts = 10;                      // failed publishes before a row is parked
-  std::chrono::milliseconds backoff_initial{1'000};  // delay after a row's first failure
-  std::chrono::milliseconds backoff_max{300'000};    // cap of the doubling delay
+  std::size_t batch_size = 100;                        // rows per claim
+  unsigned concurrency = 2;                            // batches in flight at once (claim/publish/settle)
+  std::chrono::milliseconds poll_interval{1'000};      // claim this often when no NOTIFY arrives
+  bool notify = true;                                  // LISTEN for the outbox trigger's NOTIFY
+  std::chrono::milliseconds lease{30'000};             // a claimed row is reserved this long
+  unsigned max_attempts = 10;                          // failed publishes before a row is parked
+  std::chrono::milliseconds backoff_initial{1'000};    // delay after a row's first failure
+  std::chrono::milliseconds backoff_max{300'000};      // cap of the doubling delay
   std::chrono::milliseconds shutdown_timeout{10'000};  // SIGTERM: time to finish the batches in hand
-  std::chrono::milliseconds stats_interval{5'000};   // backlog/lag/parked query for metrics and logs
+  std::chrono::milliseconds stats_interval{5'000};     // backlog/lag/parked query for metrics and logs
 };
 
 // Published rows older than max_age are deleted, `batch` rows per statement.
@@ -37,30 +37,30 @@ struct RetentionConfig {
 // A destination name built from a row: literal text and {field} placeholders.
 enum class MessageField { event_id, event_type, aggregate_type, aggregate_id };
 struct TemplatePiece {
-  std::string literal;                // used when field is empty
+  std::string literal;  // used when field is empty
   std::optional<MessageField> field;
 };
 struct MessageTemplate {
-  std::string text;                   // as written, for messages
+  std::string text;  // as written, for messages
   std::vector<TemplatePiece> pieces;
 };
 
 struct RedisSinkConfig : RedisConnectionConfig {
   std::chrono::milliseconds command_timeout{5'000};
-  MessageTemplate stream;                          // default "outbox.{aggregate_type}"
-  std::uint64_t maxlen = 0;                        // XADD MAXLEN ~ N when not 0
+  MessageTemplate stream;                                    // default "outbox.{aggregate_type}"
+  std::uint64_t maxlen = 0;                                  // XADD MAXLEN ~ N when not 0
   std::chrono::milliseconds dedup_window{24LL * 3'600'000};  // a re-publish within it adds nothing
   std::string dedup_prefix = "idemrelay:published:";
-  unsigned wait_replicas = 0;                      // WAIT for this many replicas after each batch
+  unsigned wait_replicas = 0;  // WAIT for this many replicas after each batch
   std::chrono::milliseconds wait_timeout{1'000};
 };
 
 struct HttpSinkConfig {
-  std::string url;                  // as written
-  std::string host;                 // from url
-  std::uint16_t port = 80;          // from url (443 for https:// without one)
-  MessageTemplate target;           // path and query, with placeholders
-  UpstreamTlsConfig tls;            // enabled by an https:// url; the rest from sink.http.tls
+  std::string url;          // as written
+  std::string host;         // from url
+  std::uint16_t port = 80;  // from url (443 for https:// without one)
+  MessageTemplate target;   // path and query, with placeholders
+  UpstreamTlsConfig tls;    // enabled by an https:// url; the rest from sink.http.tls
   std::chrono::milliseconds connect_timeout{2'000};
   std::chrono::milliseconds timeout{10'000};  // request written -> response read
   std::size_t max_connections = 8;            // requests in flight at once
@@ -79,7 +79,8 @@ struct RelayConfig {
   std::string source_path;
   // Where outbox rows come from. The table is `outbox`, resolved through the DSN's search_path.
   // query_timeout bounds every claim, settle and delete.
-  PostgresConnectionConfig postgres{.dsn = "", .connect_timeout = std::chrono::seconds(2), .query_timeout = std::chrono::seconds(5)};
+  PostgresConnectionConfig postgres{
+      .dsn = "", .connect_timeout = std::chrono::seconds(2), .query_timeout = std::chrono::seconds(5)};
   RelayLoopConfig relay;
   RetentionConfig retention;
   SinkConfig sink;

@@ -104,7 +104,8 @@ std::optional<std::size_t> parse_byte_size(std::string_view text) {
   const std::string_view digits = take_digits(rest);
   if (digits.empty()) return std::nullopt;
   const std::optional<std::uint64_t> number = to_uint64(digits);
-  const std::optional<std::uint64_t> factor = rest.empty() ? std::optional<std::uint64_t>{1} : unit_factor(kByteUnits, rest);
+  const std::optional<std::uint64_t> factor =
+      rest.empty() ? std::optional<std::uint64_t>{1} : unit_factor(kByteUnits, rest);
   if (!number || !factor) return std::nullopt;
   const std::optional<std::uint64_t> total = checked_multiply(*number, *factor);
   if (!total) return std::nullopt;

@@ -8,7 +8,6 @@
 namespace idem::config::detail {
 namespace {
 
-
 std::string kind_name(const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Map: return "a mapping";
@@ -39,8 +38,8 @@ std::optional<Fields> YamlReader::mapping(const YAML::Node& node, const YAML::Ma
   const std::string where = path.empty() ? "at the top level" : "in " + std::string(path);
   if (node.IsNull()) return Fields(fallback);
   if (!node.IsMap()) {
-    issues_.error(node.Mark(), (path.empty() ? std::string("the config") : std::string(path)) + " must be a mapping of options, not " +
-                                   kind_name(node));
+    issues_.error(node.Mark(), (path.empty() ? std::string("the config") : std::string(path)) +
+                                   " must be a mapping of options, not " + kind_name(node));
     return std::nullopt;
   }
   Fields fields(node.Mark());
@@ -102,7 +101,8 @@ std::optional<std::string> YamlReader::string(const Field& field, std::string_vi
   return string(field.value, field.key.Mark(), path);
 }
 
-std::optional<std::string> YamlReader::string(const YAML::Node& value, const YAML::Mark& fallback, std::string_view path) {
+std::optional<std::string> YamlReader::string(const YAML::Node& value, const YAML::Mark& fallback,
+                                              std::string_view path) {
   // yaml-cpp places a null value's mark (`ttl:` with nothing after it) at the next token, so
   // the key, passed as `fallback`, is the useful place to point at.
   if (value.IsNull()) {
@@ -132,13 +132,14 @@ std::optional<std::string> YamlReader::string(const YAML::Node& value, const YAM
   return std::nullopt;
 }
 
-std::optional<std::chrono::milliseconds> YamlReader::duration(const Field& field, std::string_view path, bool allow_zero) {
+std::optional<std::chrono::milliseconds> YamlReader::duration(const Field& field, std::string_view path,
+                                                              bool allow_zero) {
   const std::optional<std::string> text = string(field, path);
   if (!text) return std::nullopt;
   const std::optional<std::chrono::milliseconds> value = parse_duration(*text);
   if (!value) {
-    issues_.error(field.value.Mark(),
-                  "bad duration " + quoted(*text) + " for " + std::string(path) + " (expected e.g. 250ms, 30s, 5m, 24h)");
+    issues_.error(field.value.Mark(), "bad duration " + quoted(*text) + " for " + std::string(path) +
+                                          " (expected e.g. 250ms, 30s, 5m, 24h)");
     return std::nullopt;
   }
   if (!allow_zero && value->count() == 0) {
@@ -153,8 +154,8 @@ std::optional<std::size_t> YamlReader::byte_size(const Field& field, std::string
   if (!text) return std::nullopt;
   const std::optional<std::size_t> value = parse_byte_size(*text);
   if (!value) {
-    issues_.error(field.value.Mark(),
-                  "bad size " + quoted(*text) + " for " + std::string(path) + " (expected e.g. 512, 64KiB, 10MiB, 1GB)");
+    issues_.error(field.value.Mark(), "bad size " + quoted(*text) + " for " + std::string(path) +
+                                          " (expected e.g. 512, 64KiB, 10MiB, 1GB)");
     return std::nullopt;
   }
   if (*value == 0) {
@@ -162,7 +163,8 @@ std::optional<std::size_t> YamlReader::byte_size(const Field& field, std::string
     return std::nullopt;
   }
   if (*value > max) {
-    issues_.error(field.value.Mark(), std::string(path) + " must be at most " + std::to_string(max) + " bytes (got " + *text + ")");
+    issues_.error(field.value.Mark(),
+                  std::string(path) + " must be at most " + std::to_string(max) + " bytes (got " + *text + ")");
     return std::nullopt;
   }
   return value;
@@ -175,18 +177,22 @@ std::optional<std::uint64_t> YamlReader::integer(const Field& field, std::string
   std::uint64_t value = 0;
   const char* const end = text->data() + text->size();
   const auto [stop, ec] = std::from_chars(text->data(), end, value);
-  const bool all_digits = !text->empty() && std::all_of(text->begin(), text->end(), [](char c) { return c >= '0' && c <= '9'; });
+  const bool all_digits =
+      !text->empty() && std::all_of(text->begin(), text->end(), [](char c) { return c >= '0' && c <= '9'; });
   if (!all_digits || (ec != std::errc{} && ec != std::errc::result_out_of_range) || stop != end) {
-    issues_.error(field.value.Mark(), "bad number " + quoted(*text) + " for " + std::string(path) + " (expected an integer from " +
-                                          std::to_string(min) + " to " + std::to_string(max) + ")");
+    issues_.error(field.value.Mark(), "bad number " + quoted(*text) + " for " + std::string(path) +
+                                          " (expected an integer from " + std::to_string(min) + " to " +
+                                          std::to_string(max) + ")");
     return std::nullopt;
   }
   if (ec == std::errc::result_out_of_range || value > max) {
-    issues_.error(field.value.Mark(), std::string(path) + " must be at most " + std::to_string(max) + " (got " + *text + ")");
+    issues_.error(field.value.Mark(),
+                  std::string(path) + " must be at most " + std::to_string(max) + " (got " + *text + ")");
     return std::nullopt;
   }
   if (value < min) {
-    issues_.error(field.value.Mark(), std::string(path) + " must be at least " + std::to_string(min) + " (got " + *text + ")");
+    issues_.error(field.value.Mark(),
+                  std::string(path) + " must be at least " + std::to_string(min) + " (got " + *text + ")");
     return std::nullopt;
   }
   return value;
@@ -198,12 +204,15 @@ std::optional<bool> YamlReader::boolean(const Field& field, std::string_view pat
   // YAML 1.2 core schema booleans only: yes/no/on/off are strings there, and `key: off` is one.
   if (*text == "true" || *text == "True" || *text == "TRUE") return true;
   if (*text == "false" || *text == "False" || *text == "FALSE") return false;
-  issues_.error(field.value.Mark(), "bad boolean " + quoted(*text) + " for " + std::string(path) + " (expected true or false)");
+  issues_.error(field.value.Mark(),
+                "bad boolean " + quoted(*text) + " for " + std::string(path) + " (expected true or false)");
   return std::nullopt;
 }
 
-void YamlReader::report_bad_choice(const Field& field, std::string_view path, std::string_view text, std::string_view expected) {
-  issues_.error(field.value.Mark(), "bad value " + quoted(text) + " for " + std::string(path) + " (expected " + std::string(expected) + ")");
+void YamlReader::report_bad_choice(const Field& field, std::string_view path, std::string_view text,
+                                   std::string_view expected) {
+  issues_.error(field.value.Mark(), "bad value " + quoted(text) + " for " + std::string(path) + " (expected " +
+                                        std::string(expected) + ")");
 }
 
 }  // namespace idem::config::detail

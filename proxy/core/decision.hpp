@@ -12,18 +12,18 @@ namespace idem::core {
 // record that already exists for (scope, key) and is not expired.
 struct ClaimResult {
   bool claimed = false;
-  Record existing;  // meaningful when !claimed
+  Record existing;                           // meaningful when !claimed
   bool existing_under_legacy_scope = false;  // the record found is the claim's legacy_scope one
 };
 
 enum class Action {
-  execute,              // we own the claim: forward upstream, then complete or release
-  replay,               // same fingerprint, completed: send the stored response
-  fingerprint_mismatch, // 422: same key, different request
-  in_flight,            // 409 + Retry-After: the first request is still running
-  wait,                 // in_flight, on a route that holds duplicates (in_flight: wait): ask again later
-  too_large_to_replay,  // 409: the original completed with a body too large to store
-  outcome_unknown,      // 502: the original reached the upstream, its outcome is unknown
+  execute,               // we own the claim: forward upstream, then complete or release
+  replay,                // same fingerprint, completed: send the stored response
+  fingerprint_mismatch,  // 422: same key, different request
+  in_flight,             // 409 + Retry-After: the first request is still running
+  wait,                  // in_flight, on a route that holds duplicates (in_flight: wait): ask again later
+  too_large_to_replay,   // 409: the original completed with a body too large to store
+  outcome_unknown,       // 502: the original reached the upstream, its outcome is unknown
 };
 std::string_view action_name(Action action);
 

@@ -5,7 +5,7 @@ namespace idem::core {
 ExchangeBudget longest_exchange(const ExchangeTimeouts& timeouts) {
   ExchangeBudget budget;
   budget.terms = {
-      {"store.postgres.query_timeout", 2, timeouts.store_query},  // the claim's reply, the completion
+      {"store.postgres.query_timeout", 2, timeouts.store_query},      // the claim's reply, the completion
       {"store.postgres.acquire_timeout", 1, timeouts.store_acquire},  // the completion's connection
       {"upstream.connect_timeout", timeouts.upstream_tls ? 2 : 1, timeouts.connect},  // TCP (+ TLS)
       {"upstream.timeout", 1, timeouts.upstream},

@@ -36,8 +36,7 @@ ClaimFailure after_claim_failure(StoreError error, const RoutePolicy& policy) {
     case StoreError::ok:
     case StoreError::not_owner:
     case StoreError::not_found:
-    case StoreError::lease_running:
-      break;  // not a claim failure
+    case StoreError::lease_running: break;  // not a claim failure
   }
   assert(false && "after_claim_failure: not a claim failure");
   return {ClaimFailureAnswer::unavailable, true};

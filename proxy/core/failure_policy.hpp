@@ -54,9 +54,9 @@ enum class OwnerWrite { complete, release, mark_unknown };
 std::string_view owner_write_name(OwnerWrite write);
 
 enum class OwnerWriteNext {
-  done,      // the record is as the write wanted it (or there is nothing left to settle)
-  retry,     // not known to have happened: run it again later, with backoff
-  give_up,   // it cannot happen any more (someone else owns the key, or the store rejects it)
+  done,     // the record is as the write wanted it (or there is nothing left to settle)
+  retry,    // not known to have happened: run it again later, with backoff
+  give_up,  // it cannot happen any more (someone else owns the key, or the store rejects it)
 };
 
 OwnerWriteNext after_owner_write(OwnerWrite write, StoreError error);

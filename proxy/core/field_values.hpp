@@ -9,7 +9,10 @@
 namespace idem::core {
 
 inline void append_field_line(std::optional<std::string>& joined, std::string_view line) {
-  if (joined) *joined += ", "; else joined.emplace();
+  if (joined)
+    *joined += ", ";
+  else
+    joined.emplace();
   *joined += line;
 }
 

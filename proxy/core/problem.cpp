@@ -64,10 +64,8 @@ Problem key_problem(KeyError error, std::string_view header_name, std::size_t ma
     case KeyError::missing: return make_problem(400, "key-missing", "Idempotency key missing", std::move(detail));
     case KeyError::empty: return make_problem(400, "key-empty", "Idempotency key empty", std::move(detail));
     case KeyError::too_long: return make_problem(400, "key-too-long", "Idempotency key too long", std::move(detail));
-    case KeyError::malformed:
-      return make_problem(400, "key-malformed", "Idempotency key malformed", std::move(detail));
-    case KeyError::multiple:
-      return make_problem(400, "key-multiple", "Multiple idempotency keys", std::move(detail));
+    case KeyError::malformed: return make_problem(400, "key-malformed", "Idempotency key malformed", std::move(detail));
+    case KeyError::multiple: return make_problem(400, "key-multiple", "Multiple idempotency keys", std::move(detail));
   }
   return bad_request_problem(detail);
 }
@@ -80,10 +78,10 @@ Problem fingerprint_mismatch_problem(std::string_view header_name) {
 }
 
 Problem in_flight_problem(std::chrono::seconds retry_after) {
-  return make_problem(409, "request-in-flight", "Request in progress",
-                      "a request with this idempotency key is still being processed; retry in " +
-                          seconds_phrase(retry_after),
-                      retry_after);
+  return make_problem(
+      409, "request-in-flight", "Request in progress",
+      "a request with this idempotency key is still being processed; retry in " + seconds_phrase(retry_after),
+      retry_after);
 }
 
 Problem too_large_to_replay_problem(int original_status, std::size_t limit) {
@@ -123,7 +121,8 @@ Problem upstream_failure_problem(UpstreamFailure failure) {
     case UpstreamFailure::timeout: return upstream_timeout_problem();
     case UpstreamFailure::connection_lost:
       return upstream_bad_response_problem("the upstream closed the connection without a complete response");
-    case UpstreamFailure::bad_response: return upstream_bad_response_problem("the upstream sent a malformed HTTP response");
+    case UpstreamFailure::bad_response:
+      return upstream_bad_response_problem("the upstream sent a malformed HTTP response");
     case UpstreamFailure::switched_protocols:
       return upstream_bad_response_problem("the upstream switched protocols (101), which idemproxy never asks for");
     case UpstreamFailure::response_too_large:
@@ -141,9 +140,9 @@ Problem upstream_unreachable_problem(std::string_view why) {
 
 Problem upstream_connections_busy_problem() {
   // The same type as unreachable (nothing reached the upstream), but a passing condition: 503.
-  Problem problem = make_problem(503, "upstream-unreachable", "Upstream unreachable",
-                                 with_reason("the upstream service could not be reached",
-                                             "every upstream connection of this proxy is busy"));
+  Problem problem = make_problem(
+      503, "upstream-unreachable", "Upstream unreachable",
+      with_reason("the upstream service could not be reached", "every upstream connection of this proxy is busy"));
   problem.retry_after = std::chrono::seconds(1);
   return problem;
 }
@@ -183,8 +182,7 @@ Problem headers_too_large_problem(std::string_view why) {
 
 Problem request_line_too_long_problem(std::size_t limit) {
   return make_problem(414, "uri-too-long", "Request line too long",
-                      "the request line exceeds limits.max_request_line (" +
-                          std::to_string(limit) + " bytes)");
+                      "the request line exceeds limits.max_request_line (" + std::to_string(limit) + " bytes)");
 }
 
 Problem too_many_connections_problem() {
@@ -207,7 +205,8 @@ Problem decision_problem(const Decision& decision, const Record& record, const R
     case Action::fingerprint_mismatch: return fingerprint_mismatch_problem(policy.key_header);
     case Action::in_flight:
     case Action::wait: return in_flight_problem(decision.retry_after);
-    case Action::too_large_to_replay: return too_large_to_replay_problem(record.response.status, policy.max_stored_body);
+    case Action::too_large_to_replay:
+      return too_large_to_replay_problem(record.response.status, policy.max_stored_body);
     case Action::outcome_unknown: return outcome_unknown_problem();
     case Action::execute:
     case Action::replay: break;

@@ -25,7 +25,8 @@ ReplicationMode replication_mode(const ReplicationSettings& settings) {
 std::string_view replication_mode_meaning(ReplicationMode mode) {
   switch (mode) {
     case ReplicationMode::synchronous:
-      return "a commit is acknowledged only once a standby has it: a failover loses no acknowledged claim or completion";
+      return "a commit is acknowledged only once a standby has it: a failover loses no acknowledged claim or "
+             "completion";
     case ReplicationMode::asynchronous:
       return "an acknowledged claim or completion can be lost on failover: a retry may execute again";
   }

@@ -86,7 +86,8 @@ std::optional<Problem> request_framing_problem(const RequestHead& head) {
   if (host_lines > 1) return refused("more than one Host field");
   if (head.version >= 11 && host_lines == 0) return refused("an HTTP/1.1 request must carry a Host field");
   if (host_lines == 1 && !host.empty() && !is_valid_host_port(host)) return refused("Host is not a valid host[:port]");
-  if (head.method == "TRACE" && (transfer_encoding || (length_lines == 1 && length.find_first_not_of('0') != std::string_view::npos))) {
+  if (head.method == "TRACE" &&
+      (transfer_encoding || (length_lines == 1 && length.find_first_not_of('0') != std::string_view::npos))) {
     return refused("a TRACE request carries no content");
   }
   return std::nullopt;

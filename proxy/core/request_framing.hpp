@@ -14,7 +14,7 @@ namespace idem::core {
 
 struct RequestHead {
   std::string_view method;
-  unsigned version = 11;  // 10 or 11
+  unsigned version = 11;                                              // 10 or 11
   std::vector<std::pair<std::string_view, std::string_view>> fields;  // as received, every line
 };
 

@@ -16,7 +16,8 @@ int hex_value(char c) {
 }
 
 bool is_unreserved(char c) {
-  return ascii::is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '.' || c == '_' || c == '~';
+  return ascii::is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '.' || c == '_' ||
+         c == '~';
 }
 
 TargetResult refused(std::string_view why) { return {std::nullopt, bad_request_problem(why)}; }
@@ -57,7 +58,8 @@ bool is_valid_host_port(std::string_view host) {
     const std::size_t close = host.find(']');
     if (close == std::string_view::npos || close == 1) return false;
     for (const char c : host.substr(1, close - 1)) {
-      if (!(ascii::is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.')) return false;
+      if (!(ascii::is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.'))
+        return false;
     }
     const std::string_view rest = host.substr(close + 1);
     if (!rest.empty() && rest.front() != ':') return false;
@@ -68,8 +70,8 @@ bool is_valid_host_port(std::string_view host) {
     const std::string_view name = host.substr(0, colon);
     if (name.empty()) return false;
     for (const char c : name) {
-      const bool unreserved = ascii::is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '.' ||
-                              c == '_' || c == '~';
+      const bool unreserved = ascii::is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
+                              c == '.' || c == '_' || c == '~';
       const bool sub_delim = c == '!' || c == '$' || c == '&' || c == '\'' || c == '(' || c == ')' || c == '*' ||
                              c == '+' || c == ';' || c == '=';
       if (!unreserved && !sub_delim && c != '%') return false;
@@ -112,7 +114,8 @@ TargetResult normalize_request_target(std::string_view target, std::string_view 
     rest.remove_prefix(scheme_end + 3);
     const std::size_t authority_end = rest.find_first_of("/?#");
     const std::string_view authority = rest.substr(0, authority_end);
-    if (authority.empty() || !is_valid_host_port(authority)) return refused("the request target's authority is not host[:port]");
+    if (authority.empty() || !is_valid_host_port(authority))
+      return refused("the request target's authority is not host[:port]");
     result.authority = std::string(authority);
     rest = authority_end == std::string_view::npos ? std::string_view() : rest.substr(authority_end);
   }

@@ -26,13 +26,13 @@ struct RoutePolicy {
   KeyRequirement key = KeyRequirement::required;
   std::string key_header = "Idempotency-Key";
   std::size_t max_key_length = 255;
-  std::vector<std::string> scope_headers;                          // values hashed into the scope
+  std::vector<std::string> scope_headers;  // values hashed into the scope
   // The request's host (its Host without the port) is part of the scope: an upstream that serves
   // tenants by host name gets one key space per host. Off: every host shares one (the v1 scope).
   bool scope_host = true;
   std::vector<std::string> fingerprint_headers = {"Content-Type"};  // values hashed into the fingerprint
-  std::vector<std::string> ignore_json;                            // JSON Pointers left out of the fingerprint
-  std::vector<int> release_statuses = {408, 425, 429, 503};        // "not processed, try later"
+  std::vector<std::string> ignore_json;                             // JSON Pointers left out of the fingerprint
+  std::vector<int> release_statuses = {408, 425, 429, 503};         // "not processed, try later"
   std::chrono::milliseconds ttl = std::chrono::hours(24);
   std::chrono::milliseconds lease = std::chrono::seconds(60);
   std::size_t max_stored_body = 1024 * 1024;

@@ -50,8 +50,7 @@ std::string segment_error(std::string_view segment, std::string_view problem) {
 }
 
 bool method_matches(const RouteMatch& match, std::string_view method) {
-  return match.methods.empty() ||
-         std::find(match.methods.begin(), match.methods.end(), method) != match.methods.end();
+  return match.methods.empty() || std::find(match.methods.begin(), match.methods.end(), method) != match.methods.end();
 }
 
 }  // namespace
@@ -82,8 +81,8 @@ bool path_matches(std::string_view pattern, std::string_view path, bool case_ins
     if (path_segments.done()) return false;
     const std::string_view actual = path_segments.next();
     const bool segment_matches = is_param_segment(expected) ? !actual.empty()
-                                 : case_insensitive      ? ascii::iequals(expected, actual)
-                                                         : expected == actual;
+                                 : case_insensitive         ? ascii::iequals(expected, actual)
+                                                            : expected == actual;
     if (!segment_matches) return false;
   }
   return path_segments.done();

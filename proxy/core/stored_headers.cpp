@@ -13,8 +13,7 @@ constexpr std::array<std::string_view, 7> kHopByHopFields = {
 
 // Credentials never belong in a shared store; the rest is recomputed or added on replay.
 constexpr std::array<std::string_view, 6> kNeverStoredFields = {
-    "Authorization", "Cookie", "Proxy-Authorization", "Content-Length", "Idempotency-Transient",
-    "Idempotent-Replay"};
+    "Authorization", "Cookie", "Proxy-Authorization", "Content-Length", "Idempotency-Transient", "Idempotent-Replay"};
 
 constexpr std::string_view kFieldSeparator = ": ";
 constexpr std::string_view kLineEnd = "\r\n";
@@ -39,8 +38,7 @@ bool has_line_break(std::string_view s) { return s.find_first_of("\r\n") != std:
 // A field the block layout can hold without ambiguity. HTTP parsers already reject the rest;
 // checking here keeps encode/decode an exact round trip whatever the caller passes.
 bool is_encodable(std::string_view name, std::string_view value) {
-  return !name.empty() && name.find(':') == std::string_view::npos && !has_line_break(name) &&
-         !has_line_break(value);
+  return !name.empty() && name.find(':') == std::string_view::npos && !has_line_break(name) && !has_line_break(value);
 }
 
 }  // namespace
@@ -64,8 +62,7 @@ HeaderList filter_for_storage(const HeaderList& headers, const RoutePolicy& poli
   HeaderList kept;
   for (const auto& [name, value] : headers) {
     const bool dropped = is_hop_by_hop(name, connection) || is_one_of(name, kNeverStoredFields) ||
-                         (!policy.store_set_cookie && ascii::iequals(name, "Set-Cookie")) ||
-                         !is_encodable(name, value);
+                         (!policy.store_set_cookie && ascii::iequals(name, "Set-Cookie")) || !is_encodable(name, value);
     if (!dropped) kept.emplace_back(name, value);
   }
   return kept;

@@ -44,14 +44,15 @@ ParsedKey parse_key_material(std::string_view text) {
   text = trim(text);
   if (text.empty()) return {std::nullopt, "the key is empty; " + std::string(kExpected)};
 
-  const bool hex = text.size() % 2 == 0 && std::all_of(text.begin(), text.end(), [](char c) { return hex_value(c) >= 0; });
+  const bool hex =
+      text.size() % 2 == 0 && std::all_of(text.begin(), text.end(), [](char c) { return hex_value(c) >= 0; });
   std::optional<std::string> bytes = hex ? std::optional<std::string>(decode_hex(text)) : base64_decode(text);
   if (!bytes) return {std::nullopt, "the key is neither hex nor base64; " + std::string(kExpected)};
 
   ParsedKey parsed;
   if (bytes->size() != kAeadKeyBytes) {
-    parsed.problem = "the key decodes (as " + std::string(hex ? "hex" : "base64") + ") to " + std::to_string(bytes->size()) +
-                     " bytes; " + std::string(kExpected);
+    parsed.problem = "the key decodes (as " + std::string(hex ? "hex" : "base64") + ") to " +
+                     std::to_string(bytes->size()) + " bytes; " + std::string(kExpected);
   } else {
     AeadKey key{};
     std::copy(bytes->begin(), bytes->end(), key.begin());

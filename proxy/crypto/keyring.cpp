@@ -10,9 +10,9 @@ namespace idem::crypto {
 
 bool is_valid_key_id(std::string_view id) {
   return !id.empty() && id.size() <= kMaxKeyIdLength && std::all_of(id.begin(), id.end(), [](char c) {
-           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-                  c == '-';
-         });
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '-';
+  });
 }
 
 Keyring::Keyring(std::string current_id, std::vector<Entry> keys) : current_id_(std::move(current_id)) {

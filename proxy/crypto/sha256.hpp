@@ -22,7 +22,9 @@ class Sha256 {
   Digest finish();  // the object must not be updated afterwards
 
  private:
-  struct Free { void operator()(evp_md_ctx_st* ctx) const; };
+  struct Free {
+    void operator()(evp_md_ctx_st* ctx) const;
+  };
   std::unique_ptr<evp_md_ctx_st, Free> ctx_;
 };
 

@@ -75,7 +75,7 @@ char32_t next_code_point(std::string_view text, std::size_t& pos) {
 std::uint32_t utf16_rank(char32_t code_point) {
   if (code_point < 0xD800) return code_point;
   if (code_point >= 0x10000) return 0xD800 + (code_point - 0x10000);  // up to 0x10D7FF
-  return code_point + 0x100000;                                         // U+E000.. -> 0x10E000..
+  return code_point + 0x100000;                                       // U+E000.. -> 0x10E000..
 }
 
 bool utf16_less(std::string_view a, std::string_view b) {
@@ -335,20 +335,20 @@ std::optional<std::size_t> array_index(std::string_view token, std::size_t size)
 void mark_ignored(JsonValue& root, const std::vector<std::string>& tokens) {
   JsonValue* node = &root;
   for (const std::string& token : tokens) {
-    JsonValue* const child = std::visit(
-        Overloaded{
-            [&](JsonObject& members) -> JsonValue* {
-              const auto member = std::find_if(members.begin(), members.end(),
-                                               [&](const JsonMember& m) { return m.name == token; });
-              return member == members.end() ? nullptr : &member->value;
-            },
-            [&](JsonArray& elements) -> JsonValue* {
-              const std::optional<std::size_t> index = array_index(token, elements.size());
-              return index ? &elements[*index] : nullptr;
-            },
-            [](auto&) -> JsonValue* { return nullptr; },  // a scalar has no children to address
-        },
-        node->data);
+    JsonValue* const child =
+        std::visit(Overloaded{
+                       [&](JsonObject& members) -> JsonValue* {
+                         const auto member = std::find_if(members.begin(), members.end(),
+                                                          [&](const JsonMember& m) { return m.name == token; });
+                         return member == members.end() ? nullptr : &member->value;
+                       },
+                       [&](JsonArray& elements) -> JsonValue* {
+                         const std::optional<std::size_t> index = array_index(token, elements.size());
+                         return index ? &elements[*index] : nullptr;
+                       },
+                       [](auto&) -> JsonValue* { return nullptr; },  // a scalar has no children to address
+                   },
+                   node->data);
     if (child == nullptr) return;
     node = child;
   }

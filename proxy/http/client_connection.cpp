@@ -56,8 +56,8 @@ asio::awaitable<void> over_client_transport(ClientConnection& connection, Worker
     // Plain HTTP sent to the TLS port, a protocol version below the minimum, a scanner: there is
     // no way to answer any of them in HTTP. A client gone before saying anything (a TCP health
     // probe) is not worth an info line per probe.
-    const bool went_away = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated ||
-                           ec == asio::error::connection_reset;
+    const bool went_away =
+        ec == asio::error::eof || ec == asio::ssl::error::stream_truncated || ec == asio::error::connection_reset;
     log::write(went_away ? log::Level::debug : log::Level::info, "tls_handshake_failed",
                {{"client", address}, {"reason", tls::tls_error_text(ec)}});
     co_return;
@@ -85,7 +85,7 @@ asio::awaitable<void> refuse_connection(ClientConnection& connection, WorkerServ
   const std::string address = client_address(connection);
   co_await over_client_transport(connection, services, address, [&](auto& stream) {
     return refuse_over(stream, connection, core::too_many_connections_problem(), 11,
-                  services.config->config.limits.write_timeout, services.metrics);
+                       services.config->config.limits.write_timeout, services.metrics);
   });
 }
 

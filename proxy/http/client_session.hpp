@@ -19,16 +19,18 @@ using TlsStream = boost::asio::ssl::stream<boost::beast::tcp_stream&>;
 
 // The HTTP/1.1 keep-alive loop until the client closes, a deadline passes or the worker drains.
 boost::asio::awaitable<void> serve_http_over(boost::beast::tcp_stream& stream, ClientConnection& connection,
-                                             WorkerServices& services, const bool& draining, const std::string& address);
+                                             WorkerServices& services, const bool& draining,
+                                             const std::string& address);
 boost::asio::awaitable<void> serve_http_over(TlsStream& stream, ClientConnection& connection, WorkerServices& services,
                                              const bool& draining, const std::string& address);
 
 // A request the proxy refuses before reading it whole: answered, then the connection is closed
 // (the unread rest of the request would otherwise be taken for the next one).
 boost::asio::awaitable<void> refuse_over(boost::beast::tcp_stream& stream, ClientConnection& connection,
-                                         core::Problem problem, unsigned version, std::chrono::milliseconds write_timeout,
-                                         ProxyMetrics& metrics);
+                                         core::Problem problem, unsigned version,
+                                         std::chrono::milliseconds write_timeout, ProxyMetrics& metrics);
 boost::asio::awaitable<void> refuse_over(TlsStream& stream, ClientConnection& connection, core::Problem problem,
-                                         unsigned version, std::chrono::milliseconds write_timeout, ProxyMetrics& metrics);
+                                         unsigned version, std::chrono::milliseconds write_timeout,
+                                         ProxyMetrics& metrics);
 
 }  // namespace idem::http

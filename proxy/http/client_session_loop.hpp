@@ -90,7 +90,8 @@ asio::awaitable<void> refuse(Stream& stream, ClientConnection& connection, core:
   co_await linger_close(stream, connection.stream);
 }
 
-inline void log_request(std::string_view method, std::string_view target, const Response& response, const RequestTrace& trace) {
+inline void log_request(std::string_view method, std::string_view target, const Response& response,
+                        const RequestTrace& trace) {
   if (!log::enabled(log::Level::info)) return;
   const std::string_view path = target.substr(0, target.find('?'));  // queries may carry secrets
   log::info("request", {{"method", method},
@@ -144,11 +145,13 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       if (header_ec == beast_http::error::body_limit) {
         // A Content-Length above the limit is refused as soon as the header says so.
         core::Problem problem = core::request_too_large_problem(limits.max_request_body);
-        co_await refuse(stream, connection, std::move(problem), parser.get().version(), limits.write_timeout, services.metrics);
+        co_await refuse(stream, connection, std::move(problem), parser.get().version(), limits.write_timeout,
+                        services.metrics);
       } else if (header_ec == beast_http::error::header_limit) {
-        core::Problem problem = request_line_exceeds(parser, buffer, limits.max_request_line)
-                                    ? core::request_line_too_long_problem(limits.max_request_line)
-                                    : core::headers_too_large_problem("the request line and headers exceed limits.max_header_bytes");
+        core::Problem problem =
+            request_line_exceeds(parser, buffer, limits.max_request_line)
+                ? core::request_line_too_long_problem(limits.max_request_line)
+                : core::headers_too_large_problem("the request line and headers exceed limits.max_header_bytes");
         co_await refuse(stream, connection, std::move(problem), 11, limits.write_timeout, services.metrics);
       } else if (!is_connection_gone(header_ec)) {
         core::Problem problem = core::bad_request_problem("malformed HTTP request: " + header_ec.message());
@@ -163,8 +166,8 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       co_return;
     }
     if (static_cast<std::size_t>(std::distance(parser.get().begin(), parser.get().end())) > limits.max_headers) {
-      core::Problem problem = core::headers_too_large_problem(
-          "the request has more than limits.max_headers (" + std::to_string(limits.max_headers) + ") header fields");
+      core::Problem problem = core::headers_too_large_problem("the request has more than limits.max_headers (" +
+                                                              std::to_string(limits.max_headers) + ") header fields");
       co_await refuse(stream, connection, std::move(problem), version, limits.write_timeout, services.metrics);
       co_return;
     }
@@ -181,7 +184,8 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     // Routes are matched on the target the upstream will see, and that is what is forwarded.
     core::TargetResult normalized = core::normalize_request_target(parser.get().target(), parser.get().method_string());
     if (normalized.problem) {
-      co_await refuse(stream, connection, std::move(*normalized.problem), version, limits.write_timeout, services.metrics);
+      co_await refuse(stream, connection, std::move(*normalized.problem), version, limits.write_timeout,
+                      services.metrics);
       co_return;
     }
 

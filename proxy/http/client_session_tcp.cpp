@@ -3,13 +3,15 @@
 
 namespace idem::http {
 
-boost::asio::awaitable<void> serve_http_over(boost::beast::tcp_stream& stream, ClientConnection& connection, WorkerServices& services,
-                                             const bool& draining, const std::string& address) {
+boost::asio::awaitable<void> serve_http_over(boost::beast::tcp_stream& stream, ClientConnection& connection,
+                                             WorkerServices& services, const bool& draining,
+                                             const std::string& address) {
   return session_loop::serve_http(stream, connection, services, draining, address);
 }
 
-boost::asio::awaitable<void> refuse_over(boost::beast::tcp_stream& stream, ClientConnection& connection, core::Problem problem,
-                                         unsigned version, std::chrono::milliseconds write_timeout, ProxyMetrics& metrics) {
+boost::asio::awaitable<void> refuse_over(boost::beast::tcp_stream& stream, ClientConnection& connection,
+                                         core::Problem problem, unsigned version,
+                                         std::chrono::milliseconds write_timeout, ProxyMetrics& metrics) {
   return session_loop::refuse(stream, connection, std::move(problem), version, write_timeout, metrics);
 }
 

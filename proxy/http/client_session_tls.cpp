@@ -9,7 +9,8 @@ boost::asio::awaitable<void> serve_http_over(TlsStream& stream, ClientConnection
 }
 
 boost::asio::awaitable<void> refuse_over(TlsStream& stream, ClientConnection& connection, core::Problem problem,
-                                         unsigned version, std::chrono::milliseconds write_timeout, ProxyMetrics& metrics) {
+                                         unsigned version, std::chrono::milliseconds write_timeout,
+                                         ProxyMetrics& metrics) {
   return session_loop::refuse(stream, connection, std::move(problem), version, write_timeout, metrics);
 }
 

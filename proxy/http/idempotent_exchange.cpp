@@ -72,7 +72,11 @@ class IdempotentExchange {
  public:
   IdempotentExchange(WorkerServices& services, const core::RoutePolicy& policy, Request& request,
                      std::string_view client_address, RequestTrace& trace)
-      : services_(services), policy_(policy), request_(request), client_address_(client_address), trace_(trace),
+      : services_(services),
+        policy_(policy),
+        request_(request),
+        client_address_(client_address),
+        trace_(trace),
         lookup_(services, claim_, trace) {}
 
   asio::awaitable<Response> run(std::string key, std::string_view path, std::string_view query) {
@@ -163,7 +167,8 @@ class IdempotentExchange {
   // recorded this request as in flight: the fenced release frees the key behind the 503.
   asio::awaitable<Response> claim_failed(store::StoreError error) {
     const core::ClaimFailure failure = core::after_claim_failure(error, policy_);
-    log::warn("store_unavailable", {{"route", policy_.name}, {"error", store::store_error_name(error)},
+    log::warn("store_unavailable", {{"route", policy_.name},
+                                    {"error", store::store_error_name(error)},
                                     {"answer", core::claim_failure_answer_name(failure.answer)},
                                     {"release_claim", failure.release_claim}});
     if (failure.release_claim) settle_later(owner_write(core::OwnerWrite::release));
@@ -203,9 +208,7 @@ class IdempotentExchange {
     Response& response = result.response;
     const int status = static_cast<int>(response.result_int());
     switch (core::classify_response(status, response["Idempotency-Transient"], response.body().size(), policy_)) {
-      case core::Outcome::release:
-        co_await release_claim();
-        break;
+      case core::Outcome::release: co_await release_claim(); break;
       case core::Outcome::store: {
         core::StoredResponse stored{status, core::filter_for_storage(header_list(response), policy_), response.body()};
         const OwnerWriteRequest completed = completion(core::RecordState::completed, std::move(stored));
@@ -236,7 +239,8 @@ class IdempotentExchange {
         // record turns terminal `unknown` now, and every retry is told so. Logged either way:
         // an unknown outcome is what an operator must reconcile.
         trace_.decision = decision::unknown;
-        log::error("outcome_unknown", {{"route", policy_.name}, {"key_sha256", trace_.key_sha256},
+        log::error("outcome_unknown", {{"route", policy_.name},
+                                       {"key_sha256", trace_.key_sha256},
                                        {"upstream_failure", core::upstream_failure_name(result.failure)}});
         const OwnerWriteRequest mark = owner_write(core::OwnerWrite::mark_unknown);
         co_await settle(mark);
@@ -279,12 +283,15 @@ class IdempotentExchange {
     services_.metrics.observe_store(core::owner_write_name(write), elapsed);
     const core::OwnerWriteNext next = core::after_owner_write(write, error);
     if (next == core::OwnerWriteNext::done) {
-      if (write == core::OwnerWrite::complete) lookup_.remember_completion(owned.complete.state, owned.complete.response);
+      if (write == core::OwnerWrite::complete)
+        lookup_.remember_completion(owned.complete.state, owned.complete.response);
       co_return;
     }
     const bool retry = next == core::OwnerWriteNext::retry;
     log::write(retry ? log::Level::warn : log::Level::error, std::string(core::owner_write_name(write)) + "_failed",
-               {{"route", policy_.name}, {"key_sha256", trace_.key_sha256}, {"error", store::store_error_name(error)},
+               {{"route", policy_.name},
+                {"key_sha256", trace_.key_sha256},
+                {"error", store::store_error_name(error)},
                 {"next", retry ? "retry_in_background" : "give_up"}});
     if (retry) settle_later(owned);
   }

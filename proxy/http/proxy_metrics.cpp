@@ -5,10 +5,11 @@
 namespace idem::http {
 
 ProxyMetrics::ProxyMetrics() {
-  registry_.add_counter("idemproxy_requests_total", "Requests by route and idempotency decision.", {"route", "decision"});
+  registry_.add_counter("idemproxy_requests_total", "Requests by route and idempotency decision.",
+                        {"route", "decision"});
   registry_.add_counter("idemproxy_responses_total", "Responses by status class.", {"class"});
-  registry_.add_histogram("idemproxy_upstream_duration_seconds", "Time from writing a request upstream to its full response.",
-                          {"route"});
+  registry_.add_histogram("idemproxy_upstream_duration_seconds",
+                          "Time from writing a request upstream to its full response.", {"route"});
   registry_.add_histogram("idemproxy_store_duration_seconds", "Store (Postgres) operation latency, queueing included.",
                           {"operation"});
   registry_.add_callback("idemproxy_in_flight_records", "Idempotency records this process holds in flight right now.",
@@ -33,16 +34,20 @@ void ProxyMetrics::track_redis_cache(unsigned connections) {
   registry_.add_counter("idemproxy_redis_cache_misses_total",
                         "Redis replay cache lookups that found no record (the store was asked).", {});
   registry_.add_counter("idemproxy_redis_cache_fallbacks_total",
-                        "Redis replay cache lookups Redis could not answer (the store was asked), by reason.", {"reason"});
-  registry_.add_counter("idemproxy_redis_cache_writes_total", "Finished records copied to Redis (SET acknowledged).", {});
+                        "Redis replay cache lookups Redis could not answer (the store was asked), by reason.",
+                        {"reason"});
+  registry_.add_counter("idemproxy_redis_cache_writes_total", "Finished records copied to Redis (SET acknowledged).",
+                        {});
   registry_.add_counter("idemproxy_redis_cache_write_errors_total",
                         "Copies to Redis that failed (error reply, timeout, connection lost).", {});
-  registry_.add_callback("idemproxy_redis_up", "1 while every worker's Redis connection is up and set up.", "gauge",
-                         [this, connections] { return redis_connections_up_.load() >= static_cast<int>(connections) ? 1.0 : 0.0; });
+  registry_.add_callback(
+      "idemproxy_redis_up", "1 while every worker's Redis connection is up and set up.", "gauge",
+      [this, connections] { return redis_connections_up_.load() >= static_cast<int>(connections) ? 1.0 : 0.0; });
   redis_hits_ = &registry_.counter("idemproxy_redis_cache_hits_total");
   redis_misses_ = &registry_.counter("idemproxy_redis_cache_misses_total");
-  for (const cache::SharedFallbackReason reason : {cache::SharedFallbackReason::timeout, cache::SharedFallbackReason::disconnected,
-                                            cache::SharedFallbackReason::error, cache::SharedFallbackReason::corrupt}) {
+  for (const cache::SharedFallbackReason reason :
+       {cache::SharedFallbackReason::timeout, cache::SharedFallbackReason::disconnected,
+        cache::SharedFallbackReason::error, cache::SharedFallbackReason::corrupt}) {
     redis_fallbacks_[static_cast<int>(reason)] =
         &registry_.counter("idemproxy_redis_cache_fallbacks_total", {std::string(shared_fallback_reason_name(reason))});
   }

@@ -24,8 +24,8 @@ class ProxyMetrics final : public cache::SharedCacheObserver {
   void track_redis_cache(unsigned connections);
   // Every lookup is exactly one of hit, miss, or fallback (by reason). Any thread.
   void redis_lookup(cache::SharedLookupOutcome outcome, cache::SharedFallbackReason reason) override;
-  void redis_write(bool acknowledged) override;      // a SET Redis answered OK, or one that failed
-  void redis_connection_up(bool up) override;        // a worker's connection became ready, or stopped being
+  void redis_write(bool acknowledged) override;  // a SET Redis answered OK, or one that failed
+  void redis_connection_up(bool up) override;    // a worker's connection became ready, or stopped being
 
   metrics::Registry& registry() { return registry_; }
   std::atomic<std::int64_t> in_flight_records{0};  // claims this process holds while executing

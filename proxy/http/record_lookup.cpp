@@ -21,7 +21,9 @@ namespace {
 template <class Token>
 auto async_shared_lookup(cache::SharedReplayCache& cache, std::string_view scope, std::string_view key, Token&& token) {
   return asio::async_initiate<Token, void(cache::SharedLookup)>(
-      [&cache, scope, key](auto handler) { cache.lookup(scope, key, store::detail::shared_completion(std::move(handler))); },
+      [&cache, scope, key](auto handler) {
+        cache.lookup(scope, key, store::detail::shared_completion(std::move(handler)));
+      },
       token);
 }
 
@@ -47,7 +49,8 @@ asio::awaitable<FoundRecord> RecordLookup::find() {
     co_return from_cache(cached, RecordSource::local_cache);
   }
   if (services_.shared_cache != nullptr) {
-    const cache::SharedLookup shared = co_await async_shared_lookup(*services_.shared_cache, claim_.scope, claim_.key, use_awaitable);
+    const cache::SharedLookup shared =
+        co_await async_shared_lookup(*services_.shared_cache, claim_.scope, claim_.key, use_awaitable);
     if (shared.outcome == cache::SharedLookupOutcome::hit) {
       services_.cache.insert(claim_.scope, claim_.key, shared.record);
       co_return from_cache(shared.record, RecordSource::shared_cache);

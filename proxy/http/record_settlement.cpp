@@ -36,15 +36,14 @@ auto async_owner_write(store::Store& store, const OwnerWriteRequest& request, Co
   return asio::async_initiate<CompletionToken, void(store::StoreError)>(
       [&store, &request](auto handler) {
         start_owner_write(store, request,
-                          [handler = std::make_shared<decltype(handler)>(std::move(handler))](store::StoreError error) mutable {
-                            (*handler)(error);
-                          });
+                          [handler = std::make_shared<decltype(handler)>(std::move(handler))](
+                              store::StoreError error) mutable { (*handler)(error); });
       },
       token);
 }
 
-asio::awaitable<void> retry_until_settled(WorkerServices& services, OwnerWriteRequest request, Clock::time_point horizon,
-                                          std::string route) {
+asio::awaitable<void> retry_until_settled(WorkerServices& services, OwnerWriteRequest request,
+                                          Clock::time_point horizon, std::string route) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   milliseconds delay{100};
   store::StoreError error = store::StoreError::unavailable;
@@ -60,14 +59,18 @@ asio::awaitable<void> retry_until_settled(WorkerServices& services, OwnerWriteRe
   }
   const std::string event = std::string(core::owner_write_name(request.write));
   if (next == core::OwnerWriteNext::done) {
-    log::info(event + "_recovered", {{"route", route}, {"key_sha256", key_hash(request.complete.key)},
-                                     {"attempts", attempts}, {"store", store::store_error_name(error)}});
+    log::info(event + "_recovered", {{"route", route},
+                                     {"key_sha256", key_hash(request.complete.key)},
+                                     {"attempts", attempts},
+                                     {"store", store::store_error_name(error)}});
   } else {
     // complete: the client had its response, but it is not stored; a retry finds the record in
     // flight, then lapsed (unknown). release/mark_unknown: the record stays in flight until its
     // lease lapses, then reads as unknown (lock) or is taken over (retry).
-    log::error(event + "_abandoned", {{"route", route}, {"key_sha256", key_hash(request.complete.key)},
-                                      {"attempts", attempts}, {"error", store::store_error_name(error)}});
+    log::error(event + "_abandoned", {{"route", route},
+                                      {"key_sha256", key_hash(request.complete.key)},
+                                      {"attempts", attempts},
+                                      {"error", store::store_error_name(error)}});
   }
   services.background.finished();
 }
@@ -93,7 +96,8 @@ asio::awaitable<store::StoreError> send_owner_write(store::Store& store, const O
 void settle_in_background(WorkerServices& services, const asio::any_io_executor& executor, OwnerWriteRequest request,
                           Clock::time_point horizon, std::string route) {
   services.background.started();
-  asio::co_spawn(executor, retry_until_settled(services, std::move(request), horizon, std::move(route)), asio::detached);
+  asio::co_spawn(executor, retry_until_settled(services, std::move(request), horizon, std::move(route)),
+                 asio::detached);
 }
 
 std::string key_hash(std::string_view key) { return crypto::to_hex(crypto::sha256(key)).substr(0, 16); }

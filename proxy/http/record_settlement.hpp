@@ -31,8 +31,8 @@ boost::asio::awaitable<store::StoreError> send_owner_write(store::Store& store, 
 // Runs it again and again on `executor` with capped backoff until the store settles it or
 // `horizon` (the record's life, from the claim) passes; logs <write>_recovered or
 // <write>_abandoned. Counted in services.background, so a drain waits for it.
-void settle_in_background(WorkerServices& services, const boost::asio::any_io_executor& executor, OwnerWriteRequest request,
-                          std::chrono::steady_clock::time_point horizon, std::string route);
+void settle_in_background(WorkerServices& services, const boost::asio::any_io_executor& executor,
+                          OwnerWriteRequest request, std::chrono::steady_clock::time_point horizon, std::string route);
 
 // Logs never carry the raw key (it may be guessable or sensitive): the first 16 hex digits of its SHA-256.
 std::string key_hash(std::string_view key);

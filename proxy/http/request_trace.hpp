@@ -9,11 +9,12 @@ namespace idem::http {
 
 // Decision labels (the `decision` label of idemproxy_requests_total and the access log).
 namespace decision {
-inline constexpr std::string_view passthrough = "passthrough";              // no route, safe method, key off/optional+absent
-inline constexpr std::string_view executed = "new";                         // executed upstream, response stored
-inline constexpr std::string_view released = "released";                    // executed (or not sent), key released
-inline constexpr std::string_view replay = "replay";                        // stored response replayed (store or in-process cache)
-inline constexpr std::string_view replay_redis = "replay_redis";            // stored response replayed from the Redis replay cache
+inline constexpr std::string_view passthrough = "passthrough";  // no route, safe method, key off/optional+absent
+inline constexpr std::string_view executed = "new";             // executed upstream, response stored
+inline constexpr std::string_view released = "released";        // executed (or not sent), key released
+inline constexpr std::string_view replay = "replay";            // stored response replayed (store or in-process cache)
+inline constexpr std::string_view replay_redis =
+    "replay_redis";  // stored response replayed from the Redis replay cache
 inline constexpr std::string_view mismatch = "mismatch_422";
 inline constexpr std::string_view in_flight = "in_flight_409";
 inline constexpr std::string_view too_large = "too_large_409";
@@ -22,8 +23,8 @@ inline constexpr std::string_view invalid_key = "invalid_key_400";          // e
 inline constexpr std::string_view unknown = "unknown";                      // outcome unknown (marked or answered)
 inline constexpr std::string_view store_unavailable = "store_unavailable";  // fail_closed 503
 inline constexpr std::string_view unchecked = "unchecked";                  // fail_open: forwarded unprotected
-inline constexpr std::string_view corrupt = "corrupt_500";                    // stored record failed decryption
-inline constexpr std::string_view refused = "refused";                      // 400/413/431 before the request was read whole
+inline constexpr std::string_view corrupt = "corrupt_500";                  // stored record failed decryption
+inline constexpr std::string_view refused = "refused";  // 400/413/431 before the request was read whole
 }  // namespace decision
 
 struct RequestTrace {

@@ -10,8 +10,12 @@
 #include "config/config.hpp"
 #include "core/route_table.hpp"
 
-namespace idem::store { class Store; }
-namespace idem::tls { struct ListenerTls; }  // tls/tls_context.hpp
+namespace idem::store {
+class Store;
+}
+namespace idem::tls {
+struct ListenerTls;
+}  // namespace idem::tls
 namespace idem::cache {
 class ReplayCache;
 class SharedReplayCache;
@@ -21,7 +25,6 @@ namespace idem::http {
 
 class Upstream;
 class ProxyMetrics;
-
 
 // An immutable configuration snapshot. Requests hold a shared_ptr to the one they started with,
 // so a reload never changes the rules under a request in progress.
@@ -56,10 +59,10 @@ struct WorkerServices {
   store::Store& store;
   Upstream& upstream;
   BackgroundTasks& background;
-  std::atomic<std::size_t>& waiting;      // duplicates currently waiting, across all workers
-  std::atomic<std::size_t>& connections;  // client connections open, across all workers
-  cache::ReplayCache& cache;                 // shared by all workers
-  ProxyMetrics& metrics;              // shared by all workers
+  std::atomic<std::size_t>& waiting;                 // duplicates currently waiting, across all workers
+  std::atomic<std::size_t>& connections;             // client connections open, across all workers
+  cache::ReplayCache& cache;                         // shared by all workers
+  ProxyMetrics& metrics;                             // shared by all workers
   cache::SharedReplayCache* shared_cache = nullptr;  // this worker's Redis replay cache; null when off
 };
 

@@ -25,9 +25,9 @@ namespace beast = boost::beast;
 using asio::ip::tcp;
 using core::UpstreamFailure;
 using tls::ClientStream;
-using tls::UpstreamTlsResult;
 using tls::load_upstream_tls;
 using tls::tls_error_text;
+using tls::UpstreamTlsResult;
 
 namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
@@ -38,8 +38,8 @@ constexpr std::size_t kResponseHeaderLimit = 64 * 1024;
 bool looks_alive(tcp::socket& socket) {
   char byte;
   const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0) return false;                 // orderly close
-  if (n > 0) return false;                  // unsolicited bytes: the stream is out of sync
+  if (n == 0) return false;  // orderly close
+  if (n > 0) return false;   // unsolicited bytes: the stream is out of sync
   return errno == EAGAIN || errno == EWOULDBLOCK;
 }
 
@@ -97,7 +97,8 @@ std::optional<UpstreamPool::Connection> UpstreamPool::take_idle() {
   while (!idle_.empty()) {
     Connection connection = std::move(idle_.back());
     idle_.pop_back();
-    if (now - connection.idle_since < idle_timeout_ && looks_alive(connection.transport->tcp.socket())) return connection;
+    if (now - connection.idle_since < idle_timeout_ && looks_alive(connection.transport->tcp.socket()))
+      return connection;
     beast::error_code ignored;
     connection.transport->tcp.socket().close(ignored);
   }
@@ -166,20 +167,23 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
     if (write_ec) {
       // The peer closed a reused connection before we wrote: it cannot have read this request.
       if (reused && is_connection_gone(write_ec)) continue;
-      co_return finish({write_ec == beast::error::timeout ? UpstreamFailure::timeout : UpstreamFailure::connection_lost, {}, {}});
+      co_return finish(
+          {write_ec == beast::error::timeout ? UpstreamFailure::timeout : UpstreamFailure::connection_lost, {}, {}});
     }
 
     std::optional<ClientStream::ResponseParser> parser;
     beast::flat_buffer buffer;
     // A named local, not a braced temporary: GCC 12 mishandles temporaries inside co_await.
-    const ClientStream::ResponseLimits limits{.header_bytes = kResponseHeaderLimit, .body_bytes = max_response_body_, .head = head};
+    const ClientStream::ResponseLimits limits{
+        .header_bytes = kResponseHeaderLimit, .body_bytes = max_response_body_, .head = head};
     auto [read_ec, read] = co_await transport.read_final_response(buffer, parser, limits);
     if (read_ec) {
       // TLS 1.3: a server checks our certificate after we consider the handshake done, so its
       // refusal arrives in place of the response; its application never saw the request.
       if (!reused && transport.handshake_refused(read_ec, read)) {
-        log::warn("upstream_tls_failed", {{"server_name", tls_name_},
-                                          {"reason", "the upstream rejected the TLS handshake: " + tls_error_text(read_ec)}});
+        log::warn("upstream_tls_failed",
+                  {{"server_name", tls_name_},
+                   {"reason", "the upstream rejected the TLS handshake: " + tls_error_text(read_ec)}});
         co_return finish({UpstreamFailure::tls_failed, {}, {}});
       }
       if (read_ec == beast::error::timeout) co_return finish({UpstreamFailure::timeout, {}, {}});
@@ -191,10 +195,11 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
       // A reused connection closed with not one byte of answer: the upstream dropped an idle
       // connection as we wrote to it. Only safe methods are re-sent; for the others the outcome
       // is unknown and the idempotency layer decides.
-      const bool safe = request.method() == beast_http::verb::get || head ||
-                        request.method() == beast_http::verb::options;
+      const bool safe =
+          request.method() == beast_http::verb::get || head || request.method() == beast_http::verb::options;
       if (reused && safe && read == 0 && is_connection_gone(read_ec)) continue;
-      co_return finish({is_connection_gone(read_ec) ? UpstreamFailure::connection_lost : UpstreamFailure::bad_response, {}, {}});
+      co_return finish(
+          {is_connection_gone(read_ec) ? UpstreamFailure::connection_lost : UpstreamFailure::bad_response, {}, {}});
     }
 
     // 101: the upstream switched protocols, which no request of ours asks for (Upgrade is

@@ -19,7 +19,9 @@
 #include "http/message.hpp"
 #include "http/upstream.hpp"
 
-namespace boost::asio::ssl { class context; }
+namespace boost::asio::ssl {
+class context;
+}
 
 namespace idem::http {
 
@@ -47,12 +49,19 @@ class UpstreamPool final : public Upstream {
     explicit Ticket(std::size_t* open) : open_(open) { ++*open_; }
     Ticket(Ticket&& other) noexcept : open_(std::exchange(other.open_, nullptr)) {}
     Ticket& operator=(Ticket&& other) noexcept {
-      if (this != &other) { release(); open_ = std::exchange(other.open_, nullptr); }
+      if (this != &other) {
+        release();
+        open_ = std::exchange(other.open_, nullptr);
+      }
       return *this;
     }
     ~Ticket() { release(); }
+
    private:
-    void release() { if (open_) --*open_; open_ = nullptr; }
+    void release() {
+      if (open_) --*open_;
+      open_ = nullptr;
+    }
     std::size_t* open_;
   };
   struct Transport;  // TCP, and TLS over it for an https upstream (upstream_pool.cpp)

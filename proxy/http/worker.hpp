@@ -27,7 +27,8 @@ class Worker {
   void start();  // begins accepting (call before io.run())
   // Graceful stop: no new connections; idle keep-alive connections are closed; requests in
   // progress finish and their responses carry `Connection: close`. When the last connection is
-  // gone and no background work (completion retries) is left, `on_drained` runs on the io thread (the owner then stops the store so io.run() returns).
+  // gone and no background work (completion retries) is left, `on_drained` runs on the io thread (the owner then stops
+  // the store so io.run() returns).
   void drain(std::function<void()> on_drained);
 
   // Hot reload: requests that start after this use `config` (posted to the io thread).

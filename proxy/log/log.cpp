@@ -30,9 +30,9 @@ void append_time(std::string& out) {
   std::tm utc{};
   gmtime_r(&secs, &utc);
   char text[32];
-  const int n = std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900,
-                              utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
-                              static_cast<int>(millis));
+  const int n =
+      std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900, utc.tm_mon + 1,
+                    utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, static_cast<int>(millis));
   out.append(text, static_cast<std::size_t>(n));
 }
 

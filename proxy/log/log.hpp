@@ -28,9 +28,15 @@ bool enabled(Level level);
 // {"time":"2026-11-22T01:02:03.456Z","level":"info","event":"listening",<fields>}
 void write(Level level, std::string_view event, std::initializer_list<Field> fields = {});
 
-inline void info(std::string_view event, std::initializer_list<Field> fields = {}) { write(Level::info, event, fields); }
-inline void warn(std::string_view event, std::initializer_list<Field> fields = {}) { write(Level::warn, event, fields); }
-inline void error(std::string_view event, std::initializer_list<Field> fields = {}) { write(Level::error, event, fields); }
+inline void info(std::string_view event, std::initializer_list<Field> fields = {}) {
+  write(Level::info, event, fields);
+}
+inline void warn(std::string_view event, std::initializer_list<Field> fields = {}) {
+  write(Level::warn, event, fields);
+}
+inline void error(std::string_view event, std::initializer_list<Field> fields = {}) {
+  write(Level::error, event, fields);
+}
 
 // Appends `text` to `out` as a JSON string literal (with quotes).
 void append_json_string(std::string& out, std::string_view text);

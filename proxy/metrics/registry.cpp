@@ -10,10 +10,14 @@ namespace {
 
 void append_escaped_label(std::string& out, std::string_view value) {
   for (const char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out.push_back(c);
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out.push_back(c);
   }
 }
 
@@ -51,8 +55,8 @@ void append_series(std::string& out, std::string_view name, const std::vector<st
 }  // namespace
 
 const std::vector<double>& latency_buckets() {
-  static const std::vector<double> bounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                             0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5, 5, 10};
+  static const std::vector<double> bounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                             0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
   return bounds;
 }
 
@@ -71,15 +75,15 @@ void Histogram::observe_seconds(double seconds) {
 
 void Registry::add_counter(std::string name, std::string help, std::vector<std::string> label_names) {
   std::lock_guard lock(mutex_);
-  families_.push_back(std::make_unique<Family>(Family{std::move(name), std::move(help), "counter",
-                                                      std::move(label_names), nullptr, {}, {}, {}}));
+  families_.push_back(std::make_unique<Family>(
+      Family{std::move(name), std::move(help), "counter", std::move(label_names), nullptr, {}, {}, {}}));
 }
 
 void Registry::add_histogram(std::string name, std::string help, std::vector<std::string> label_names,
                              const std::vector<double>& bounds) {
   std::lock_guard lock(mutex_);
-  families_.push_back(std::make_unique<Family>(Family{std::move(name), std::move(help), "histogram",
-                                                      std::move(label_names), &bounds, {}, {}, {}}));
+  families_.push_back(std::make_unique<Family>(
+      Family{std::move(name), std::move(help), "histogram", std::move(label_names), &bounds, {}, {}, {}}));
 }
 
 void Registry::add_callback(std::string name, std::string help, std::string type, std::function<double()> read) {
@@ -133,7 +137,10 @@ std::string Registry::render() const {
       for (std::size_t i = 0; i <= f->bounds->size(); ++i) {
         cumulative += histogram->buckets_[i].load(std::memory_order_relaxed);
         std::string le = "le=\"";
-        if (i < f->bounds->size()) append_number(le, (*f->bounds)[i]); else le += "+Inf";
+        if (i < f->bounds->size())
+          append_number(le, (*f->bounds)[i]);
+        else
+          le += "+Inf";
         le += "\"";
         append_series(out, f->name + "_bucket", f->label_names, labels, le);
         out += " " + std::to_string(cumulative) + "\n";

@@ -47,9 +47,8 @@ void Connection::connect(const std::string& dsn, std::chrono::milliseconds timeo
   // A DSN with several hosts is tried host by host inside PQconnectPoll (continue_connect follows
   // each new socket); target_session_attrs=read-write skips a standby or a read-only primary.
   const ConnectParams params(dsn, kSessionServerOptions);
-  conn_.reset(!params.parsed()
-                  ? PQconnectStart(dsn.c_str())  // unparsable: libpq reports why
-                  : PQconnectStartParams(params.keywords(), params.values(), /*expand_dbname=*/0));
+  conn_.reset(!params.parsed() ? PQconnectStart(dsn.c_str())  // unparsable: libpq reports why
+                               : PQconnectStartParams(params.keywords(), params.values(), /*expand_dbname=*/0));
   if (!conn_) {
     fail(PgErrorKind::unavailable, "out of memory starting a connection", Delivery::posted);
     return;
@@ -76,9 +75,7 @@ void Connection::continue_connect(PostgresPollingStatusType poll_status) {
       if (!watch_socket()) return;
       finish_connect({}, Delivery::now);
       return;
-    case PGRES_POLLING_FAILED:
-      fail(PgErrorKind::unavailable, PQerrorMessage(conn_.get()), Delivery::now);
-      return;
+    case PGRES_POLLING_FAILED: fail(PgErrorKind::unavailable, PQerrorMessage(conn_.get()), Delivery::now); return;
     case PGRES_POLLING_READING:
       // libpq may have closed the socket and opened another (next host, SSL fallback), possibly
       // with the same number: re-register after every poll so the reactor never watches a stale fd.
@@ -186,15 +183,9 @@ bool Connection::send_prepare_and_execute() {
 
 void Connection::flush_statement(Delivery delivery) {
   switch (PQflush(conn_.get())) {
-    case 0:
-      ensure_read_wait();
-      return;
-    case 1:
-      wait_socket(WaitType::wait_write, &Connection::on_writable);
-      return;
-    default:
-      fail(PgErrorKind::unavailable, PQerrorMessage(conn_.get()), delivery);
-      return;
+    case 0: ensure_read_wait(); return;
+    case 1: wait_socket(WaitType::wait_write, &Connection::on_writable); return;
+    default: fail(PgErrorKind::unavailable, PQerrorMessage(conn_.get()), delivery); return;
   }
 }
 
@@ -225,12 +216,8 @@ void Connection::on_readable() {
     }
     if (!result) {  // one query of the pipeline is over
       switch (run_.pipeline_stage) {
-        case PipelineStage::prepare:
-          run_.pipeline_stage = PipelineStage::execute;
-          continue;
-        case PipelineStage::execute:
-          run_.pipeline_stage = PipelineStage::sync;
-          continue;
+        case PipelineStage::prepare: run_.pipeline_stage = PipelineStage::execute; continue;
+        case PipelineStage::execute: run_.pipeline_stage = PipelineStage::sync; continue;
         case PipelineStage::sync:  // libpq ends a pipeline with its Sync result, never a NULL
           fail(PgErrorKind::internal, "pipeline ended without its sync result", Delivery::now);
           return;
@@ -260,9 +247,7 @@ void Connection::on_readable() {
 void Connection::take_result(ResultHandle result) {
   switch (PQresultStatus(result.get())) {
     case PGRES_TUPLES_OK:
-    case PGRES_COMMAND_OK:
-      statement_result_ = std::move(result);
-      return;
+    case PGRES_COMMAND_OK: statement_result_ = std::move(result); return;
     case PGRES_FATAL_ERROR:
     case PGRES_NONFATAL_ERROR:
     case PGRES_BAD_RESPONSE:
@@ -270,8 +255,9 @@ void Connection::take_result(ResultHandle result) {
       return;
     default:  // COPY, single-row mode, pipeline results outside a pipeline: never asked for
       if (statement_error_.ok()) {
-        statement_error_ = {PgErrorKind::internal, {}, std::string("unexpected result status ") +
-                                                           PQresStatus(PQresultStatus(result.get()))};
+        statement_error_ = {PgErrorKind::internal,
+                            {},
+                            std::string("unexpected result status ") + PQresStatus(PQresultStatus(result.get()))};
       }
       return;
   }
@@ -286,10 +272,11 @@ void Connection::take_pipeline_result(ResultHandle result) {
       } else if (run_.prepare_error.ok()) {
         const bool error_result =
             status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR || status == PGRES_BAD_RESPONSE;
-        run_.prepare_error = error_result ? error_from_result(result.get(), conn_.get())
-                                          : PgError{PgErrorKind::internal, {},
-                                                    std::string("unexpected prepare result status ") +
-                                                        PQresStatus(status)};
+        run_.prepare_error = error_result
+                                 ? error_from_result(result.get(), conn_.get())
+                                 : PgError{PgErrorKind::internal,
+                                           {},
+                                           std::string("unexpected prepare result status ") + PQresStatus(status)};
       }
       return;
     case PipelineStage::execute:
@@ -301,8 +288,10 @@ void Connection::take_pipeline_result(ResultHandle result) {
       return;
     case PipelineStage::sync:
       if (statement_error_.ok()) {
-        statement_error_ = {PgErrorKind::internal, {}, std::string("unexpected result status ") + PQresStatus(status) +
-                                                           " before the pipeline's sync"};
+        statement_error_ = {
+            PgErrorKind::internal,
+            {},
+            std::string("unexpected result status ") + PQresStatus(status) + " before the pipeline's sync"};
       }
       return;
   }
@@ -310,8 +299,7 @@ void Connection::take_pipeline_result(ResultHandle result) {
 
 void Connection::end_of_results(Delivery delivery) {
   switch (run_.exchange) {
-    case Exchange::unnamed:
-      break;
+    case Exchange::unnamed: break;
     case Exchange::execute_prepared:
       // The session lost the statement (DEALLOCATE, DISCARD ALL, a pooler that switched server
       // sessions). Refused at Bind, so it did not run: prepare it again and run it, once.
@@ -393,8 +381,7 @@ void Connection::on_socket_readable(const boost::system::error_code& error) {
       return;
     case State::fresh:
     case State::connecting:
-    case State::closed:
-      return;  // unreachable: armed only once connected, and dropping the descriptor disowns it
+    case State::closed: return;  // unreachable: armed only once connected, and dropping the descriptor disowns it
   }
 }
 
@@ -427,9 +414,7 @@ void Connection::deliver_notifications() {
 
 void Connection::close() {
   switch (state_) {
-    case State::connecting:
-      fail(PgErrorKind::unavailable, "connection closed", Delivery::posted);
-      return;
+    case State::connecting: fail(PgErrorKind::unavailable, "connection closed", Delivery::posted); return;
     case State::busy:
       fail(PgErrorKind::unavailable, "connection closed while a statement was running", Delivery::posted);
       return;
@@ -444,30 +429,27 @@ void Connection::close() {
 
 void Connection::on_deadline() {
   switch (state_) {
-    case State::connecting:
-      fail(PgErrorKind::unavailable, "connect timed out", Delivery::now);
-      return;
+    case State::connecting: fail(PgErrorKind::unavailable, "connect timed out", Delivery::now); return;
     case State::busy:
       pg_counters().query_timeouts.fetch_add(1, std::memory_order_relaxed);
       fail(PgErrorKind::unavailable, std::string(statement_->name) + " timed out", Delivery::now);
       return;
     case State::fresh:
     case State::idle:
-    case State::closed:
-      return;  // unreachable: the deadline is cancelled when an operation ends
+    case State::closed: return;  // unreachable: the deadline is cancelled when an operation ends
   }
 }
 
 void Connection::wait_socket(WaitType type, Step next) {
-  socket_.async_wait(type, [self = shared_from_this(), operation = operation_, next](
-                               const boost::system::error_code& error) {
-    if (operation != self->operation_) return;
-    if (error) {
-      self->fail(PgErrorKind::unavailable, "socket wait failed: " + error.message(), Delivery::now);
-      return;
-    }
-    ((*self).*next)();
-  });
+  socket_.async_wait(type,
+                     [self = shared_from_this(), operation = operation_, next](const boost::system::error_code& error) {
+                       if (operation != self->operation_) return;
+                       if (error) {
+                         self->fail(PgErrorKind::unavailable, "socket wait failed: " + error.message(), Delivery::now);
+                         return;
+                       }
+                       ((*self).*next)();
+                     });
 }
 
 void Connection::arm_deadline(std::chrono::milliseconds timeout) {
@@ -521,12 +503,8 @@ void Connection::reset_on_drop() {
 void Connection::fail(PgErrorKind kind, std::string message, Delivery delivery) {
   PgError error{kind, {}, std::move(message)};
   switch (state_) {
-    case State::connecting:
-      finish_connect(std::move(error), delivery);
-      return;
-    case State::busy:
-      finish_execute(std::move(error), nullptr, delivery);
-      return;
+    case State::connecting: finish_connect(std::move(error), delivery); return;
+    case State::busy: finish_execute(std::move(error), nullptr, delivery); return;
     case State::fresh:
     case State::idle:
     case State::closed:
@@ -549,9 +527,8 @@ void Connection::finish_connect(PgError error, Delivery delivery) {
   connect_handler_ = nullptr;
   if (!handler) return;
   if (delivery == Delivery::posted) {
-    boost::asio::post(io_, [handler = std::move(handler), error = std::move(error)]() mutable {
-      handler(std::move(error));
-    });
+    boost::asio::post(
+        io_, [handler = std::move(handler), error = std::move(error)]() mutable { handler(std::move(error)); });
   } else {
     handler(std::move(error));
   }
@@ -592,9 +569,8 @@ void Connection::finish_execute(PgError error, ResultHandle result, Delivery del
   execute_handler_ = nullptr;
   if (!handler) return;
   if (delivery == Delivery::posted) {
-    boost::asio::post(io_, [handler = std::move(handler), error = std::move(error), result = std::move(result)]() mutable {
-      handler(std::move(error), std::move(result));
-    });
+    boost::asio::post(io_, [handler = std::move(handler), error = std::move(error),
+                            result = std::move(result)]() mutable { handler(std::move(error), std::move(result)); });
   } else {
     handler(std::move(error), std::move(result));
   }

@@ -69,8 +69,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // idle -> busy -> idle; -> closed when the connection failed or the deadline passed.
   // Results are requested in binary format. In prepared mode `statement->sql` must have static
   // storage duration: its address names the prepared statement.
-  void execute(std::shared_ptr<const Statement> statement, std::chrono::milliseconds timeout,
-               ExecuteHandler handler);
+  void execute(std::shared_ptr<const Statement> statement, std::chrono::milliseconds timeout, ExecuteHandler handler);
   // Any state -> closed; a pending operation completes with `unavailable`.
   void close();
   // Notifications arrive while idle or during a statement; each is posted to `handler` (never
@@ -87,9 +86,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   enum class Delivery { now, posted };  // call the handler now (inside an async step) or post it
   // How the running statement went out, which says how to read its results.
   enum class Exchange {
-    unnamed,               // PQsendQueryParams
-    execute_prepared,      // PQsendQueryPrepared of a statement the session holds
-    prepare_and_execute,   // pipeline: Parse, then Bind/Execute, then Sync
+    unnamed,              // PQsendQueryParams
+    execute_prepared,     // PQsendQueryPrepared of a statement the session holds
+    prepare_and_execute,  // pipeline: Parse, then Bind/Execute, then Sync
   };
   // Where the results of a prepare_and_execute pipeline are: each query's results end with a
   // NULL from PQgetResult, the whole pipeline with a PGRES_PIPELINE_SYNC result.
@@ -101,7 +100,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   struct PreparedRun {
     // The statement's entry in prepared_ (prepared mode, else null); no other entry is added meanwhile.
     PreparedStatements::Entry* entry = nullptr;
-    bool resent = false;  // the statement was sent a second time already (26000, 42P05)
+    bool resent = false;                    // the statement was sent a second time already (26000, 42P05)
     Exchange exchange = Exchange::unnamed;  // how the current attempt went out
     PipelineStage pipeline_stage = PipelineStage::prepare;
     PgError prepare_error;         // the Parse's error in a prepare_and_execute pipeline
@@ -139,8 +138,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void wait_socket(WaitType type, Step next);
   void arm_deadline(std::chrono::milliseconds timeout);
-  bool watch_socket();  // (re)binds the descriptor to PQsocket(); false when libpq has none
-  void drop();          // releases the descriptor, then PQfinish; state -> closed
+  bool watch_socket();   // (re)binds the descriptor to PQsocket(); false when libpq has none
+  void drop();           // releases the descriptor, then PQfinish; state -> closed
   void reset_on_drop();  // the next drop() ends the TCP connection with RST (reply_lost)
   void fail(PgErrorKind kind, std::string message, Delivery delivery);
   void finish_connect(PgError error, Delivery delivery);
@@ -166,10 +165,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   ConnectHandler connect_handler_;
   ExecuteHandler execute_handler_;
   std::shared_ptr<const Statement> statement_;
-  PgError statement_error_;    // first error result of the running statement
+  PgError statement_error_;        // first error result of the running statement
   ResultHandle statement_result_;  // last success result of the running statement
-  bool statement_sent_ = false;  // some of the running statement may have reached the server
-  PreparedRun run_;            // how the running statement travels; reset by execute()
+  bool statement_sent_ = false;    // some of the running statement may have reached the server
+  PreparedRun run_;                // how the running statement travels; reset by execute()
   PreparedStatements prepared_;
   // The running statement's parameters as libpq takes them; reused, so no statement allocates.
   std::vector<Oid> param_types_;

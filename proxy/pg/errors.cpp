@@ -19,8 +19,7 @@ PgErrorKind classify_sqlstate(std::string_view code) {
   if (code == sqlstate::query_canceled) return PgErrorKind::busy;
   if (code == sqlstate::read_only_sql_transaction) return PgErrorKind::read_only;
   if (code.starts_with(sqlstate::connection_exception_class) || code == sqlstate::too_many_connections ||
-      code == sqlstate::admin_shutdown ||
-      code == sqlstate::crash_shutdown || code == sqlstate::cannot_connect_now) {
+      code == sqlstate::admin_shutdown || code == sqlstate::crash_shutdown || code == sqlstate::cannot_connect_now) {
     return PgErrorKind::unavailable;
   }
   if (code == sqlstate::unique_violation || code == sqlstate::serialization_failure ||

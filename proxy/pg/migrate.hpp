@@ -15,17 +15,17 @@ namespace idem::pg {
 // own, so idemproxy's and idemrelay's migrations can share a database (and a schema).
 struct MigrationSet {
   std::span<const EmbeddedMigration> migrations;  // ascending versions
-  const char* create_versions_table = nullptr;   // CREATE TABLE IF NOT EXISTS ... (version integer PK)
-  const char* applied_versions = nullptr;        // SELECT version (int4) ... ORDER BY version
-  const char* record_version = nullptr;          // INSERT ... ($1 = version, int4)
-  std::int64_t lock_key = 0;                     // pg_advisory_xact_lock key serializing migrators
+  const char* create_versions_table = nullptr;    // CREATE TABLE IF NOT EXISTS ... (version integer PK)
+  const char* applied_versions = nullptr;         // SELECT version (int4) ... ORDER BY version
+  const char* record_version = nullptr;           // INSERT ... ($1 = version, int4)
+  std::int64_t lock_key = 0;                      // pg_advisory_xact_lock key serializing migrators
 };
 
 struct MigrateResult {
   bool ok = false;
-  int applied = 0;        // migrations applied by this run
-  int schema_version = 0; // version after the run
-  std::string error;      // when !ok: what failed, with the SQLSTATE
+  int applied = 0;         // migrations applied by this run
+  int schema_version = 0;  // version after the run
+  std::string error;       // when !ok: what failed, with the SQLSTATE
 };
 
 MigrateResult migrate(const std::string& dsn, const MigrationSet& set);

@@ -61,9 +61,8 @@ void Pool::stop() {
 }
 
 bool Pool::connected() const {
-  return std::any_of(slots_.begin(), slots_.end(), [](const Slot& slot) {
-    return slot.state == SlotState::idle || slot.state == SlotState::busy;
-  });
+  return std::any_of(slots_.begin(), slots_.end(),
+                     [](const Slot& slot) { return slot.state == SlotState::idle || slot.state == SlotState::busy; });
 }
 
 void Pool::execute(std::shared_ptr<const Statement> statement, Connection::ExecuteHandler handler) {
@@ -107,7 +106,8 @@ void Pool::on_connected(std::size_t index, std::uint64_t generation, const PgErr
   if (stopped_ || generation != slot.generation) return;
   if (error.ok()) {
     pg_counters().connects_succeeded.fetch_add(1, std::memory_order_relaxed);
-    if (slot.failed_connects > 0) log_event("connected again", "after " + std::to_string(slot.failed_connects) + " failed attempts");
+    if (slot.failed_connects > 0)
+      log_event("connected again", "after " + std::to_string(slot.failed_connects) + " failed attempts");
     slot.failed_connects = 0;
     slot.state = SlotState::idle;
     serve_waiters();
@@ -119,8 +119,8 @@ void Pool::on_connected(std::size_t index, std::uint64_t generation, const PgErr
   // then every 20th.
   if (slot.failed_connects == 1 || slot.failed_connects % 20 == 0) {
     log_event("connect failed (" + std::string(pg_error_kind_name(error.kind)) + ", attempt " +
-                    std::to_string(slot.failed_connects) + ", retrying)",
-                error.message);
+                  std::to_string(slot.failed_connects) + ", retrying)",
+              error.message);
   }
   slot.connection.reset();
   schedule_reconnect(index);
@@ -169,18 +169,17 @@ std::chrono::milliseconds Pool::backoff_delay(int failed_connects) {
   return std::max(kMinBackoff, std::chrono::milliseconds(spread(jitter_)));
 }
 
-void Pool::run_on(std::size_t index, std::shared_ptr<const Statement> statement,
-                  Connection::ExecuteHandler handler) {
+void Pool::run_on(std::size_t index, std::shared_ptr<const Statement> statement, Connection::ExecuteHandler handler) {
   Slot& slot = slots_[index];
   slot.state = SlotState::busy;
   const std::weak_ptr<Pool> weak = weak_from_this();
-  slot.connection->execute(std::move(statement), options_.query_timeout,
-                           [weak, index, generation = slot.generation, handler = std::move(handler)](
-                               PgError error, ResultHandle result) {
-                             // Return the connection first, so the handler may run its next statement.
-                             if (const auto pool = weak.lock()) pool->on_executed(index, generation, error);
-                             handler(std::move(error), std::move(result));
-                           });
+  slot.connection->execute(
+      std::move(statement), options_.query_timeout,
+      [weak, index, generation = slot.generation, handler = std::move(handler)](PgError error, ResultHandle result) {
+        // Return the connection first, so the handler may run its next statement.
+        if (const auto pool = weak.lock()) pool->on_executed(index, generation, error);
+        handler(std::move(error), std::move(result));
+      });
 }
 
 void Pool::serve_waiters() {

@@ -32,8 +32,8 @@ class Pool : public std::enable_shared_from_this<Pool> {
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
-  void start();  // idempotent; does nothing after stop()
-  void stop();   // closes every connection; pending and later statements fail `unavailable`
+  void start();            // idempotent; does nothing after stop()
+  void stop();             // closes every connection; pending and later statements fail `unavailable`
   bool connected() const;  // at least one connection is up
 
   void execute(std::shared_ptr<const Statement> statement, Connection::ExecuteHandler handler);
@@ -44,7 +44,7 @@ class Pool : public std::enable_shared_from_this<Pool> {
   struct Slot {
     SlotState state = SlotState::down;
     std::shared_ptr<Connection> connection;
-    int failed_connects = 0;  // since the last success; sets the backoff
+    int failed_connects = 0;       // since the last success; sets the backoff
     std::uint64_t generation = 0;  // bumped per connection; callbacks of older ones are ignored
     std::unique_ptr<boost::asio::steady_timer> reconnect_timer;
   };

@@ -24,7 +24,8 @@ std::string quoted(const std::string& text) { return "'" + text + "'"; }
 }  // namespace
 
 void read_replication_settings(Pool& pool, ReplicationSettingsHandler handler) {
-  static const auto statement = std::make_shared<const Statement>(Statement{"read_replication_settings", kReadReplicationSettings, {}});
+  static const auto statement =
+      std::make_shared<const Statement>(Statement{"read_replication_settings", kReadReplicationSettings, {}});
   pool.execute(statement, [handler = std::move(handler)](PgError error, ResultHandle result) {
     if (!error.ok()) {
       handler(std::move(error), {});
@@ -44,7 +45,8 @@ void read_replication_settings(Pool& pool, ReplicationSettingsHandler handler) {
 ReplicationCheck check_replication_settings(const std::string& dsn, std::chrono::milliseconds connect_timeout) {
   ReplicationCheck check;
   // libpq's connect_timeout is in whole seconds, 2 at the least.
-  const auto seconds = static_cast<int>(std::max<std::chrono::milliseconds::rep>(2, (connect_timeout.count() + 999) / 1000));
+  const auto seconds =
+      static_cast<int>(std::max<std::chrono::milliseconds::rep>(2, (connect_timeout.count() + 999) / 1000));
   const ConnectParams params(dsn, kSessionServerOptions, seconds);
   const ConnHandle connection(params.parsed() ? PQconnectdbParams(params.keywords(), params.values(), 0)
                                               : PQconnectdb(dsn.c_str()));
@@ -71,8 +73,9 @@ ReplicationCheck check_replication_settings(const std::string& dsn, std::chrono:
 
 std::string describe_replication(const core::ReplicationSettings& settings) {
   const core::ReplicationMode mode = core::replication_mode(settings);
-  return std::string(core::replication_mode_name(mode)) + " replication (synchronous_commit=" +
-         settings.synchronous_commit + ", synchronous_standby_names=" + quoted(settings.synchronous_standby_names) +
+  return std::string(core::replication_mode_name(mode)) +
+         " replication (synchronous_commit=" + settings.synchronous_commit +
+         ", synchronous_standby_names=" + quoted(settings.synchronous_standby_names) +
          "): " + std::string(core::replication_mode_meaning(mode));
 }
 

@@ -38,27 +38,23 @@ std::string binary_array(std::span<const Element> values, Oid element_type, Enco
 
 Param Param::text(std::string value) { return Param(oid::text, std::move(value), false); }
 Param Param::bytea(std::string value) { return Param(oid::bytea, std::move(value), false); }
-Param Param::int8(std::int64_t value) {
-  return Param(oid::int8, big_endian(static_cast<std::uint64_t>(value)), false);
-}
-Param Param::int4(std::int32_t value) {
-  return Param(oid::int4, big_endian(static_cast<std::uint32_t>(value)), false);
-}
+Param Param::int8(std::int64_t value) { return Param(oid::int8, big_endian(static_cast<std::uint64_t>(value)), false); }
+Param Param::int4(std::int32_t value) { return Param(oid::int4, big_endian(static_cast<std::uint32_t>(value)), false); }
 Param Param::boolean(bool value) { return Param(oid::boolean, std::string(1, value ? '\1' : '\0'), false); }
 Param Param::null(Oid type) { return Param(type, std::string(), true); }
 
 Param Param::int8_array(std::span<const std::int64_t> values) {
-  return Param(oid::int8_array, binary_array(values, oid::int8, [](std::int64_t value) {
-                 return big_endian(static_cast<std::uint64_t>(value));
-               }),
-               false);
+  return Param(
+      oid::int8_array,
+      binary_array(values, oid::int8, [](std::int64_t value) { return big_endian(static_cast<std::uint64_t>(value)); }),
+      false);
 }
 
 Param Param::int4_array(std::span<const std::int32_t> values) {
-  return Param(oid::int4_array, binary_array(values, oid::int4, [](std::int32_t value) {
-                 return big_endian(static_cast<std::uint32_t>(value));
-               }),
-               false);
+  return Param(
+      oid::int4_array,
+      binary_array(values, oid::int4, [](std::int32_t value) { return big_endian(static_cast<std::uint32_t>(value)); }),
+      false);
 }
 
 Param Param::text_array(std::span<const std::string> values) {

@@ -88,7 +88,8 @@ void RedisConnection::connect(const std::string& host, std::uint16_t port, std::
   arm_deadline(Clock::now() + timeout);
 }
 
-void RedisConnection::command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout, ReplyHandler handler) {
+void RedisConnection::command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                              ReplyHandler handler) {
   command(argv, timeout, timeout, std::move(handler));
 }
 
@@ -241,10 +242,9 @@ void RedisConnection::on_reply(const void* reply) {
     return;
   }
   if (reply != nullptr) {
-    boost::asio::post(io_, [handler = std::move(pending.handler),
-                            value = copy_reply(*static_cast<const redisReply*>(reply))]() mutable {
-      handler({}, std::move(value));
-    });
+    boost::asio::post(
+        io_, [handler = std::move(pending.handler),
+              value = copy_reply(*static_cast<const redisReply*>(reply))]() mutable { handler({}, std::move(value)); });
   } else {
     boost::asio::post(io_, [handler = std::move(pending.handler), kind = closing_kind_, message = closing_message_] {
       handler({kind, message}, {});
@@ -267,9 +267,7 @@ void RedisConnection::arm_deadline(Clock::time_point when) {
 void RedisConnection::on_deadline() {
   armed_deadline_ = Clock::time_point::max();
   switch (state_) {
-    case State::connecting:
-      shut(RedisErrorKind::timeout, "connect timed out", false);
-      return;
+    case State::connecting: shut(RedisErrorKind::timeout, "connect timed out", false); return;
     case State::connected: {
       const Clock::time_point now = Clock::now();
       for (const Pending& pending : pending_) {
@@ -294,8 +292,7 @@ void RedisConnection::on_deadline() {
       return;
     }
     case State::fresh:
-    case State::closed:
-      return;
+    case State::closed: return;
   }
 }
 
@@ -329,7 +326,9 @@ void RedisConnection::shut(RedisErrorKind kind, std::string message, bool report
 void RedisConnection::fail_pending(RedisErrorKind kind, const std::string& message) {
   while (!pending_.empty()) {
     if (pending_.front().handler) {
-      boost::asio::post(io_, [handler = std::move(pending_.front().handler), kind, message] { handler({kind, message}, {}); });
+      boost::asio::post(io_, [handler = std::move(pending_.front().handler), kind, message] {
+        handler({kind, message}, {});
+      });
     }
     pending_.pop_front();
   }

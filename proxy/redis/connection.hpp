@@ -76,9 +76,9 @@ class RedisConnection : public std::enable_shared_from_this<RedisConnection> {
   enum class State { fresh, connecting, connected, closed };
   using Clock = std::chrono::steady_clock;
   struct Pending {
-    ReplyHandler handler;          // empty once answered with `timeout`: the reply is then dropped
-    Clock::time_point answer_by;   // the handler gets `timeout` here
-    Clock::time_point close_by;    // the connection is closed here if the reply is still missing
+    ReplyHandler handler;         // empty once answered with `timeout`: the reply is then dropped
+    Clock::time_point answer_by;  // the handler gets `timeout` here
+    Clock::time_point close_by;   // the connection is closed here if the reply is still missing
   };
 
   // hiredis hooks and callbacks (ac->ev.data and ac->data point at this object).

@@ -14,8 +14,8 @@ struct RedisReply {
   enum class Kind { nil, string, status, error, integer, array };
 
   Kind kind = Kind::nil;
-  std::string text;           // string, status and error replies
-  std::int64_t integer = 0;   // integer replies
+  std::string text;                  // string, status and error replies
+  std::int64_t integer = 0;          // integer replies
   std::vector<RedisReply> elements;  // array replies
 
   bool is_error() const { return kind == Kind::error; }

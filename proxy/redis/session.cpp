@@ -122,24 +122,25 @@ void RedisSession::set_up() {
   for (auto& command : commands) {
     // Never logged: the AUTH argument is the password.
     std::string name = command.front();
-    connection_->command(command, options_.connect_timeout,
-                         [weak, generation, progress, name = std::move(name)](const RedisError& error, const RedisReply& reply) {
-                           const auto self = weak.lock();
-                           if (!self || generation != self->generation_) return;
-                           if (progress->failure.empty()) {
-                             if (!error.ok()) {
-                               progress->failure = name + ": " + error.message;
-                             } else if (reply.is_error()) {
-                               progress->failure = name + " answered: " + reply.text;
-                             }
-                           }
-                           if (--progress->remaining > 0) return;
-                           if (!progress->failure.empty()) {
-                             self->on_attempt_failed("set-up failed: " + progress->failure);
-                             return;
-                           }
-                           self->on_ready();
-                         });
+    connection_->command(
+        command, options_.connect_timeout,
+        [weak, generation, progress, name = std::move(name)](const RedisError& error, const RedisReply& reply) {
+          const auto self = weak.lock();
+          if (!self || generation != self->generation_) return;
+          if (progress->failure.empty()) {
+            if (!error.ok()) {
+              progress->failure = name + ": " + error.message;
+            } else if (reply.is_error()) {
+              progress->failure = name + " answered: " + reply.text;
+            }
+          }
+          if (--progress->remaining > 0) return;
+          if (!progress->failure.empty()) {
+            self->on_attempt_failed("set-up failed: " + progress->failure);
+            return;
+          }
+          self->on_ready();
+        });
   }
 }
 
@@ -156,14 +157,15 @@ void RedisSession::on_ready() {
 void RedisSession::on_attempt_failed(const std::string& why) {
   ++failed_attempts_;
   if (failed_attempts_ == 1 || failed_attempts_ % kLogEveryFailures == 0) {
-    log::warn("redis_connect_failed", {{"component", options_.component}, {"error", why}, {"attempt", failed_attempts_}});
+    log::warn("redis_connect_failed",
+              {{"component", options_.component}, {"error", why}, {"attempt", failed_attempts_}});
   }
   retry_later();
 }
 
 void RedisSession::on_lost(const RedisError& why) {
-  log::warn("redis_connection_lost", {{"component", options_.component}, {"error", why.message},
-                                      {"reason", redis_error_kind_name(why.kind)}});
+  log::warn("redis_connection_lost",
+            {{"component", options_.component}, {"error", why.message}, {"reason", redis_error_kind_name(why.kind)}});
   ++failed_attempts_;
   retry_later();
 }

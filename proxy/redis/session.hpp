@@ -31,8 +31,8 @@ namespace idem::redis {
 struct RedisSessionOptions {
   std::string host;  // an address or a name
   std::uint16_t port = 6379;
-  std::string password;   // AUTH on connect when not empty
-  unsigned database = 0;  // SELECT on connect when not 0
+  std::string password;                            // AUTH on connect when not empty
+  unsigned database = 0;                           // SELECT on connect when not 0
   std::chrono::milliseconds connect_timeout{500};  // bounds the resolve, the connect and the set-up, each
   std::chrono::milliseconds min_backoff{100};      // first wait after a failure; doubles up to max_backoff
   std::chrono::milliseconds max_backoff{5'000};

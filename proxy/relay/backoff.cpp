@@ -6,7 +6,8 @@
 namespace idem::relay {
 
 Backoff::Backoff(std::chrono::milliseconds initial, std::chrono::milliseconds max)
-    : initial_(std::max(initial, std::chrono::milliseconds(1))), max_(std::max(max, initial_)),
+    : initial_(std::max(initial, std::chrono::milliseconds(1))),
+      max_(std::max(max, initial_)),
       random_(std::random_device{}()) {}
 
 std::chrono::milliseconds Backoff::delay(int failures) {

@@ -34,7 +34,8 @@ constexpr std::size_t kMaxResponseBody = 1024 * 1024;  // the consumer's answer 
 
 WebhookSigner signer_or_throw(const std::string& secret) {
   auto signer = WebhookSigner::from_secret(secret);
-  if (!signer) throw std::runtime_error("sink.http: the webhook secret is not \"whsec_\" + base64 of at least 16 bytes");
+  if (!signer)
+    throw std::runtime_error("sink.http: the webhook secret is not \"whsec_\" + base64 of at least 16 bytes");
   return std::move(*signer);
 }
 
@@ -77,7 +78,9 @@ struct HttpSink::Batch {
 };
 
 HttpSink::HttpSink(asio::io_context& io, config::HttpSinkConfig config)
-    : io_(io), config_(std::move(config)), signer_(signer_or_throw(config_.secret)),
+    : io_(io),
+      config_(std::move(config)),
+      signer_(signer_or_throw(config_.secret)),
       endpoint_(resolve_or_throw(io, config_.host, config_.port)),
       tls_(tls_or_throw(config_.tls)) {}
 
@@ -117,15 +120,14 @@ DeliveryOutcome HttpSink::outcome_of_status(unsigned status) {
     case 409:  // conflict: an earlier delivery of this event is still running at the consumer's inbox
     case 429:  // too many requests
       return DeliveryOutcome::retry;
-    default:
-      break;
+    default: break;
   }
   if (status >= 400 && status < 500) return DeliveryOutcome::poison;
   return DeliveryOutcome::retry;
 }
 
-void HttpSink::publish(std::shared_ptr<const std::vector<OutboxRow>> rows, std::chrono::steady_clock::time_point deadline,
-                       PublishHandler handler) {
+void HttpSink::publish(std::shared_ptr<const std::vector<OutboxRow>> rows,
+                       std::chrono::steady_clock::time_point deadline, PublishHandler handler) {
   auto batch = std::make_shared<Batch>();
   batch->deadline = deadline;
   batch->rows = std::move(rows);
@@ -241,8 +243,9 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
       if (error && fresh && stream->handshake_refused(error, read)) {
         stream->close();
         ready_ = false;
-        co_return Delivery{DeliveryOutcome::unavailable,
-                           "TLS to " + tls_name() + ": the consumer rejected the TLS handshake: " + idem::tls::tls_error_text(error)};
+        co_return Delivery{
+            DeliveryOutcome::unavailable,
+            "TLS to " + tls_name() + ": the consumer rejected the TLS handshake: " + idem::tls::tls_error_text(error)};
       }
     }
     const boost::system::error_code failure = write_error ? write_error : read_error;

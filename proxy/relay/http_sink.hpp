@@ -62,14 +62,16 @@ class HttpSink final : public Sink, public std::enable_shared_from_this<HttpSink
   boost::asio::awaitable<std::unique_ptr<Stream>> open_stream(bool& fresh, std::string& error);
 
   // The name sent as SNI and required in the consumer's certificate.
-  const std::string& tls_name() const { return config_.tls.server_name.empty() ? config_.host : config_.tls.server_name; }
+  const std::string& tls_name() const {
+    return config_.tls.server_name.empty() ? config_.host : config_.tls.server_name;
+  }
 
   boost::asio::io_context& io_;
   config::HttpSinkConfig config_;
   WebhookSigner signer_;
   boost::asio::ip::tcp::endpoint endpoint_;
   std::shared_ptr<boost::asio::ssl::context> tls_;  // https:// only
-  std::vector<std::unique_ptr<Stream>> idle_;  // keep-alive connections between requests
+  std::vector<std::unique_ptr<Stream>> idle_;       // keep-alive connections between requests
   bool ready_ = true;
   bool stopped_ = false;
 };

@@ -5,15 +5,13 @@ namespace {
 
 void append_escaped(std::string& out, std::string_view value, TemplateEscaping escaping) {
   switch (escaping) {
-    case TemplateEscaping::none:
-      out.append(value);
-      return;
+    case TemplateEscaping::none: out.append(value); return;
     case TemplateEscaping::url_segment: {
       static constexpr char kHex[] = "0123456789ABCDEF";
       for (const char c : value) {
         const auto byte = static_cast<unsigned char>(c);
-        const bool unreserved = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-                                c == '.' || c == '_' || c == '~';
+        const bool unreserved = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                                c == '-' || c == '.' || c == '_' || c == '~';
         if (unreserved) {
           out.push_back(c);
         } else {

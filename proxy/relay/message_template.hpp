@@ -8,8 +8,8 @@
 namespace idem::relay {
 
 enum class TemplateEscaping {
-  none,          // stream names: the values as they are
-  url_segment,   // URL targets: each value percent-encoded (RFC 3986 unreserved kept)
+  none,         // stream names: the values as they are
+  url_segment,  // URL targets: each value percent-encoded (RFC 3986 unreserved kept)
 };
 
 std::string render(const config::MessageTemplate& message_template, const OutboxRow& row, TemplateEscaping escaping);

@@ -10,7 +10,11 @@ namespace idem::relay {
 
 NotifyListener::NotifyListener(boost::asio::io_context& io, std::string dsn, std::chrono::milliseconds timeout,
                                std::function<void()> on_wake)
-    : io_(io), dsn_(std::move(dsn)), timeout_(timeout), on_wake_(std::move(on_wake)), reconnect_timer_(io),
+    : io_(io),
+      dsn_(std::move(dsn)),
+      timeout_(timeout),
+      on_wake_(std::move(on_wake)),
+      reconnect_timer_(io),
       backoff_(std::chrono::milliseconds(100), std::chrono::milliseconds(5'000)) {}
 
 NotifyListener::~NotifyListener() {
@@ -40,10 +44,11 @@ void NotifyListener::connect() {
     log::warn("notify_connection_lost");
     self->schedule_reconnect();
   });
-  connection_->set_notification_handler([weak, generation](const std::string& /*channel*/, const std::string& /*payload*/) {
-    const auto self = weak.lock();
-    if (self && generation == self->generation_ && self->on_wake_) self->on_wake_();
-  });
+  connection_->set_notification_handler(
+      [weak, generation](const std::string& /*channel*/, const std::string& /*payload*/) {
+        const auto self = weak.lock();
+        if (self && generation == self->generation_ && self->on_wake_) self->on_wake_();
+      });
   connection_->connect(dsn_, timeout_, [weak, generation](pg::PgError error) {
     const auto self = weak.lock();
     if (!self || generation != self->generation_) return;

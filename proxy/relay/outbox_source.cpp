@@ -44,9 +44,10 @@ bool OutboxSource::connected() const { return pool_->connected(); }
 
 void OutboxSource::claim(std::size_t limit, const std::string& token, std::chrono::milliseconds lease,
                          ClaimHandler handler) {
-  auto statement = std::make_shared<Statement>(Statement{
-      "claim", sql::kClaim,
-      {Param::int8(static_cast<std::int64_t>(limit)), Param::text(token), Param::int8(lease.count())}});
+  auto statement = std::make_shared<Statement>(
+      Statement{"claim",
+                sql::kClaim,
+                {Param::int8(static_cast<std::int64_t>(limit)), Param::text(token), Param::int8(lease.count())}});
   pool_->execute(std::move(statement), [handler = std::move(handler)](PgError error, ResultHandle result) {
     if (!error.ok()) {
       handler(std::move(error), {});
@@ -104,12 +105,11 @@ void OutboxSource::settle(const std::string& token, const std::vector<RowSettlem
     delays.push_back(settlement.delay.count());
     errors.push_back(settlement.error);
   }
-  auto statement = std::make_shared<Statement>(
-      Statement{"settle",
-                sql::kSettle,
-                {Param::text(token), Param::int8_array(all), Param::int8_array(published), Param::int8_array(retry),
-                 Param::int8_array(parked), Param::int8_array(failed), Param::int8_array(delays),
-                 Param::text_array(errors)}});
+  auto statement = std::make_shared<Statement>(Statement{
+      "settle",
+      sql::kSettle,
+      {Param::text(token), Param::int8_array(all), Param::int8_array(published), Param::int8_array(retry),
+       Param::int8_array(parked), Param::int8_array(failed), Param::int8_array(delays), Param::text_array(errors)}});
   pool_->execute(std::move(statement), [handler = std::move(handler)](PgError error, ResultHandle result) {
     if (!error.ok()) {
       handler(std::move(error), 0);
@@ -131,9 +131,10 @@ void OutboxSource::release_claim(const std::string& token, CountHandler handler)
 }
 
 void OutboxSource::delete_published(std::chrono::milliseconds older_than, std::size_t limit, CountHandler handler) {
-  auto statement = std::make_shared<Statement>(Statement{
-      "retention", sql::kDeletePublished,
-      {Param::int8(older_than.count()), Param::int8(static_cast<std::int64_t>(limit))}});
+  auto statement = std::make_shared<Statement>(
+      Statement{"retention",
+                sql::kDeletePublished,
+                {Param::int8(older_than.count()), Param::int8(static_cast<std::int64_t>(limit))}});
   pool_->execute(std::move(statement), [handler = std::move(handler)](PgError error, ResultHandle result) {
     if (!error.ok()) {
       handler(std::move(error), 0);

@@ -17,8 +17,12 @@
 #include "pg/pool_options.hpp"
 #include "relay/outbox_row.hpp"
 
-namespace boost::asio { class io_context; }
-namespace idem::pg { class Pool; }
+namespace boost::asio {
+class io_context;
+}
+namespace idem::pg {
+class Pool;
+}
 
 namespace idem::relay {
 
@@ -32,9 +36,9 @@ struct RowSettlement {
 };
 
 struct Backlog {
-  std::int64_t waiting = 0;         // unpublished, not parked
-  std::int64_t parked = 0;          // dead letters
-  std::int64_t oldest_age_ms = 0;   // age of the oldest waiting row; 0 when none
+  std::int64_t waiting = 0;        // unpublished, not parked
+  std::int64_t parked = 0;         // dead letters
+  std::int64_t oldest_age_ms = 0;  // age of the oldest waiting row; 0 when none
 };
 
 class OutboxSource {

@@ -78,7 +78,7 @@ struct RedisStreamSink::Batch {
   std::vector<std::string> streams;
   std::vector<std::string> markers;
   std::vector<std::string> fingerprints;  // event_fingerprint of each row
-  std::vector<std::size_t> previous;  // index of the previous row of the same aggregate, or kNoPrevious
+  std::vector<std::size_t> previous;      // index of the previous row of the same aggregate, or kNoPrevious
   std::vector<Delivery> deliveries;
   std::vector<std::size_t> noscript;  // rows answered NOSCRIPT, re-sent once after SCRIPT LOAD
   std::size_t outstanding = 0;
@@ -118,50 +118,54 @@ void RedisStreamSink::connect() {
     const auto self = weak.lock();
     if (self && generation == self->generation_) self->on_lost(why);
   });
-  connection_->connect(config_.host, config_.port, config_.connect_timeout, [weak, generation](const redis::RedisError& error) {
-    const auto self = weak.lock();
-    if (!self || generation != self->generation_) return;
-    if (!error.ok()) {
-      self->on_connect_failed(error.message);
-      return;
-    }
-    // Set-up, pipelined: AUTH and SELECT when configured, then load the script.
-    std::vector<std::vector<std::string>> commands;
-    if (!self->config_.password.empty()) commands.push_back({"AUTH", self->config_.password});
-    if (self->config_.database != 0) commands.push_back({"SELECT", std::to_string(self->config_.database)});
-    commands.push_back({"SCRIPT", "LOAD", kPublishScript});
-    auto remaining = std::make_shared<std::size_t>(commands.size());
-    auto failure = std::make_shared<std::string>();
-    for (std::size_t i = 0; i < commands.size(); ++i) {
-      const bool last = i + 1 == commands.size();
-      self->connection_->command(commands[i], self->config_.command_timeout,
-                                 [weak, generation, remaining, failure, last](const redis::RedisError& error, const redis::RedisReply& reply) {
-                                   const auto self = weak.lock();
-                                   if (!self || generation != self->generation_) return;
-                                   if (!error.ok()) {
-                                     if (failure->empty()) *failure = error.message;
-                                   } else if (reply.is_error()) {
-                                     if (failure->empty()) *failure = reply.text;
-                                   } else if (last) {
-                                     if (reply.kind == redis::RedisReply::Kind::string) {
-                                       self->script_sha_ = reply.text;
-                                     } else if (failure->empty()) {
-                                       *failure = "SCRIPT LOAD answered " + describe(reply);
-                                     }
+  connection_->connect(config_.host, config_.port, config_.connect_timeout,
+                       [weak, generation](const redis::RedisError& error) {
+                         const auto self = weak.lock();
+                         if (!self || generation != self->generation_) return;
+                         if (!error.ok()) {
+                           self->on_connect_failed(error.message);
+                           return;
+                         }
+                         // Set-up, pipelined: AUTH and SELECT when configured, then load the script.
+                         std::vector<std::vector<std::string>> commands;
+                         if (!self->config_.password.empty()) commands.push_back({"AUTH", self->config_.password});
+                         if (self->config_.database != 0)
+                           commands.push_back({"SELECT", std::to_string(self->config_.database)});
+                         commands.push_back({"SCRIPT", "LOAD", kPublishScript});
+                         auto remaining = std::make_shared<std::size_t>(commands.size());
+                         auto failure = std::make_shared<std::string>();
+                         for (std::size_t i = 0; i < commands.size(); ++i) {
+                           const bool last = i + 1 == commands.size();
+                           self->connection_->command(
+                               commands[i], self->config_.command_timeout,
+                               [weak, generation, remaining, failure, last](const redis::RedisError& error,
+                                                                            const redis::RedisReply& reply) {
+                                 const auto self = weak.lock();
+                                 if (!self || generation != self->generation_) return;
+                                 if (!error.ok()) {
+                                   if (failure->empty()) *failure = error.message;
+                                 } else if (reply.is_error()) {
+                                   if (failure->empty()) *failure = reply.text;
+                                 } else if (last) {
+                                   if (reply.kind == redis::RedisReply::Kind::string) {
+                                     self->script_sha_ = reply.text;
+                                   } else if (failure->empty()) {
+                                     *failure = "SCRIPT LOAD answered " + describe(reply);
                                    }
-                                   if (--*remaining > 0) return;
-                                   if (!failure->empty()) {
-                                     self->on_connect_failed("set-up failed: " + *failure);
-                                     return;
-                                   }
-                                   if (self->failed_connects_ > 0) {
-                                     log::info("redis_connected", {{"after_failed_attempts", self->failed_connects_}});
-                                   }
-                                   self->failed_connects_ = 0;
-                                   self->ready_ = true;
-                                 });
-    }
-  });
+                                 }
+                                 if (--*remaining > 0) return;
+                                 if (!failure->empty()) {
+                                   self->on_connect_failed("set-up failed: " + *failure);
+                                   return;
+                                 }
+                                 if (self->failed_connects_ > 0) {
+                                   log::info("redis_connected", {{"after_failed_attempts", self->failed_connects_}});
+                                 }
+                                 self->failed_connects_ = 0;
+                                 self->ready_ = true;
+                               });
+                         }
+                       });
 }
 
 void RedisStreamSink::on_connect_failed(const std::string& why) {
@@ -274,17 +278,19 @@ void RedisStreamSink::send_rows(const std::shared_ptr<Batch>& batch, const std::
   }
 }
 
-void RedisStreamSink::on_row_reply(const std::shared_ptr<Batch>& batch, std::size_t index, const redis::RedisError& error,
-                                   const redis::RedisReply& reply) {
+void RedisStreamSink::on_row_reply(const std::shared_ptr<Batch>& batch, std::size_t index,
+                                   const redis::RedisError& error, const redis::RedisReply& reply) {
   Delivery& delivery = batch->deliveries[index];
   if (!error.ok()) {
-    delivery = {DeliveryOutcome::unavailable, std::string(redis::redis_error_kind_name(error.kind)) + ": " + error.message};
+    delivery = {DeliveryOutcome::unavailable,
+                std::string(redis::redis_error_kind_name(error.kind)) + ": " + error.message};
   } else if (reply.is_error_code("NOSCRIPT")) {
     batch->noscript.push_back(index);
     delivery = {DeliveryOutcome::unavailable, reply.text};
   } else if (reply.is_error()) {
     delivery = {is_server_condition(reply) ? DeliveryOutcome::unavailable : DeliveryOutcome::retry, reply.text};
-  } else if (const bool integer = reply.kind == redis::RedisReply::Kind::integer; integer && reply.integer == kScriptAdded) {
+  } else if (const bool integer = reply.kind == redis::RedisReply::Kind::integer;
+             integer && reply.integer == kScriptAdded) {
     delivery = {DeliveryOutcome::delivered, {}};
   } else if (integer && reply.integer == kScriptDuplicate) {
     delivery = {DeliveryOutcome::duplicate, {}};
@@ -311,19 +317,20 @@ void RedisStreamSink::finish_sends(const std::shared_ptr<Batch>& batch) {
     log::warn("redis_script_missing", {{"rows", again.size()}});
     const std::weak_ptr<RedisStreamSink> weak = weak_from_this();
     batch->outstanding = 1;  // the SCRIPT LOAD; send_rows adds the rows
-    connection_->command({"SCRIPT", "LOAD", kPublishScript}, config_.command_timeout,
-                         [weak, batch, again = std::move(again)](const redis::RedisError& error, const redis::RedisReply& reply) {
-                           const auto self = weak.lock();
-                           --batch->outstanding;
-                           if (!self || !error.ok() || reply.kind != redis::RedisReply::Kind::string ||
-                               batch->generation != self->generation_ || !self->connection_) {
-                             // The rows stay `unavailable` (NOSCRIPT): published on a later claim.
-                             batch->handler(std::move(batch->deliveries));
-                             return;
-                           }
-                           self->script_sha_ = reply.text;
-                           self->send_rows(batch, again);
-                         });
+    connection_->command(
+        {"SCRIPT", "LOAD", kPublishScript}, config_.command_timeout,
+        [weak, batch, again = std::move(again)](const redis::RedisError& error, const redis::RedisReply& reply) {
+          const auto self = weak.lock();
+          --batch->outstanding;
+          if (!self || !error.ok() || reply.kind != redis::RedisReply::Kind::string ||
+              batch->generation != self->generation_ || !self->connection_) {
+            // The rows stay `unavailable` (NOSCRIPT): published on a later claim.
+            batch->handler(std::move(batch->deliveries));
+            return;
+          }
+          self->script_sha_ = reply.text;
+          self->send_rows(batch, again);
+        });
     return;
   }
   const bool any_written = std::any_of(batch->deliveries.begin(), batch->deliveries.end(), [](const Delivery& d) {
@@ -338,24 +345,25 @@ void RedisStreamSink::finish_sends(const std::shared_ptr<Batch>& batch) {
 
 void RedisStreamSink::wait_for_replicas(const std::shared_ptr<Batch>& batch) {
   const unsigned wanted = config_.wait_replicas;
-  connection_->command({"WAIT", std::to_string(wanted), std::to_string(config_.wait_timeout.count())},
-                       config_.wait_timeout + config_.command_timeout,
-                       [batch, wanted](const redis::RedisError& error, const redis::RedisReply& reply) {
-                         const bool enough = error.ok() && reply.kind == redis::RedisReply::Kind::integer &&
-                                             reply.integer >= static_cast<std::int64_t>(wanted);
-                         if (!enough) {
-                           const std::string why =
-                               error.ok() ? "WAIT: " + describe(reply) + " of " + std::to_string(wanted) + " replicas acknowledged"
-                                          : "WAIT: " + error.message;
-                           // Not durable enough: publish again later (the markers make it free).
-                           for (Delivery& delivery : batch->deliveries) {
-                             if (delivery.outcome == DeliveryOutcome::delivered || delivery.outcome == DeliveryOutcome::duplicate) {
-                               delivery = {DeliveryOutcome::unavailable, why};
-                             }
-                           }
-                         }
-                         batch->handler(std::move(batch->deliveries));
-                       });
+  connection_->command(
+      {"WAIT", std::to_string(wanted), std::to_string(config_.wait_timeout.count())},
+      config_.wait_timeout + config_.command_timeout,
+      [batch, wanted](const redis::RedisError& error, const redis::RedisReply& reply) {
+        const bool enough = error.ok() && reply.kind == redis::RedisReply::Kind::integer &&
+                            reply.integer >= static_cast<std::int64_t>(wanted);
+        if (!enough) {
+          const std::string why =
+              error.ok() ? "WAIT: " + describe(reply) + " of " + std::to_string(wanted) + " replicas acknowledged"
+                         : "WAIT: " + error.message;
+          // Not durable enough: publish again later (the markers make it free).
+          for (Delivery& delivery : batch->deliveries) {
+            if (delivery.outcome == DeliveryOutcome::delivered || delivery.outcome == DeliveryOutcome::duplicate) {
+              delivery = {DeliveryOutcome::unavailable, why};
+            }
+          }
+        }
+        batch->handler(std::move(batch->deliveries));
+      });
 }
 
 }  // namespace idem::relay

@@ -44,8 +44,8 @@ RedriveResult redrive(const std::string& dsn, std::optional<std::int64_t> id) {
     return outcome;
   }
   PQsetNoticeProcessor(connection.get(), pg::log_notice, nullptr);
-  const pg::ResultHandle result =
-      id ? run(connection.get(), sql::kRedriveOne, {pg::Param::int8(*id)}) : run(connection.get(), sql::kRedriveAll, {});
+  const pg::ResultHandle result = id ? run(connection.get(), sql::kRedriveOne, {pg::Param::int8(*id)})
+                                     : run(connection.get(), sql::kRedriveAll, {});
   if (!result || PQresultStatus(result.get()) != PGRES_TUPLES_OK) {
     outcome.error = "redrive: " + failure(connection.get(), result.get());
     return outcome;

@@ -98,7 +98,8 @@ void Relay::claim(std::size_t worker) {
   std::string token = instance_ + "-" + std::to_string(++batches_);
   const Clock::time_point lease_end = Clock::now() + options_.lease;
   source_->claim(options_.batch_size, token, options_.lease,
-                 [self = shared_from_this(), worker, token, lease_end](const pg::PgError& error, std::vector<OutboxRow> rows) mutable {
+                 [self = shared_from_this(), worker, token, lease_end](const pg::PgError& error,
+                                                                       std::vector<OutboxRow> rows) mutable {
                    self->on_claimed(worker, std::move(token), lease_end, error, std::move(rows));
                  });
 }
@@ -156,15 +157,14 @@ void Relay::release_lost_claim(std::shared_ptr<LostClaim> claim, Clock::time_poi
   // rather than leave the rows leased behind it. Either way the release goes out.
   timer.async_wait([self = shared_from_this(), claim](const boost::system::error_code&) mutable {
     const std::string token = claim->token;
-    self->source_->release_claim(token, [self, claim = std::move(claim)](const pg::PgError& error,
-                                                                          std::size_t released) mutable {
-      self->on_lost_claim_released(std::move(claim), error, released);
-    });
+    self->source_->release_claim(
+        token, [self, claim = std::move(claim)](const pg::PgError& error, std::size_t released) mutable {
+          self->on_lost_claim_released(std::move(claim), error, released);
+        });
   });
 }
 
-void Relay::on_lost_claim_released(std::shared_ptr<LostClaim> claim, const pg::PgError& error,
-                                   std::size_t released) {
+void Relay::on_lost_claim_released(std::shared_ptr<LostClaim> claim, const pg::PgError& error, std::size_t released) {
   const std::size_t worker = claim->worker;
   if (error.ok()) {
     stats_.released.fetch_add(released, std::memory_order_relaxed);
@@ -182,7 +182,8 @@ void Relay::on_lost_claim_released(std::shared_ptr<LostClaim> claim, const pg::P
     release_lost_claim(std::move(claim), Clock::now() + delay);
     return;
   }
-  log::warn("lost_claim_release_failed", {{"token", claim->token}, {"attempts", claim->failures}, {"error", error.message}});
+  log::warn("lost_claim_release_failed",
+            {{"token", claim->token}, {"attempts", claim->failures}, {"error", error.message}});
   worker_finished(worker, false);
 }
 
@@ -197,8 +198,8 @@ void Relay::publish(std::shared_ptr<Batch> batch) {
   workers_[batch->worker].state = WorkerState::publishing;
   sink_->publish(batch->rows, batch->lease_end - options_.settle_reserve,
                  [self = shared_from_this(), batch](std::vector<Delivery> deliveries) mutable {
-    self->on_published(std::move(batch), std::move(deliveries));
-  });
+                   self->on_published(std::move(batch), std::move(deliveries));
+                 });
 }
 
 void Relay::on_published(std::shared_ptr<Batch> batch, std::vector<Delivery> deliveries) {
@@ -236,10 +237,10 @@ void Relay::on_published(std::shared_ptr<Batch> batch, std::vector<Delivery> del
           settlement.error = delivery.error;
           earliest_retry = std::min(earliest_retry, settlement.delay);
           log::warn("publish_failed", {{"event_id", row.id},
-                                      {"aggregate_id", row.aggregate_id},
-                                      {"attempts", attempts},
-                                      {"retry_in_ms", count_ms(settlement.delay)},
-                                      {"error", delivery.error}});
+                                       {"aggregate_id", row.aggregate_id},
+                                       {"attempts", attempts},
+                                       {"retry_in_ms", count_ms(settlement.delay)},
+                                       {"error", delivery.error}});
         }
         break;
       }
@@ -252,9 +253,7 @@ void Relay::on_published(std::shared_ptr<Batch> batch, std::vector<Delivery> del
                                   {"reason", "refused_by_sink"},
                                   {"error", delivery.error}});
         break;
-      case DeliveryOutcome::held:
-        settlement.outcome = Settlement::released;
-        break;
+      case DeliveryOutcome::held: settlement.outcome = Settlement::released; break;
       case DeliveryOutcome::unavailable:
         settlement.outcome = Settlement::released;
         if (unavailable.empty()) unavailable = delivery.error;
@@ -461,7 +460,8 @@ void Relay::run_stats() {
       if (backlog.parked != self->last_parked_logged_) {
         self->last_parked_logged_ = backlog.parked;
         // Redriven with idemrelay --redrive ID or --redrive-all.
-        log::write(backlog.parked > 0 ? log::Level::warn : log::Level::info, "parked_rows", {{"parked", backlog.parked}});
+        log::write(backlog.parked > 0 ? log::Level::warn : log::Level::info, "parked_rows",
+                   {{"parked", backlog.parked}});
       }
     }
     if (self->stopping_) return;
@@ -485,14 +485,17 @@ void Relay::stop(std::function<void()> on_stopped) {
   for (Worker& worker : workers_) {
     if (worker.state == WorkerState::idle) worker.state = WorkerState::done;
     // A waiting settle retry gives up; a waiting release of a lost claim is sent at once.
-    if (worker.state == WorkerState::settling || worker.state == WorkerState::releasing_lost_claim) worker.timer->cancel();
+    if (worker.state == WorkerState::settling || worker.state == WorkerState::releasing_lost_claim)
+      worker.timer->cancel();
   }
   check_stopped();
 }
 
 void Relay::check_stopped() {
   if (!stopping_ || !on_stopped_) return;
-  if (!std::all_of(workers_.begin(), workers_.end(), [](const Worker& worker) { return worker.state == WorkerState::done; })) return;
+  if (!std::all_of(workers_.begin(), workers_.end(),
+                   [](const Worker& worker) { return worker.state == WorkerState::done; }))
+    return;
   sink_->stop();
   source_->stop();
   boost::asio::post(io_, std::move(on_stopped_));

@@ -130,7 +130,7 @@ class Relay : public std::enable_shared_from_this<Relay> {
   std::string instance_;  // host-pid-random: the prefix of every batch token
   std::uint64_t batches_ = 0;
   std::vector<Worker> workers_;
-  bool wake_pending_ = false;   // a wake arrived while every worker was busy
+  bool wake_pending_ = false;  // a wake arrived while every worker was busy
   bool started_ = false;
   bool stopping_ = false;
   std::function<void()> on_stopped_;

@@ -42,8 +42,8 @@ class Sink {
   // `rows` sorted by id. The handler gets exactly rows->size() deliveries, in the same order.
   // No row is started when it could not finish (the sink's own timeout) before `deadline`: the
   // batch's lease must still hold when it is settled. Such rows are reported `held`.
-  virtual void publish(std::shared_ptr<const std::vector<OutboxRow>> rows, std::chrono::steady_clock::time_point deadline,
-                       PublishHandler handler) = 0;
+  virtual void publish(std::shared_ptr<const std::vector<OutboxRow>> rows,
+                       std::chrono::steady_clock::time_point deadline, PublishHandler handler) = 0;
 };
 
 }  // namespace idem::relay

@@ -174,6 +174,7 @@ CREATE TABLE IF NOT EXISTS relay_schema_migrations (
 )
 )sql";
 inline constexpr const char* kAppliedVersions = "SELECT version FROM relay_schema_migrations ORDER BY version";
-inline constexpr const char* kRecordVersion = "INSERT INTO relay_schema_migrations (version, applied_at) VALUES ($1, now())";
+inline constexpr const char* kRecordVersion =
+    "INSERT INTO relay_schema_migrations (version, applied_at) VALUES ($1, now())";
 
 }  // namespace idem::relay::sql

@@ -7,7 +7,7 @@
 namespace idem::relay {
 
 struct RelayStats {
-  std::atomic<std::uint64_t> claims{0};            // claim statements that succeeded
+  std::atomic<std::uint64_t> claims{0};  // claim statements that succeeded
   std::atomic<std::uint64_t> rows_claimed{0};
   std::atomic<std::uint64_t> published{0};         // rows settled as published (delivered + duplicate)
   std::atomic<std::uint64_t> duplicates{0};        // ...of which the sink already had (dedup hit)

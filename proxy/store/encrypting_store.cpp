@@ -22,16 +22,15 @@ EncryptingStore::EncryptingStore(Store& inner, std::shared_ptr<const crypto::Key
 }
 
 void EncryptingStore::claim(const ClaimRequest& request, ClaimHandler handler) {
-  inner_.claim(request, [keyring = keyring_, scope = request.scope, legacy_scope = request.legacy_scope, key = request.key,
-                         handler = std::move(handler)](StoreError error, core::ClaimResult result) {
+  inner_.claim(request, [keyring = keyring_, scope = request.scope, legacy_scope = request.legacy_scope,
+                         key = request.key, handler = std::move(handler)](StoreError error, core::ClaimResult result) {
     if (error != StoreError::ok || result.claimed) return handler(error, std::move(result));
     // A response is sealed under the scope of its record (authenticated data).
     const std::string& sealed_under = result.existing_under_legacy_scope ? legacy_scope : scope;
     const Unsealed unsealed = unseal_response(*keyring, sealed_under, key, result.existing.response);
     switch (unsealed.outcome) {
       case UnsealOutcome::plaintext:
-      case UnsealOutcome::opened:
-        return handler(StoreError::ok, std::move(result));
+      case UnsealOutcome::opened: return handler(StoreError::ok, std::move(result));
       case UnsealOutcome::unknown_key:
       case UnsealOutcome::malformed:
       case UnsealOutcome::not_authentic:

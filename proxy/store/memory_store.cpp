@@ -74,8 +74,10 @@ void MemoryStore::claim_locked(const ClaimRequest& request, core::ClaimResult& r
   result.existing.expires_in = request.ttl;
 }
 
-std::map<MemoryStore::ScopedKey, MemoryStore::Entry>::iterator MemoryStore::find_owned(
-    const std::string& scope, const std::string& key, const std::string& owner, core::RecordState or_state) {
+std::map<MemoryStore::ScopedKey, MemoryStore::Entry>::iterator MemoryStore::find_owned(const std::string& scope,
+                                                                                       const std::string& key,
+                                                                                       const std::string& owner,
+                                                                                       core::RecordState or_state) {
   const auto it = records_.find(ScopedKey{scope, key});
   if (it == records_.end() || it->second.owner != owner) return records_.end();
   const core::RecordState state = it->second.state;
@@ -133,7 +135,8 @@ void MemoryStore::mark_unknown(const ReleaseRequest& request, DoneHandler handle
     const std::lock_guard lock(mutex_);
     const auto it = find_owned(request.scope, request.key, request.owner, core::RecordState::unknown);
     if (it != records_.end()) {
-      it->second.expires_at = std::max(it->second.expires_at, it->second.created_at + request.ttl + request.unknown_retention);
+      it->second.expires_at =
+          std::max(it->second.expires_at, it->second.created_at + request.ttl + request.unknown_retention);
       it->second.state = core::RecordState::unknown;  // the lease no longer means anything
       error = StoreError::ok;
     }
@@ -195,17 +198,14 @@ void MemoryStore::inspect(const RecordKey& key, InspectHandler handler) {
       info.expires_at_ms = epoch_ms(entry.expires_at);
       // Which times and response fields mean something depends on the state, as in the table.
       switch (entry.state) {
-        case core::RecordState::in_flight:
-          info.lease_expires_at_ms = epoch_ms(entry.lease_expires_at);
-          break;
+        case core::RecordState::in_flight: info.lease_expires_at_ms = epoch_ms(entry.lease_expires_at); break;
         case core::RecordState::completed:
         case core::RecordState::too_large:
           info.completed_at_ms = epoch_ms(entry.completed_at);
           info.response_status = entry.response.status;
           info.body_bytes = entry.response.body.size();
           break;
-        case core::RecordState::unknown:
-          break;
+        case core::RecordState::unknown: break;
       }
       error = StoreError::ok;
     }

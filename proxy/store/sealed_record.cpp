@@ -84,8 +84,9 @@ std::optional<core::StoredResponse> seal_response(const crypto::Keyring& keyring
   const std::optional<crypto::AeadNonce> nonce = crypto::random_nonce();
   const std::string& key_id = keyring.current_id();
   std::optional<std::string> sealed =
-      nonce ? crypto::seal(keyring.current_key(), *nonce, associated_data(scope, key, key_id, response.status), plaintext)
-            : std::nullopt;
+      nonce
+          ? crypto::seal(keyring.current_key(), *nonce, associated_data(scope, key, key_id, response.status), plaintext)
+          : std::nullopt;
   wipe(plaintext);
   if (!sealed) return std::nullopt;
 

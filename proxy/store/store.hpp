@@ -20,14 +20,14 @@
 namespace idem::store {
 
 // The errors every operation reports (core/store_error.hpp says what each means).
-using core::StoreError;
 using core::store_error_name;
+using core::StoreError;
 
 struct ClaimRequest {
   std::string scope;
   std::string key;
   std::string fingerprint;
-  std::string owner;  // random token identifying this claim; required by complete/release
+  std::string owner;                   // random token identifying this claim; required by complete/release
   std::chrono::milliseconds ttl{0};    // record lifetime from the claim
   std::chrono::milliseconds lease{0};  // in-flight lease from the claim
   // unknown_outcome=retry: an in-flight record whose lease lapsed is taken over (claimed anew).
@@ -48,8 +48,9 @@ struct CompleteRequest {
   std::string key;
   std::string owner;
   core::RecordState state = core::RecordState::completed;  // completed or too_large
-  core::StoredResponse response;  // status always; headers and body only for completed
-  std::chrono::milliseconds ttl{0};  // the finished record expires ttl after its claim (or sooner, if the claim said so)
+  core::StoredResponse response;                           // status always; headers and body only for completed
+  std::chrono::milliseconds ttl{
+      0};  // the finished record expires ttl after its claim (or sooner, if the claim said so)
 };
 
 struct ReleaseRequest {
@@ -75,7 +76,7 @@ struct RecordInfo {
   std::int64_t lease_expires_at_ms = 0;  // 0 once completed
   std::int64_t completed_at_ms = 0;      // 0 while in flight
   std::int64_t expires_at_ms = 0;
-  int response_status = 0;               // 0 while in flight / unknown
+  int response_status = 0;  // 0 while in flight / unknown
   std::size_t body_bytes = 0;
 };
 

@@ -18,7 +18,8 @@ auto shared_completion(Handler handler) {
   auto shared = std::make_shared<Handler>(std::move(handler));
   return [shared](auto... results) {
     auto executor = boost::asio::get_associated_executor(*shared);
-    boost::asio::post(executor, [shared, ... moved = std::move(results)]() mutable { std::move(*shared)(std::move(moved)...); });
+    boost::asio::post(executor,
+                      [shared, ... moved = std::move(results)]() mutable { std::move (*shared)(std::move(moved)...); });
   };
 }
 }  // namespace detail
@@ -26,8 +27,7 @@ auto shared_completion(Handler handler) {
 template <class Token>
 auto async_claim(store::Store& store, const store::ClaimRequest& request, Token&& token) {
   return boost::asio::async_initiate<Token, void(store::StoreError, core::ClaimResult)>(
-      [&store, &request](auto handler) { store.claim(request, detail::shared_completion(std::move(handler))); },
-      token);
+      [&store, &request](auto handler) { store.claim(request, detail::shared_completion(std::move(handler))); }, token);
 }
 
 template <class Token>

@@ -18,7 +18,7 @@ ClientStream::ClientStream(boost::asio::io_context& io, boost::asio::ssl::contex
 }
 
 boost::asio::awaitable<std::optional<std::string>> ClientStream::handshake(const std::string& peer_name, bool verify,
-                                                                            std::chrono::milliseconds timeout) {
+                                                                           std::chrono::milliseconds timeout) {
   if (!tls) co_return std::nullopt;
   if (!set_upstream_peer_name(tls->native_handle(), peer_name, verify)) co_return "OpenSSL refused the server name";
   tcp.expires_after(timeout);

@@ -42,7 +42,7 @@ struct ClientStream {
   // verifying) and runs the client handshake within `timeout`. Nullopt when done, else why not
   // ("certificate verify failed: hostname mismatch", an alert, "timed out"). A no-op without TLS.
   boost::asio::awaitable<std::optional<std::string>> handshake(const std::string& peer_name, bool verify,
-                                                                std::chrono::milliseconds timeout);
+                                                               std::chrono::milliseconds timeout);
 
   // True when a read that got no byte failed because the peer refused the handshake: with TLS 1.3
   // a server checks the client's certificate after the client considers the handshake done, so
@@ -58,7 +58,8 @@ struct ClientStream {
   // is final (the caller refuses it: it never asked to switch protocols). Trailer fields after a
   // chunked body are dropped: they are not the response's header fields, so never stored or
   // replayed as such. Bytes: all read.
-  boost::asio::awaitable<Result> read_final_response(boost::beast::flat_buffer& buffer, std::optional<ResponseParser>& parser,
+  boost::asio::awaitable<Result> read_final_response(boost::beast::flat_buffer& buffer,
+                                                     std::optional<ResponseParser>& parser,
                                                      const ResponseLimits& limits);
 
   boost::beast::tcp_stream tcp;

@@ -172,7 +172,8 @@ UpstreamTlsResult load_upstream_tls(const config::UpstreamTlsConfig& tls) {
   if (!tls.cert_file.empty()) {
     context->use_certificate_chain_file(tls.cert_file, ec);
     if (ec) {
-      return {nullptr, file_error("upstream.tls.cert_file", tls.cert_file, "cannot load the client certificate chain", ec)};
+      return {nullptr,
+              file_error("upstream.tls.cert_file", tls.cert_file, "cannot load the client certificate chain", ec)};
     }
     context->use_private_key_file(tls.key_file, ssl::context::pem, ec);
     if (ec) {

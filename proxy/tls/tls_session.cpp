@@ -64,10 +64,8 @@ bool is_handshake_rejection(const boost::system::error_code& ec) {
     case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
     case SSL_R_TLSV1_ALERT_ACCESS_DENIED:
     case SSL_R_TLSV1_ALERT_DECRYPT_ERROR:
-    case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
-      return true;
-    default:
-      return false;
+    case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED: return true;
+    default: return false;
   }
 }
 

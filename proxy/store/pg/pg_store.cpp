@@ -57,8 +57,8 @@ void run_claim(const std::weak_ptr<Pool>& weak_pool, std::shared_ptr<const State
     handler(StoreError::unavailable, {});
     return;
   }
-  pool->execute(statement, [weak_pool, statement, attempt, handler = std::move(handler)](
-                               const PgError& error, ResultHandle result) mutable {
+  pool->execute(statement, [weak_pool, statement, attempt, handler = std::move(handler)](const PgError& error,
+                                                                                         ResultHandle result) mutable {
     if (error.kind == PgErrorKind::retryable && attempt < kMaxAttempts) {
       run_claim(weak_pool, std::move(statement), attempt + 1, std::move(handler));
       return;
@@ -108,8 +108,8 @@ void run_statement(const std::weak_ptr<Pool>& weak_pool, std::shared_ptr<const S
     done(StoreError::unavailable, nullptr);
     return;
   }
-  pool->execute(statement, [weak_pool, statement, attempt, done = std::move(done)](
-                               const PgError& error, ResultHandle result) mutable {
+  pool->execute(statement, [weak_pool, statement, attempt, done = std::move(done)](const PgError& error,
+                                                                                   ResultHandle result) mutable {
     if (error.kind == PgErrorKind::retryable && attempt < kMaxAttempts) {
       run_statement(weak_pool, std::move(statement), attempt + 1, std::move(done));
       return;
@@ -150,7 +150,8 @@ void run_single_row_change(const std::weak_ptr<Pool>& weak_pool, std::shared_ptr
                   }
                   const auto rows = affected_rows(name, result.get());
                   if (!rows || *rows > 1) {
-                    if (rows) log_statement_failure(name, {PgErrorKind::internal, {}, std::to_string(*rows) + " rows changed"});
+                    if (rows)
+                      log_statement_failure(name, {PgErrorKind::internal, {}, std::to_string(*rows) + " rows changed"});
                     handler(StoreError::internal);
                     return;
                   }

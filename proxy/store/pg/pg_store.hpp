@@ -11,7 +11,9 @@
 #include "pg/pool_options.hpp"
 #include "store/store.hpp"
 
-namespace boost::asio { class io_context; }
+namespace boost::asio {
+class io_context;
+}
 
 namespace idem::store::pg {
 
@@ -23,8 +25,8 @@ class PgStore final : public Store {
   PgStore(const PgStore&) = delete;
   PgStore& operator=(const PgStore&) = delete;
 
-  void start();  // begins connecting the pool (returns at once; reconnects with backoff forever)
-  void stop();   // closes every connection; pending and later operations fail with `unavailable`
+  void start();            // begins connecting the pool (returns at once; reconnects with backoff forever)
+  void stop();             // closes every connection; pending and later operations fail with `unavailable`
   bool connected() const;  // at least one pooled connection is up (readiness)
   // The server's replication settings through this store's pool (pg/replication_watch.hpp).
   void read_replication_settings(std::function<void(idem::pg::PgError, core::ReplicationSettings)> handler);

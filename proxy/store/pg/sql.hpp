@@ -217,6 +217,7 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 )
 )sql";
 inline constexpr const char* kAppliedVersions = "SELECT version FROM schema_migrations ORDER BY version";
-inline constexpr const char* kRecordMigration = "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, now())";
+inline constexpr const char* kRecordMigration =
+    "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, now())";
 
 }  // namespace idem::store::pg::sql
