@@ -124,7 +124,7 @@ void OutboxWriter::run() {
       client.reset();
       in_doubt = true;
       std::lock_guard lock(mutex_);
-      ++failures_;
+      ++retries_;
     }
     std::this_thread::sleep_for(pause_);
   }
@@ -135,11 +135,11 @@ std::size_t OutboxWriter::acknowledged_count() {
   return acknowledged_.size();
 }
 
-std::vector<OutboxEvent> OutboxWriter::stop(int* failures) {
+std::vector<OutboxEvent> OutboxWriter::stop(int* retries) {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
   std::lock_guard lock(mutex_);
-  if (failures != nullptr) *failures = failures_;
+  if (retries != nullptr) *retries = retries_;
   return acknowledged_;
 }
 

@@ -82,8 +82,8 @@ class OutboxWriter {
   OutboxWriter& operator=(const OutboxWriter&) = delete;
 
   std::size_t acknowledged_count();
-  // Stops after the row in hand; the acknowledged rows, and how many INSERTs failed.
-  std::vector<OutboxEvent> stop(int* failures = nullptr);
+  // Stops after the row in hand; the acknowledged rows, and how many INSERTs failed and were retried.
+  std::vector<OutboxEvent> stop(int* retries = nullptr);
 
  private:
   void run();
@@ -95,7 +95,7 @@ class OutboxWriter {
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
   std::vector<OutboxEvent> acknowledged_;
-  int failures_ = 0;
+  int retries_ = 0;
   std::thread thread_;
 };
 
