@@ -19,6 +19,7 @@
 #include "app/record_commands.hpp"
 #include "config/config.hpp"
 #include "log/log.hpp"
+#include "pg/replication_watch.hpp"
 #include "store/pg/migrations.hpp"
 #include "tls/tls_context.hpp"
 
@@ -35,7 +36,8 @@ constexpr std::string_view kUsage =
     "       idemproxy --version\n"
     "\n"
     "  --config FILE  YAML configuration (see config/idemproxy.example.yaml)\n"
-    "  --check        validate the configuration, print every problem as file:line:col, exit 1 if any\n"
+    "  --check        validate the configuration, print every problem as file:line:col, exit 1 if any;\n"
+    "                 when the store is reachable, print its replication mode\n"
     "  --migrate      apply the database schema (idempotent; safe from several pods at once)\n"
     "  --inspect      print the record of KEY on ROUTE as JSON (state, fingerprint, times, status)\n"
     "  --release      release an 'unknown' or in-flight record so the next retry executes\n"
@@ -175,6 +177,9 @@ int main(int argc, char** argv) {
     for (const auto& issue : tls_issues) std::cerr << options->config_path << ": " << issue << "\n";
     if (!tls_issues.empty()) return 1;
     std::cout << options->config_path << ": configuration OK (" << loaded.config->routes.size() << " routes)\n";
+    // Informational only: a store that is down does not fail the check.
+    const auto& postgres = loaded.config->store.postgres;
+    std::cout << "store: " << pg::check_replication_report(postgres.dsn, postgres.connect_timeout) << "\n";
     return 0;
   }
   if (options->record_command) return app::run_record_command(*loaded.config, *options->record_command);

@@ -20,6 +20,7 @@
 #include "config/relay_config.hpp"
 #include "log/log.hpp"
 #include "pg/migrate.hpp"
+#include "pg/replication_watch.hpp"
 #include "pg/session_options.hpp"
 #include "relay/http_sink.hpp"
 #include "relay/migrations.hpp"
@@ -43,7 +44,8 @@ constexpr std::string_view kUsage =
     "       idemrelay --version\n"
     "\n"
     "  --config FILE   YAML configuration (see config/idemrelay.example.yaml)\n"
-    "  --check         validate the configuration, print every problem as file:line:col, exit 1 if any\n"
+    "  --check         validate the configuration, print every problem as file:line:col, exit 1 if any;\n"
+    "                  when Postgres is reachable, print its replication mode\n"
     "  --migrate       create or upgrade the outbox table, its indexes and NOTIFY trigger (idempotent)\n"
     "  --redrive ID    un-park the dead-lettered row ID (its aggregate's later rows follow it)\n"
     "  --redrive-all   un-park every dead-lettered row\n"
@@ -156,6 +158,9 @@ int run(const config::RelayConfig& config) {
   }
 
   auto loop = std::make_shared<relay::Relay>(io, relay_options(config), source, sink, stats);
+  const auto replication = std::make_shared<pg::ReplicationWatch>(
+      io, [source](pg::ReplicationSettingsHandler handler) { source->replication_settings(std::move(handler)); },
+      stats.store_synchronous_replication);
   std::shared_ptr<relay::NotifyListener> listener;
   if (config.relay.notify) {
     const std::weak_ptr<relay::Relay> weak = loop;
@@ -189,6 +194,7 @@ int run(const config::RelayConfig& config) {
         stopping = true;
         log::info("stopping", {{"signal", signal_number}});
         if (listener) listener->stop();
+        replication->stop();
         shutdown_deadline.expires_after(config.relay.shutdown_timeout);
         shutdown_deadline.async_wait([&](const boost::system::error_code& wait_error) {
           if (wait_error) return;
@@ -207,6 +213,7 @@ int run(const config::RelayConfig& config) {
 
   loop->start();
   if (listener) listener->start();
+  replication->start();
   io.run();
 
   log::info("stopped", {{"published", static_cast<std::int64_t>(stats.published.load())},
@@ -232,6 +239,9 @@ int relay_main(int argc, char** argv) {
   switch (options->command) {
     case Command::check:
       std::cout << options->config_path << ": ok\n";
+      // Informational only: a database that is down does not fail the check.
+      std::cout << "postgres: " << pg::check_replication_report(config.postgres.dsn, config.postgres.connect_timeout)
+                << "\n";
       return 0;
     case Command::migrate: {
       const pg::MigrateResult result = pg::migrate(config.postgres.dsn, relay::relay_migration_set());

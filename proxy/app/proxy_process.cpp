@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <exception>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "http/worker.hpp"
 #include "log/log.hpp"
 #include "pg/counters.hpp"
+#include "pg/replication_watch.hpp"
 #include "pg/session_options.hpp"
 #include "store/encrypting_store.hpp"
 #include "store/pg/pg_store.hpp"
@@ -163,6 +165,14 @@ bool ProxyProcess::build(std::shared_ptr<const http::RuntimeConfig> runtime) {
   // One reaper per process, on the first worker's thread.
   reaper_ = std::make_unique<store::Reaper>(slots_.front()->io, *slots_.front()->store, config.reaper);
   reaper_->start();
+  // Which replication the primary runs: read once the first worker's pool is up, then every minute
+  // and on every reload (the read goes through that worker's pool: nothing blocks).
+  store::pg::PgStore* reader_store = slots_.front()->store.get();
+  replication_watch_ = std::make_shared<pg::ReplicationWatch>(
+      slots_.front()->io,
+      [reader_store](pg::ReplicationSettingsHandler handler) { reader_store->read_replication_settings(std::move(handler)); },
+      store_synchronous_replication_);
+  boost::asio::post(slots_.front()->io, [watch = replication_watch_] { watch->start(); });
   register_process_metrics();
   return true;
 }
@@ -227,6 +237,7 @@ void ProxyProcess::reload(std::string_view trigger, ConfigWatcher& watcher) {
     current_ = next;
   }
   for (auto& slot : slots_) slot->worker->update_config(next);
+  boost::asio::post(slots_.front()->io, [watch = replication_watch_] { watch->refresh(); });
   reloads_applied_.fetch_add(1);
   log::info("reloaded", {{"trigger", trigger}, {"routes", next->config.routes.size()}});
 }
@@ -234,9 +245,12 @@ void ProxyProcess::reload(std::string_view trigger, ConfigWatcher& watcher) {
 void ProxyProcess::drain() {
   draining_.store(true);
   for (auto& slot : slots_) {
-    store::Reaper* reaper = slot == slots_.front() ? reaper_.get() : nullptr;
-    slot->worker->drain([store = slot->store.get(), shared_cache = slot->shared_cache.get(), reaper] {
+    const bool first = slot == slots_.front();
+    store::Reaper* reaper = first ? reaper_.get() : nullptr;
+    pg::ReplicationWatch* watch = first ? replication_watch_.get() : nullptr;
+    slot->worker->drain([store = slot->store.get(), shared_cache = slot->shared_cache.get(), reaper, watch] {
       if (reaper != nullptr) reaper->stop();
+      if (watch != nullptr) watch->stop();  // its timer would keep io.run() going
       if (shared_cache) shared_cache->stop();  // its reconnect timer would keep io.run() going
       store->stop();
     });
@@ -282,6 +296,10 @@ void ProxyProcess::register_process_metrics() {
                         [&counters, number] { return number(counters.connects_failed.load()); });
   registry.add_callback("idemproxy_pg_query_timeouts_total", "Postgres statements that passed query_timeout.", "counter",
                         [&counters, number] { return number(counters.query_timeouts.load()); });
+  registry.add_callback("idemproxy_store_synchronous_replication",
+                        "1 when the store's primary replicates synchronously (an acknowledged commit survives a "
+                        "failover), 0 when not (a failover can lose one: a retry may execute again), -1 until known.",
+                        "gauge", [this] { return static_cast<double>(store_synchronous_replication_.load()); });
   // Reloads run on the main thread only; the metrics are read from the admin thread.
   registry.add_callback("idemproxy_config_reloads_applied_total", "Configuration reloads put in force.", "counter",
                         [this] { return static_cast<double>(reloads_applied_.load()); });

@@ -21,6 +21,7 @@
 namespace idem::admin { class AdminServer; }
 namespace idem::store { class Reaper; }
 namespace idem::store::pg { class PgStore; }
+namespace idem::pg { class ReplicationWatch; }
 
 namespace idem::app {
 
@@ -64,10 +65,13 @@ class ProxyProcess {
   std::atomic<std::uint64_t> reloads_applied_{0};
   std::atomic<std::uint64_t> reloads_rejected_{0};
   std::atomic<unsigned> running_threads_{0};
+  // 1 synchronous, 0 asynchronous, -1 not known yet (pg/replication_watch.hpp).
+  std::atomic<int> store_synchronous_replication_{-1};
   std::unique_ptr<cache::ReplayCache> replay_cache_;
   http::ProxyMetrics metrics_;
   std::vector<std::unique_ptr<WorkerSlot>> slots_;
   std::unique_ptr<store::Reaper> reaper_;
+  std::shared_ptr<pg::ReplicationWatch> replication_watch_;  // on the first worker's thread, like the reaper
   std::unique_ptr<admin::AdminServer> admin_server_;
   std::unique_ptr<store::pg::PgStore> admin_store_;
 };

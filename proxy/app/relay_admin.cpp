@@ -35,6 +35,10 @@ void register_metrics(metrics::Registry& registry, const relay::RelayStats& stat
                         [&stats] { return read(stats.backlog_parked); });
   registry.add_callback("idemrelay_sink_up", "1 when the sink is connected.", "gauge",
                         [&stats] { return stats.sink_ready.load() ? 1.0 : 0.0; });
+  registry.add_callback("idemrelay_store_synchronous_replication",
+                        "1 when the Postgres primary replicates synchronously (an acknowledged settle survives a "
+                        "failover), 0 when not (a failover can lose one: an event may be published again), -1 until known.",
+                        "gauge", [&stats] { return read(stats.store_synchronous_replication); });
   registry.add_callback("idemrelay_postgres_up", "1 when a pooled Postgres connection is up.", "gauge",
                         [&stats] { return stats.source_connected.load() ? 1.0 : 0.0; });
 }

@@ -9,48 +9,11 @@
 #include <utility>
 #include <vector>
 
+#include "pg/connect_params.hpp"
 #include "pg/counters.hpp"
 #include "pg/log.hpp"
 
 namespace idem::pg {
-namespace {
-
-// The DSN's parameters as keyword/value arrays, with `extra_options` appended to its `options`.
-// Empty when libpq cannot parse the DSN. Filled in place: `values` points into its own members.
-struct ConnectParams {
-  ConnectParams() = default;
-  ConnectParams(const ConnectParams&) = delete;
-  ConnectParams& operator=(const ConnectParams&) = delete;
-  ConninfoHandle parsed;
-  std::string options;
-  std::vector<const char*> keywords;
-  std::vector<const char*> values;
-};
-
-void fill_connect_params(ConnectParams& params, const std::string& dsn, const std::string& extra_options) {
-  char* error = nullptr;
-  params.parsed.reset(PQconninfoParse(dsn.c_str(), &error));
-  if (!params.parsed) {
-    PQfreemem(error);
-    return;
-  }
-  for (const PQconninfoOption* option = params.parsed.get(); option->keyword != nullptr; ++option) {
-    if (option->val == nullptr) continue;
-    if (std::string_view(option->keyword) == "options") {
-      params.options = std::string(option->val) + " ";
-      continue;
-    }
-    params.keywords.push_back(option->keyword);
-    params.values.push_back(option->val);
-  }
-  params.options += extra_options;
-  params.keywords.push_back("options");
-  params.values.push_back(params.options.c_str());
-  params.keywords.push_back(nullptr);
-  params.values.push_back(nullptr);
-}
-
-}  // namespace
 
 Connection::Connection(boost::asio::io_context& io, LostHandler on_lost_while_idle, StatementMode statement_mode)
     : io_(io),
@@ -80,16 +43,13 @@ void Connection::connect(const std::string& dsn, std::chrono::milliseconds timeo
   ++operation_;
   arm_deadline(timeout);
   // Note: a host name (not an address) in the DSN is resolved inside this call, synchronously.
-  // Callers keep in the database what they must not forget: a commit the server acknowledged must
-  // survive a server crash, whatever the server's default. synchronous_commit=on is requested as
-  // a startup option, appended to the DSN's own `options` (so it wins over a setting there while
-  // the DSN's other settings, e.g. -c search_path=..., stay). (Poolers that refuse the `options`
-  // startup parameter need the setting on the role instead: see the README.)
-  ConnectParams params;
-  fill_connect_params(params, dsn, "-c synchronous_commit=on");
-  conn_.reset(params.keywords.empty()
+  // Callers keep in the database what they must not forget: see kSessionServerOptions.
+  // A DSN with several hosts is tried host by host inside PQconnectPoll (continue_connect follows
+  // each new socket); target_session_attrs=read-write skips a standby or a read-only primary.
+  const ConnectParams params(dsn, kSessionServerOptions);
+  conn_.reset(!params.parsed()
                   ? PQconnectStart(dsn.c_str())  // unparsable: libpq reports why
-                  : PQconnectStartParams(params.keywords.data(), params.values.data(), /*expand_dbname=*/0));
+                  : PQconnectStartParams(params.keywords(), params.values(), /*expand_dbname=*/0));
   if (!conn_) {
     fail(PgErrorKind::unavailable, "out of memory starting a connection", Delivery::posted);
     return;
@@ -602,7 +562,10 @@ void Connection::finish_connect(PgError error, Delivery delivery) {
 // dies mid-statement may send its FATAL after the commit, so an error that ends the session
 // proves nothing.)
 PgErrorKind Connection::failure_kind(const PgError& error) const {
-  if (!statement_sent_ || (error.kind != PgErrorKind::unavailable && error.kind != PgErrorKind::busy)) return error.kind;
+  if (!statement_sent_ || (error.kind != PgErrorKind::unavailable && error.kind != PgErrorKind::busy &&
+                           error.kind != PgErrorKind::read_only)) {
+    return error.kind;
+  }
   const bool server_refused = !error.sqlstate.empty() && conn_ && PQstatus(conn_.get()) == CONNECTION_OK;
   return server_refused ? error.kind : PgErrorKind::reply_lost;
 }

@@ -8,6 +8,7 @@ std::string_view pg_error_kind_name(PgErrorKind kind) {
     case PgErrorKind::unavailable: return "unavailable";
     case PgErrorKind::busy: return "busy";
     case PgErrorKind::reply_lost: return "reply_lost";
+    case PgErrorKind::read_only: return "read_only";
     case PgErrorKind::retryable: return "retryable";
     case PgErrorKind::internal: return "internal";
   }
@@ -16,6 +17,7 @@ std::string_view pg_error_kind_name(PgErrorKind kind) {
 
 PgErrorKind classify_sqlstate(std::string_view code) {
   if (code == sqlstate::query_canceled) return PgErrorKind::busy;
+  if (code == sqlstate::read_only_sql_transaction) return PgErrorKind::read_only;
   if (code.starts_with(sqlstate::connection_exception_class) || code == sqlstate::too_many_connections ||
       code == sqlstate::admin_shutdown ||
       code == sqlstate::crash_shutdown || code == sqlstate::cannot_connect_now) {

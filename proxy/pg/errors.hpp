@@ -18,6 +18,10 @@ enum class PgErrorKind {
                 // (57014, statement_timeout) on a connection that stayed healthy
   reply_lost,   // the statement went out and its answer never came (connection lost, our deadline
                 // passed, the server died mid-statement): it may have committed or not
+  read_only,    // the statement certainly did not run: the server refused it as read-only (25006), which
+                // is what a primary that became a standby (failover, switchover) answers. The store
+                // is unavailable here: the connection is dropped and its replacement, with
+                // target_session_attrs=read-write, finds the new primary.
   retryable,    // the statement changed nothing and may succeed when run again
   internal,     // anything else: unexpected SQLSTATE, unexpected result shape, bad data
 };
@@ -39,6 +43,7 @@ inline constexpr std::string_view query_canceled = "57014";
 inline constexpr std::string_view admin_shutdown = "57P01";
 inline constexpr std::string_view crash_shutdown = "57P02";
 inline constexpr std::string_view cannot_connect_now = "57P03";  // starting up / recovering
+inline constexpr std::string_view read_only_sql_transaction = "25006";  // a standby, or default_transaction_read_only
 inline constexpr std::string_view unique_violation = "23505";
 inline constexpr std::string_view serialization_failure = "40001";
 inline constexpr std::string_view deadlock_detected = "40P01";

@@ -5,9 +5,6 @@
 #include "log/log.hpp"
 
 namespace idem::pg {
-namespace {
-
-// Trailing line breaks trimmed, and each run of line breaks, tabs and spaces made one space.
 std::string one_line(std::string_view text) {
   std::string flat;
   flat.reserve(text.size());
@@ -19,8 +16,6 @@ std::string one_line(std::string_view text) {
   if (!flat.empty() && flat.back() == ' ') flat.pop_back();
   return flat;
 }
-
-}  // namespace
 
 void log_event(std::string_view what, std::string_view detail) {
   const std::string flat = one_line(detail);

@@ -8,6 +8,7 @@
 
 #include "pg/binary_row.hpp"
 #include "pg/pool.hpp"
+#include "pg/replication_watch.hpp"
 #include "pg/statement.hpp"
 #include "relay/sql.hpp"
 
@@ -159,6 +160,10 @@ void OutboxSource::backlog(BacklogHandler handler) {
     }
     handler({}, Backlog{.waiting = *waiting, .parked = *parked, .oldest_age_ms = *age});
   });
+}
+
+void OutboxSource::replication_settings(std::function<void(pg::PgError, core::ReplicationSettings)> handler) {
+  pg::read_replication_settings(*pool_, std::move(handler));
 }
 
 }  // namespace idem::relay

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/replication_mode.hpp"
 #include "pg/errors.hpp"
 #include "pg/pool_options.hpp"
 #include "relay/outbox_row.hpp"
@@ -61,6 +62,8 @@ class OutboxSource {
   void release_claim(const std::string& token, CountHandler handler);
   void delete_published(std::chrono::milliseconds older_than, std::size_t limit, CountHandler handler);
   void backlog(BacklogHandler handler);
+  // synchronous_commit and synchronous_standby_names (pg/replication_watch.hpp).
+  void replication_settings(std::function<void(pg::PgError, core::ReplicationSettings)> handler);
 
  private:
   std::shared_ptr<pg::Pool> pool_;

@@ -25,6 +25,8 @@ struct RelayStats {
   std::atomic<bool> backlog_known{false};
   std::atomic<bool> sink_ready{false};
   std::atomic<bool> source_connected{false};
+  // 1 synchronous, 0 asynchronous, -1 not known yet (pg/replication_watch.hpp).
+  std::atomic<int> store_synchronous_replication{-1};
 };
 
 }  // namespace idem::relay

@@ -50,12 +50,29 @@ class Cli : public ::testing::Test {
 
 std::string output_of(const RunResult& result) { return result.stdout_text + result.stderr_text; }
 
-// --check: a valid config exits 0. Validation needs no database (the DSN here leads nowhere).
-TEST_F(Cli, CheckAcceptsAValidConfigWithoutTouchingTheDatabase) {
+// --check: a valid config exits 0. Validation needs no database (the DSN here leads nowhere): the
+// replication mode is then reported as not checked, and the check still passes.
+TEST_F(Cli, CheckAcceptsAValidConfigWhenTheDatabaseIsDown) {
   const auto path = write_config("good.yaml", valid_config("host=127.0.0.1 port=1 user=nobody dbname=none"));
   const auto result = run({"--config", path.string(), "--check"});
   ASSERT_TRUE(result.exit_status.has_value()) << "--check did not finish";
   EXPECT_EQ(*result.exit_status, 0) << output_of(result);
+  EXPECT_NE(result.stdout_text.find("store: not reachable ("), std::string::npos) << output_of(result);
+  EXPECT_NE(result.stdout_text.find("replication mode not checked"), std::string::npos) << output_of(result);
+}
+
+// --check against a reachable store prints its replication mode (the suite's cluster has no standby).
+TEST_F(Cli, CheckPrintsTheReplicationModeOfAReachableStore) {
+  const auto dsn = env_var("IDEMPROXY_TEST_PG_DSN");
+  ASSERT_TRUE(dsn && !dsn->empty()) << "IDEMPROXY_TEST_PG_DSN is not set";
+  const auto path = write_config("reachable.yaml", valid_config(*dsn));
+  const auto result = run({"--config", path.string(), "--check"});
+  ASSERT_TRUE(result.exit_status.has_value()) << "--check did not finish";
+  EXPECT_EQ(*result.exit_status, 0) << output_of(result);
+  EXPECT_NE(result.stdout_text.find("store: asynchronous replication (synchronous_commit=on, synchronous_standby_names='')"),
+            std::string::npos)
+      << output_of(result);
+  EXPECT_NE(result.stdout_text.find("can be lost on failover"), std::string::npos) << output_of(result);
 }
 
 // --check: every problem is reported as file:line:col: message, and the exit status is non-zero.

@@ -14,6 +14,7 @@
 #include "pg/errors.hpp"
 #include "pg/log.hpp"
 #include "pg/pool.hpp"
+#include "pg/replication_watch.hpp"
 #include "store/pg/record_codec.hpp"
 #include "store/pg/store_counters.hpp"
 #include "store/pg/store_error.hpp"
@@ -40,6 +41,13 @@ void log_statement_failure(std::string_view statement, const PgError& error) {
   log_event(what, error.message);
 }
 
+// Failures a caller cannot explain (internal, retries exhausted), and a server that turned
+// read-only under us (a failover): logged here with their SQLSTATE. Connection losses are the
+// pool's to log.
+bool worth_logging(PgErrorKind kind) {
+  return kind == PgErrorKind::internal || kind == PgErrorKind::retryable || kind == PgErrorKind::read_only;
+}
+
 // Every statement's handler holds the pool weakly: once the store is gone, a re-run is not
 // attempted and the caller hears `unavailable`.
 void run_claim(const std::weak_ptr<Pool>& weak_pool, std::shared_ptr<const Statement> statement, int attempt,
@@ -56,9 +64,7 @@ void run_claim(const std::weak_ptr<Pool>& weak_pool, std::shared_ptr<const State
       return;
     }
     if (!error.ok()) {
-      if (error.kind == PgErrorKind::internal || error.kind == PgErrorKind::retryable) {
-        log_statement_failure(statement->name, error);
-      }
+      if (worth_logging(error.kind)) log_statement_failure(statement->name, error);
       handler(to_store_error(error.kind), {});
       return;
     }
@@ -109,9 +115,7 @@ void run_statement(const std::weak_ptr<Pool>& weak_pool, std::shared_ptr<const S
       return;
     }
     if (!error.ok()) {
-      if (error.kind == PgErrorKind::internal || error.kind == PgErrorKind::retryable) {
-        log_statement_failure(statement->name, error);
-      }
+      if (worth_logging(error.kind)) log_statement_failure(statement->name, error);
       done(to_store_error(error.kind), nullptr);
       return;
     }
@@ -173,6 +177,10 @@ void PgStore::start() { impl_->pool->start(); }
 void PgStore::stop() { impl_->pool->stop(); }
 
 bool PgStore::connected() const { return impl_->pool->connected(); }
+
+void PgStore::read_replication_settings(std::function<void(idem::pg::PgError, core::ReplicationSettings)> handler) {
+  idem::pg::read_replication_settings(*impl_->pool, std::move(handler));
+}
 
 void PgStore::claim(const ClaimRequest& request, ClaimHandler handler) {
   run_claim(impl_->pool, std::make_shared<const Statement>(claim_statement(request)), 1, std::move(handler));

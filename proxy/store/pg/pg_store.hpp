@@ -3,8 +3,11 @@
 // Owns a bounded pool of nonblocking connections on that io_context; nothing here blocks the
 // io thread (connect via PQconnectStart/PQconnectPoll, statements via PQsendQueryPrepared or
 // PQsendQueryParams + PQflush + PQconsumeInput on socket readiness, a deadline on every step).
+#include <functional>
 #include <memory>
 
+#include "core/replication_mode.hpp"
+#include "pg/errors.hpp"
 #include "pg/pool_options.hpp"
 #include "store/store.hpp"
 
@@ -23,6 +26,8 @@ class PgStore final : public Store {
   void start();  // begins connecting the pool (returns at once; reconnects with backoff forever)
   void stop();   // closes every connection; pending and later operations fail with `unavailable`
   bool connected() const;  // at least one pooled connection is up (readiness)
+  // The server's replication settings through this store's pool (pg/replication_watch.hpp).
+  void read_replication_settings(std::function<void(idem::pg::PgError, core::ReplicationSettings)> handler);
 
   void claim(const ClaimRequest& request, ClaimHandler handler) override;
   void complete(const CompleteRequest& request, DoneHandler handler) override;

@@ -1,0 +1,152 @@
+// idemproxy on HA Postgres, with real processes: a multi-host DSN (postgresql://h1:p1,h2:p2/db?
+// target_session_attrs=read-write) whose first host refuses connections or is read-only, and a
+// primary that turns read-only under a running proxy (25006, what a demoted primary or a standby
+// reached through a stale address answers). The replication-mode warning fires against a cluster
+// without standbys. Private clusters per test: they are made read-only.
+#include <libpq-fe.h>
+
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "failure/failure_fixture.hpp"
+#include "failure/failure_requests.hpp"
+#include "pg/handles.hpp"
+#include "support/eventually.hpp"
+#include "support/ports.hpp"
+#include "support/proxy_fixture.hpp"
+
+namespace idem::test::failure {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// Runs one statement on a fresh session; throws with the server's message on failure.
+void admin_sql(const std::string& dsn, const std::string& sql) {
+  const pg::ConnHandle connection(PQconnectdb(dsn.c_str()));
+  if (PQstatus(connection.get()) != CONNECTION_OK) throw std::runtime_error(PQerrorMessage(connection.get()));
+  const pg::ResultHandle result(PQexec(connection.get(), sql.c_str()));
+  const ExecStatusType status = PQresultStatus(result.get());
+  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+    throw std::runtime_error(sql + ": " + PQerrorMessage(connection.get()));
+  }
+}
+
+// The whole server read-only, as a standby is: every session's transactions from its next one on
+// (ALTER SYSTEM + reload), and the sessions already open ended so that none keeps the old default
+// (an idle backend applies a reload only after its next statement).
+void make_read_only(const std::string& dsn, bool read_only) {
+  admin_sql(dsn, read_only ? "ALTER SYSTEM SET default_transaction_read_only = on"
+                           : "ALTER SYSTEM RESET default_transaction_read_only");
+  admin_sql(dsn, "SELECT pg_reload_conf()");
+  std::this_thread::sleep_for(300ms);
+  if (read_only) {
+    admin_sql(dsn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                   "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()");
+  }
+}
+
+std::string host_port(std::uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
+
+// The URI form users write for an HA formation: every node, the primary found by libpq.
+std::string multi_host_uri(std::uint16_t first, std::uint16_t second) {
+  return "postgresql://" + host_port(first) + "," + host_port(second) +
+         "/postgres?user=postgres&target_session_attrs=read-write&connect_timeout=2";
+}
+
+HttpResponse send_while_refused(std::uint16_t port, const HttpRequest& request, std::chrono::milliseconds within) {
+  const auto since = Clock::now();
+  HttpResponse response;
+  while (Clock::now() - since < within) {
+    response = send(port, request);
+    if (response.status != 503) break;
+    std::this_thread::sleep_for(200ms);
+  }
+  return response;
+}
+
+class HaPostgres : public FailureTest {
+ protected:
+  // A fresh key on /lock executes once; its retry replays byte for byte.
+  void expect_executes_once_and_replays(ProxyRig& rig, const std::string& label) {
+    const std::string key = unique_key(label);
+    const HttpResponse first = send_while_refused(rig.proxy_port(), keyed_post("/lock", key), 10s);
+    ASSERT_EQ(first.status, 200) << describe(first);
+    EXPECT_FALSE(is_replay(first));
+    const HttpResponse again = send(rig.proxy_port(), keyed_post("/lock", key));
+    EXPECT_EQ(again.status, 200) << describe(again);
+    EXPECT_TRUE(is_replay(again)) << describe(again);
+    EXPECT_EQ(again.body, first.body);
+    EXPECT_EQ(rig.upstream_count(key), 1u);
+  }
+};
+
+TEST_F(HaPostgres, MultiHostDsnWhoseFirstHostRefusesConnectionsExecutesOnceAndReplays) {
+  PrivatePostgres& postgres = start_private_postgres();
+  ProxyRig& rig = start_rig(rig_options({}, multi_host_uri(free_port(), postgres.port())));
+  expect_executes_once_and_replays(rig, "multi-host-refused");
+  // No standby behind this cluster: the proxy says that a failover could lose a commit.
+  EXPECT_TRUE(eventually([&] { return rig.proxy_logs().find("\"event\":\"store_replication_asynchronous\"") != std::string::npos; }, 15s))
+      << rig.proxy_logs();
+  EXPECT_NE(rig.proxy_logs().find("can be lost on failover"), std::string::npos);
+}
+
+TEST_F(HaPostgres, ReadWriteTargetSkipsAReadOnlyFirstHost) {
+  PrivatePostgres& standby_like = start_private_postgres();
+  make_read_only(standby_like.dsn(), true);
+  PrivatePostgres writable;
+  ProxyRig& rig = start_rig(rig_options({}, multi_host_uri(standby_like.port(), writable.port())));
+  // A claim can only have been stored on the writable node: the read-only one refuses every write.
+  expect_executes_once_and_replays(rig, "multi-host-read-only-first");
+  EXPECT_EQ(rig.proxy_logs().find("25006"), std::string::npos) << "a statement reached the read-only node";
+}
+
+TEST_F(HaPostgres, PrimaryTurningReadOnlyAnswers503StoreUnavailableExecutesNothingAndRecovers) {
+  PrivatePostgres& postgres = start_private_postgres();
+  // No target_session_attrs: a node reached through an address that no longer leads to the
+  // primary, so the statements themselves meet the read-only server.
+  ProxyRig& rig = start_rig(rig_options({}, postgres.dsn()));
+  const std::uint16_t port = rig.proxy_port();
+  const std::string before = unique_key("before-read-only");
+  const HttpResponse stored = send(port, keyed_post("/lock", before));
+  ASSERT_EQ(stored.status, 200) << describe(stored);
+
+  make_read_only(postgres.dsn(), true);
+  std::vector<std::string> refused;
+  for (int i = 0; i < 6; ++i) {
+    const std::string key = unique_key("while-read-only");
+    const HttpResponse response = send(port, keyed_post("/lock", key));
+    EXPECT_EQ(response.status, 503) << describe(response);
+    EXPECT_EQ(problem_slug(response), "store-unavailable") << describe(response);
+    EXPECT_GE(retry_after_seconds(response).value_or(0), 1) << describe(response);
+    EXPECT_EQ(rig.upstream_count(key), 0u) << "a refused request reached the upstream";
+    refused.push_back(key);
+  }
+  // fail_open: the store is unavailable, so the documented fail_open answer (forwarded unchecked),
+  // never a 500 and never a second execution.
+  const std::string open_key = unique_key("open-while-read-only");
+  const HttpResponse open = send(port, keyed_post("/open", open_key));
+  EXPECT_TRUE(open.status == 200 || open.status == 503) << describe(open);
+  EXPECT_LE(rig.upstream_count(open_key), 1u);
+  const std::string logs = rig.proxy_logs();
+  EXPECT_NE(logs.find("(read_only, SQLSTATE 25006)"), std::string::npos) << "the named error is not logged:\n" << logs;
+  EXPECT_NE(logs.find("connection closed after read_only"), std::string::npos) << logs;
+
+  make_read_only(postgres.dsn(), false);
+  for (const std::string& key : refused) {
+    const HttpResponse retried = send_while_refused(port, keyed_post("/lock", key), 15s);
+    EXPECT_EQ(retried.status, 200) << describe(retried);
+    EXPECT_FALSE(is_replay(retried));
+    EXPECT_EQ(rig.upstream_count(key), 1u);
+  }
+  const HttpResponse replayed = send_while_refused(port, keyed_post("/lock", before), 15s);
+  EXPECT_TRUE(is_replay(replayed)) << describe(replayed);
+  EXPECT_EQ(replayed.body, stored.body);
+  EXPECT_EQ(rig.upstream_count(before), 1u);
+  EXPECT_EQ(rig.proxy_starts(), 1);
+}
+
+}  // namespace
+}  // namespace idem::test::failure
