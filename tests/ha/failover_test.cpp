@@ -159,7 +159,12 @@ class HaFailover : public ::testing::Test {
     }
     return std::nullopt;
   }
-  static std::string show(std::optional<double> value) { return value ? std::to_string(*value) : std::string("absent"); }
+  static std::string show(std::optional<double> value) {
+    if (!value) return "absent";
+    std::ostringstream out;
+    out << *value;
+    return out.str();
+  }
 
   // Every acknowledged request once more (a few threads): identical replay, or not.
   void check_replays(const std::vector<LogicalRequest>& requests, Clock::time_point disrupted_at, Figures& figures) {
