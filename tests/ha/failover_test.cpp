@@ -72,7 +72,8 @@ struct Figures {
   int requests = 0;              // logical requests
   int acknowledged = 0;          // final 200
   int acknowledged_before = 0;   // ... answered before the disruption
-  int outcome_unknown = 0;       // final 409 outcome-unknown
+  int outcome_unknown = 0;       // final 502 outcome-unknown
+  int unknown_not_executed = 0;  // ... whose upstream never received the request
   int unsettled = 0;             // no final answer within the bound
   int transport_errors = 0;
   int wrong_answers = 0;
@@ -94,7 +95,7 @@ struct Figures {
         << " outage_ms=" << outage_ms << " 503s=" << refusals << " (window " << refusal_window_ms << " ms) requests=" << requests
         << " acknowledged=" << acknowledged << " (before " << acknowledged_before << ") duplicates=" << duplicates
         << " lost_replays=" << lost_replays << " (acknowledged before: " << lost_replays_before
-        << ") unstored_after=" << unstored_after << " outcome_unknown=" << outcome_unknown
+        << ") unstored_after=" << unstored_after << " outcome_unknown=" << outcome_unknown << " (not executed: " << unknown_not_executed << ")"
         << " unsettled=" << unsettled << " transport_errors=" << transport_errors << " wrong=" << wrong_answers
         << " | relay events=" << relay_acknowledged << " entries=" << relay_entries << " lost=" << relay_lost
         << " duplicated=" << relay_duplicated << " out_of_order=" << relay_out_of_order
@@ -306,6 +307,7 @@ class HaFailover : public ::testing::Test {
       figures.refusals += request.refusals;
       figures.transport_errors += request.transport_errors;
       figures.wrong_answers += request.wrong;
+      if (request.wrong > 0) std::cout << "wrong answer to " << request.key << ": " << request.wrong_answer << "\n";
       for (const auto& at : request.refused_at) {
         if (!first_refusal || at < *first_refusal) first_refusal = at;
         if (!last_refusal || at > *last_refusal) last_refusal = at;
@@ -338,6 +340,8 @@ class HaFailover : public ::testing::Test {
     for (const LogicalRequest& request : requests) {
       const std::uint64_t executions = rig_->upstream_count(request.key);
       if (executions > 1) figures.duplicates += static_cast<int>(executions - 1);
+      const bool unknown = request.settled && failure::problem_slug(request.final_response) == "outcome-unknown";
+      if (unknown && executions == 0) ++figures.unknown_not_executed;
     }
 
     // The relay drains the outbox on the new primary; then the stream is compared with the writer.
@@ -357,7 +361,7 @@ class HaFailover : public ::testing::Test {
     // Broken whatever the replication mode: a hang, a crash, an answer no client should get.
     EXPECT_EQ(figures.unsettled, 0) << "logical requests without a final answer";
     EXPECT_EQ(figures.transport_errors, 0) << "requests without an HTTP answer (a hang or a crash)";
-    EXPECT_EQ(figures.wrong_answers, 0) << "answers other than 200, 503 store-unavailable, 409";
+    EXPECT_EQ(figures.wrong_answers, 0) << "answers other than 200, 503 store-unavailable, 409 request-in-flight, 502 outcome-unknown";
     EXPECT_GT(figures.acknowledged_before, 0);
     return figures;
   }

@@ -48,7 +48,9 @@ void RequestLoad::run(int thread) {
         request.refused_at.push_back(Clock::now());
       } else if (response.status == 409 && slug == "request-in-flight") {
         ++request.in_flight;
-      } else if (response.status == 200 || (response.status == 409 && slug == "outcome-unknown")) {
+      } else if (response.status == 200 || (response.status == 502 && slug == "outcome-unknown")) {
+        // outcome-unknown: a lock route's answer once the owner's lease ran out without a stored
+        // completion (its completion write did not reach the store): final, never re-executed.
         request.settled = true;
         request.final_response = std::move(response);
         request.final_sent_at = sent_at;
@@ -56,7 +58,7 @@ void RequestLoad::run(int thread) {
         break;
       } else {
         ++request.wrong;
-        request.final_response = std::move(response);
+        if (request.wrong_answer.empty()) request.wrong_answer = describe(response, 300);
       }
       std::this_thread::sleep_for(kRetryPause);
     }

@@ -27,6 +27,7 @@ struct LogicalRequest {
   int in_flight = 0;         // 409 request-in-flight answers (retried too)
   int transport_errors = 0;  // no complete HTTP answer (connection refused or reset, timeout)
   int wrong = 0;             // an answer that is none of the above and not final either
+  std::string wrong_answer;  // the first of them, for the message
   bool settled = false;      // a final answer came within the bound
   HttpResponse final_response;
   Clock::time_point final_sent_at{};
