@@ -33,7 +33,7 @@ store:
 ${STORE_REDIS}
 replay_cache: { max_bytes: 0 }
 reaper: { interval: ${REAPER_INTERVAL}, batch: 100 }
-admin: { listen: "off" }
+admin: { listen: "${ADMIN_LISTEN}" }
 defaults: { ttl: ${TTL}, lease: ${LEASE} }
 routes:
   - name: lock
@@ -61,6 +61,7 @@ const std::map<std::string, std::string>& default_variables() {
       {"PG_ACQUIRE_TIMEOUT", "500ms"}, {"UPSTREAM_MAX_CONNECTIONS", "64"},
       {"MAX_WAITING", "1024"},       {"REAPER_INTERVAL", "0s"},
       {"STORE_REDIS", ""},           {"TTL", "1h"},
+      {"ADMIN_LISTEN", "off"},
   };
   return defaults;
 }

@@ -28,12 +28,13 @@ namespace idem::test::failure {
 //   POST /open   store_unavailable: fail_open
 //   POST /wait   in_flight: wait
 // The replay cache is off (every retry asks Postgres), the reaper does not run, and there is no
-// admin listener (its fixed default port would collide between tests running side by side).
+// admin listener unless ADMIN_LISTEN names one (its fixed default port would collide between tests
+// running side by side).
 // Placeholders with defaults (RigOptions::variables overrides them): UPSTREAM_TIMEOUT 1s,
 // LEASE 5s, DRAIN_TIMEOUT 10s, WAIT_TIMEOUT 5s, WORKERS 2, POOL_SIZE 4, PG_CONNECT_TIMEOUT 1s,
 // PG_QUERY_TIMEOUT 1s, PG_ACQUIRE_TIMEOUT 500ms, UPSTREAM_MAX_CONNECTIONS 64, MAX_WAITING 1024,
 // TTL 1h, REAPER_INTERVAL 0s (off), STORE_REDIS "" (no Redis replay cache; else a `  redis: {...}` line
-// under store). Set by the rig: PROXY_PORT, UPSTREAM_PORT, PG_DSN.
+// under store), ADMIN_LISTEN off (else 127.0.0.1:PORT). Set by the rig: PROXY_PORT, UPSTREAM_PORT, PG_DSN.
 // The upstream's connect_timeout is 500ms, so with the default store timeouts the timing model's
 // shortest lease (README "Timing") is UPSTREAM_TIMEOUT + 4s: 2 × PG_QUERY_TIMEOUT 1s +
 // PG_ACQUIRE_TIMEOUT 500ms + connect_timeout 500ms + UPSTREAM_TIMEOUT + margin 1s. A test that sets
