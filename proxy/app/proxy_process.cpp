@@ -169,7 +169,7 @@ bool ProxyProcess::build(std::shared_ptr<const http::RuntimeConfig> runtime) {
   // One reaper per process, on the first worker's thread.
   reaper_ = std::make_unique<store::Reaper>(slots_.front()->io, *slots_.front()->store, config.reaper);
   reaper_->start();
-  // Which replication the primary runs: read once the first worker's pool is up, then every minute
+  // Which replication the primary runs: read once the first worker's pool is up, then every 5 seconds
   // and on every reload (the read goes through that worker's pool: nothing blocks).
   store::pg::PgStore* reader_store = slots_.front()->store.get();
   replication_watch_ = std::make_shared<pg::ReplicationWatch>(

@@ -46,7 +46,9 @@ std::string describe_replication(const core::ReplicationSettings& settings);
 std::string check_replication_report(const std::string& dsn, std::chrono::milliseconds connect_timeout);
 
 // Keeps `gauge` at 1 (synchronous), 0 (asynchronous) or -1 (not known yet) by reading the settings
-// through `reader` at start(), every `interval` after, and at refresh() (a reload). Logs
+// through `reader` at start(), every `interval` after, and at refresh() (a reload). The interval is
+// short (one tiny statement every 5 s): right after a failover the new primary usually stands
+// alone, with no synchronous standby, and that is when the gauge matters. Logs
 // `store_replication_asynchronous` (warn) or `store_replication_synchronous` (info) on the first
 // answer, on every change, and at each refresh(). Until a first answer, it asks again every few
 // seconds. Used only on the io thread of `io` (refresh() and stop() included: post them there).
@@ -55,7 +57,7 @@ class ReplicationWatch : public std::enable_shared_from_this<ReplicationWatch> {
   using Reader = std::function<void(ReplicationSettingsHandler)>;
 
   ReplicationWatch(boost::asio::io_context& io, Reader reader, std::atomic<int>& gauge,
-                   std::chrono::milliseconds interval = std::chrono::minutes(1));
+                   std::chrono::milliseconds interval = std::chrono::seconds(5));
   ReplicationWatch(const ReplicationWatch&) = delete;
   ReplicationWatch& operator=(const ReplicationWatch&) = delete;
 

@@ -27,6 +27,7 @@
 #include "failure/proxy_rig.hpp"
 #include "ha/ha_load.hpp"
 #include "relay/relay_env.hpp"
+#include "support/blocking_pg.hpp"
 #include "support/eventually.hpp"
 #include "support/ha_formation.hpp"
 #include "support/ports.hpp"
@@ -211,7 +212,7 @@ class HaFailover : public ::testing::Test {
   }
 
   // What reached the stream against what the writer had acknowledged.
-  void audit_relay(const std::vector<OutboxEvent>& acknowledged, relay::PgClient& client, Figures& figures) {
+  void audit_relay(const std::vector<OutboxEvent>& acknowledged, BlockingPg& client, Figures& figures) {
     const std::vector<relay::StreamEntry> entries = relay::read_stream(*redis_, prefix_ + ".order");
     figures.relay_entries = static_cast<int>(entries.size());
     std::map<OutboxEvent, int> copies;
@@ -233,7 +234,7 @@ class HaFailover : public ::testing::Test {
     }
     // Published from the old primary, then gone with the WAL it never shipped.
     std::set<OutboxEvent> rows;
-    for (const relay::Row& row : client.query("SELECT aggregate_id, payload->>'n' FROM outbox")) {
+    for (const PgRow& row : client.query("SELECT aggregate_id, payload->>'n' FROM outbox")) {
       rows.insert(OutboxEvent{row.at(0).value_or(""), std::stoi(row.at(1).value_or("0"))});
     }
     for (const auto& [event, count] : copies) {
@@ -346,9 +347,9 @@ class HaFailover : public ::testing::Test {
 
     // The relay drains the outbox on the new primary; then the stream is compared with the writer.
     figures.relay_acknowledged = static_cast<int>(events.size());
-    relay::PgClient client(formation_->dsn() + "&connect_timeout=2");
+    BlockingPg client(formation_->dsn() + "&connect_timeout=2");
     const bool drained = eventually(
-        [&] { return client.scalar("SELECT count(*) FROM outbox WHERE published_at IS NULL") == 0; }, 30s, 100ms);
+        [&] { return client.scalar_int("SELECT count(*) FROM outbox WHERE published_at IS NULL") == 0; }, 30s, 100ms);
     EXPECT_TRUE(drained) << "the relay did not drain the outbox on the new primary";
     audit_relay(events, client, figures);
 
@@ -390,6 +391,10 @@ TEST_F(HaFailover, KillPrimarySynchronousLosesNothingAndRunsNothingTwice) {
   EXPECT_EQ(figures.relay_duplicated, 0);
   EXPECT_EQ(figures.relay_out_of_order, 0);
   EXPECT_EQ(figures.relay_phantoms, 0) << "the stream holds events the outbox lost";
+  // The new primary stands alone (its standby was killed): a commit it acknowledges now has no
+  // copy, and the gauge must say so within seconds, not at the next minute.
+  EXPECT_TRUE(eventually([&] { return replication_gauge() == 0.0; }, 15s))
+      << kGauge << " is " << show(replication_gauge()) << " on a primary without a standby";
 }
 
 // b. Asynchronous replication: the window is real. Losses are counted and printed, not failed on;

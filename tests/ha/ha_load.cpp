@@ -6,6 +6,7 @@
 
 #include "failure/failure_requests.hpp"
 #include "relay/relay_env.hpp"
+#include "support/blocking_pg.hpp"
 #include "support/proxy_fixture.hpp"
 
 namespace idem::test::ha {
@@ -96,17 +97,17 @@ OutboxWriter::OutboxWriter(std::string dsn, std::string label, int aggregates, s
 OutboxWriter::~OutboxWriter() { stop(); }
 
 void OutboxWriter::run() {
-  std::unique_ptr<relay::PgClient> client;
+  std::unique_ptr<BlockingPg> client;
   std::vector<int> next(static_cast<std::size_t>(aggregates_), 1);
   bool in_doubt = false;  // the last INSERT failed: it may have committed all the same
   for (int turn = 0; !stop_.load();) {
     const OutboxEvent event{label_ + "-" + std::to_string(turn % aggregates_), next[static_cast<std::size_t>(turn % aggregates_)]};
     const std::vector<std::string> params{event.aggregate_id, std::to_string(event.n)};
     try {
-      if (!client) client = std::make_unique<relay::PgClient>(dsn_);
+      if (!client) client = std::make_unique<BlockingPg>(dsn_);
       bool committed = false;
       if (in_doubt) {
-        committed = client->scalar("SELECT count(*) FROM outbox WHERE aggregate_id = $1 AND (payload->>'n')::int = $2",
+        committed = client->scalar_int("SELECT count(*) FROM outbox WHERE aggregate_id = $1 AND (payload->>'n')::int = $2",
                                    params) > 0;
         in_doubt = false;
       }
