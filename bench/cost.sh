@@ -70,27 +70,6 @@ cost_measure() {
   done
 }
 
-# cost_short_name: C++ names from callgrind_annotate without template arguments and parameter lists
-# (read.hpp:boost::beast::http::detail::read_some_op<...>::operator()(...) -> ...read_some_op<…>::operator()).
-cost_short_name() {
-  awk '{
-    out = ""; depth = 0; n = length($0)
-    for (i = 1; i <= n; i++) {
-      c = substr($0, i, 1)
-      if (c == "<" || c == "(") {
-        if (depth == 0) out = out (c == "<" ? "<…>" : "()")
-        depth++
-      } else if ((c == ">" || c == ")") && depth > 0) {
-        depth--
-      } else if (depth == 0) {
-        out = out c
-      }
-    }
-    if (length(out) > 110) out = substr(out, 1, 110) "…"
-    print out
-  }'
-}
-
 # cost_rows DUMP INCLUSIVE(yes|no) TOP [PATTERN]: "Ir<TAB>file:function<TAB>object" for callgrind_annotate's
 # top entries (all of them with TOP 0) whose file:function matches PATTERN (an awk regex), leaving out
 # the thread and event-loop frames (95 % of the total or more: in 3.19 they show even without --inclusive).
