@@ -83,6 +83,7 @@ class IdempotentExchange {
     executor_ = co_await asio::this_coro::executor;
     prepare_claim(std::move(key), path, query);
     const FoundRecord found = co_await lookup_.find();
+    if (found.release_pending) co_return release_pending();
     if (found.error != store::StoreError::ok) co_return co_await claim_failed(found.error);
     const core::Decision decision = core::decide(found.claim, claim_.fingerprint, policy_);
     if (decision.action == core::Action::wait) co_return co_await wait_for_first(decision);
@@ -155,6 +156,7 @@ class IdempotentExchange {
       co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
       delay = std::min(delay * 2, milliseconds{200});
       const FoundRecord found = co_await lookup_.poll();
+      if (found.release_pending) co_return release_pending();
       if (found.error != store::StoreError::ok) co_return co_await claim_failed(found.error);
       decision = core::decide(found.claim, claim_.fingerprint, policy_);
       if (decision.action != core::Action::wait) co_return co_await act(decision, found);
@@ -187,6 +189,14 @@ class IdempotentExchange {
     }
     trace_.decision = decision::store_unavailable;
     co_return problem(core::store_unavailable_problem(std::chrono::seconds(1)));
+  }
+
+  // This process is still deleting the key's record (its request never ran): not forwarded, and
+  // not answered from the record, which would read as an unknown outcome once its lease lapsed.
+  // The client retries after Retry-After and runs normally once the release is through.
+  Response release_pending() const {
+    trace_.decision = decision::store_unavailable;
+    return problem(core::store_unavailable_problem(std::chrono::seconds(1)));
   }
 
   asio::awaitable<Response> execute() {

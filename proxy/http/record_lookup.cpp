@@ -4,6 +4,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <utility>
 
+#include "http/pending_releases.hpp"
 #include "http/proxy_metrics.hpp"
 #include "cache/shared_replay_cache.hpp"
 #include "store/store_awaitable.hpp"
@@ -62,6 +63,11 @@ asio::awaitable<FoundRecord> RecordLookup::find() {
 asio::awaitable<FoundRecord> RecordLookup::poll() { co_return co_await claim_in_store(false); }
 
 asio::awaitable<FoundRecord> RecordLookup::claim_in_store(bool share) {
+  if (services_.pending_releases.contains(claim_.scope, claim_.key)) {
+    FoundRecord pending;
+    pending.release_pending = true;
+    co_return pending;
+  }
   claim_sent_at_ = Clock::now();
   auto [error, claimed] = co_await store::async_claim(services_.store, claim_, use_awaitable);
   const auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - claim_sent_at_);

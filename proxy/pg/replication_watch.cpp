@@ -100,7 +100,7 @@ void ReplicationWatch::stop() {
 
 void ReplicationWatch::read(bool log_always) {
   if (stopped_) return;
-  reader_([weak = weak_from_this(), log_always](PgError error, core::ReplicationSettings settings) {
+  reader_([weak = weak_from_this(), log_always](const PgError& error, const core::ReplicationSettings& settings) {
     if (const auto self = weak.lock()) self->on_read(log_always, error, settings);
   });
 }

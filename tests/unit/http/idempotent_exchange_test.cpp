@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "core/clock.hpp"
+#include "http/pending_releases.hpp"
 #include "http/proxy_metrics.hpp"
 #include "cache/replay_cache.hpp"
 #include "http/runtime.hpp"
@@ -112,6 +113,11 @@ class ScriptedStore final : public store::Store {
     memory.complete(request, std::move(handler));
   }
   void release(const store::ReleaseRequest& request, store::DoneHandler handler) override {
+    if (releases_unavailable > 0) {
+      --releases_unavailable;
+      handler(StoreError::unavailable);
+      return;
+    }
     memory.release(request, std::move(handler));
   }
   void mark_unknown(const store::ReleaseRequest& request, store::DoneHandler handler) override {
@@ -129,6 +135,7 @@ class ScriptedStore final : public store::Store {
 
   store::MemoryStore memory;
   int claims = 0;
+  int releases_unavailable = 0;  // the next releases find no store
 };
 
 // A shared (Redis) cache that holds what it was given, in-process.
@@ -166,7 +173,7 @@ class Exchange : public ::testing::Test {
   // The services a worker would pass, over the current caches (between runs only).
   void rewire() {
     services_ = std::make_unique<http::WorkerServices>(
-        http::WorkerServices{config, store_, upstream, background, waiting, connections, *cache, metrics, shared});
+        http::WorkerServices{config, store_, upstream, background, waiting, connections, *cache, metrics, pending, shared});
   }
 
   http::Request request(std::string body = R"({"amount":100})", std::string host = "shop.example") {
@@ -182,6 +189,10 @@ class Exchange : public ::testing::Test {
   // Starts one exchange on the io_context; its answer is filled in once it ran (see run()).
   std::shared_ptr<Answer> start(http::Request r, std::string key = "k-1") {
     auto answer = std::make_shared<Answer>();
+    start_into(answer, std::move(r), std::move(key));
+    return answer;
+  }
+  void start_into(const std::shared_ptr<Answer>& answer, http::Request r, std::string key) {
     auto request_held = std::make_shared<http::Request>(std::move(r));
     asio::co_spawn(io, http::run_idempotent_exchange(*services_, policy, *request_held, "192.0.2.1", std::move(key),
                                                      "/orders", "", answer->trace),
@@ -189,8 +200,21 @@ class Exchange : public ::testing::Test {
                      if (error) std::rethrow_exception(error);
                      answer->response = std::move(response);
                    });
+  }
+
+  // start(), `delay` later on the io_context, after the store's clock moved `clock_moves`.
+  std::shared_ptr<Answer> start_after(std::chrono::milliseconds delay, std::chrono::milliseconds clock_moves,
+                                      http::Request r) {
+    auto answer = std::make_shared<Answer>();
+    auto timer = std::make_shared<asio::steady_timer>(io, delay);
+    auto request_held = std::make_shared<http::Request>(std::move(r));
+    timer->async_wait([this, timer, answer, request_held, clock_moves](boost::system::error_code) {
+      clock.advance(clock_moves);
+      start_into(answer, std::move(*request_held), "k-1");
+    });
     return answer;
   }
+
   // Runs every started exchange to its response, and every background write they left.
   void run() {
     io.restart();
@@ -219,8 +243,9 @@ class Exchange : public ::testing::Test {
   std::unique_ptr<idem::cache::ReplayCache> cache = std::make_unique<idem::cache::ReplayCache>(1 << 20);
   http::ProxyMetrics metrics;
   idem::cache::SharedReplayCache* shared = nullptr;
+  http::PendingReleases pending;
   std::unique_ptr<http::WorkerServices> services_ = std::make_unique<http::WorkerServices>(
-      http::WorkerServices{config, store_, upstream, background, waiting, connections, *cache, metrics, shared});
+      http::WorkerServices{config, store_, upstream, background, waiting, connections, *cache, metrics, pending, shared});
 };
 
 TEST_F(Exchange, NewKeyExecutesOnceAndReturnsTheUpstreamsResponseStoredBeforeItIsReturned) {
@@ -429,6 +454,25 @@ TEST_F(Exchange, AClaimWhoseReplyWasLostIs503AndItsRecordIsReleasedInTheBackgrou
   EXPECT_EQ(lost.response.result_int(), 503u);
   EXPECT_EQ(upstream.executions, 0);
   EXPECT_EQ(store_.memory.size(), 0u);  // the claim committed; the fenced release deleted it
+  EXPECT_EQ(send(request()).response.result_int(), 201u);
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+TEST_F(Exchange, ARetryWhileTheLostClaimIsStillBeingReleasedIs503NotAnUnknownOutcome) {
+  // The claim committed and its reply was lost; the store then stays away for the first three
+  // release attempts (100, 200, 400 ms). A retry in between, after the lease lapsed, must not read
+  // the record as an unknown outcome (502, locked): the request never reached the upstream.
+  store_.next_claim = ScriptedStore::Fault{StoreError::reply_lost, true};
+  store_.releases_unavailable = 3;
+  const auto lost = start(request());
+  const auto retry = start_after(50ms, policy.lease + 1s, request());
+  run();
+  EXPECT_EQ(lost->response.result_int(), 503u);
+  EXPECT_EQ(retry->response.result_int(), 503u) << retry->response.body();
+  EXPECT_EQ(retry->trace.decision, http::decision::store_unavailable);
+  EXPECT_EQ(upstream.executions, 0);
+  // Once the release is through, the retry runs, once.
+  EXPECT_EQ(store_.memory.size(), 0u);
   EXPECT_EQ(send(request()).response.result_int(), 201u);
   EXPECT_EQ(upstream.executions, 1);
 }
