@@ -414,8 +414,9 @@ else
     owner="('owner-' || :client_id::text || '-' || :seq::text)"
     {
       echo '\set seq random(1, 9000000000000000000)'
-      printf '%s;\n' "$claim" | sed -e "s/\\\$1/'bench-pgbench'/g" -e "s/\\\$2/$key/g" \
-        -e "s/\\\$3/'v1_0000000000000000000000000000000000000000000000000000000000000000'/g" -e "s/\\\$4/$owner/g" \
+      # $10 (the legacy fingerprint) first, before $1 would take its first two characters.
+      printf '%s;\n' "$claim" | sed -e "s/\\\$10/NULL::text/g" -e "s/\\\$1/'bench-pgbench'/g" -e "s/\\\$2/$key/g" \
+        -e "s/\\\$3/'v2_0000000000000000000000000000000000000000000000000000000000000000'/g" -e "s/\\\$4/$owner/g" \
         -e "s/\\\$5/3600000::bigint/g" -e "s/\\\$6/30000::bigint/g" -e "s/\\\$7/false/g" \
         -e "s/\\\$8/604800000::bigint/g" -e "s/\\\$9/'bench-pgbench-v1'/g"
       printf '%s;\n' "$complete" | sed -e "s/\\\$1/'bench-pgbench'/g" -e "s/\\\$2/$key/g" -e "s/\\\$3/$owner/g" \

@@ -27,8 +27,14 @@ struct JsonMember;
 using JsonArray = std::vector<JsonValue>;
 using JsonObject = std::vector<JsonMember>;  // kept in JCS order: sorted when the object closes
 
+// A number, already in its canonical text (format_jcs_number or exact_number_form): the two
+// schemes differ only there.
+struct JsonNumber {
+  std::string canonical;
+};
+
 struct JsonValue {
-  std::variant<std::nullptr_t, bool, double, std::string, JsonArray, JsonObject> data;
+  std::variant<std::nullptr_t, bool, JsonNumber, std::string, JsonArray, JsonObject> data;
   bool ignored = false;  // addressed by an ignore pointer: left out of the canonical form
 };
 
@@ -157,6 +163,8 @@ std::optional<double> literal_to_double(std::string_view literal) {
 
 class TreeBuilder {
  public:
+  explicit TreeBuilder(JsonNumbers numbers) : numbers_(numbers) {}
+
   static constexpr std::size_t max_array_size = static_cast<std::size_t>(-1);
   static constexpr std::size_t max_object_size = static_cast<std::size_t>(-1);
   static constexpr std::size_t max_string_size = static_cast<std::size_t>(-1);
@@ -261,27 +269,36 @@ class TreeBuilder {
   }
 
   bool on_number(boost::json::string_view last, boost::json::error_code& ec) {
-    const std::optional<double> number = literal_to_double(take_pending(last));
-    if (!number) {
+    const std::string literal = take_pending(last);
+    std::optional<std::string> canonical;
+    switch (numbers_) {
+      case JsonNumbers::ieee_double:
+        if (const std::optional<double> number = literal_to_double(literal)) canonical = format_jcs_number(*number);
+        break;
+      case JsonNumbers::exact_decimal: canonical = exact_number_form(literal); break;
+    }
+    if (!canonical) {
       ec = boost::json::error::exponent_overflow;
       return false;
     }
-    push(*number);
+    push(JsonNumber{std::move(*canonical)});
     return true;
   }
+
+  JsonNumbers numbers_;
 
   std::vector<JsonValue> values_;   // finished values not yet moved into their container
   std::vector<std::string> names_;  // member names of the open objects, innermost last
   std::string pending_;             // string, key or number literal split across callbacks
 };
 
-std::optional<JsonValue> parse_strict(std::string_view json) {
+std::optional<JsonValue> parse_strict(std::string_view json, JsonNumbers numbers) {
   boost::json::parse_options options;
   options.max_depth = kMaxJsonDepth;
   options.allow_comments = false;
   options.allow_trailing_commas = false;
   options.allow_invalid_utf8 = false;
-  boost::json::basic_parser<TreeBuilder> parser(options);
+  boost::json::basic_parser<TreeBuilder> parser(options, numbers);
   boost::json::error_code ec;
   const std::size_t consumed = parser.write_some(false, json.data(), json.size(), ec);
   if (ec || consumed != json.size() || !parser.done()) return std::nullopt;
@@ -388,7 +405,7 @@ void write_value(const JsonValue& value, std::string& out) {
   std::visit(Overloaded{
                  [&](std::nullptr_t) { out += "null"; },
                  [&](bool flag) { out += flag ? "true" : "false"; },
-                 [&](double number) { out += format_jcs_number(number); },
+                 [&](const JsonNumber& number) { out += number.canonical; },
                  [&](const std::string& text) { write_string(text, out); },
                  [&](const JsonArray& elements) {
                    out.push_back('[');
@@ -420,8 +437,9 @@ void write_value(const JsonValue& value, std::string& out) {
 
 }  // namespace
 
-std::optional<std::string> canonicalize_json(std::string_view json, const std::vector<std::string>& ignore) {
-  std::optional<JsonValue> root = parse_strict(json);
+std::optional<std::string> canonicalize_json(std::string_view json, const std::vector<std::string>& ignore,
+                                             JsonNumbers numbers) {
+  std::optional<JsonValue> root = parse_strict(json, numbers);
   if (!root) return std::nullopt;
   for (const std::string& pointer : ignore) {
     const ParsedPointer parsed = parse_pointer(pointer);
@@ -497,6 +515,67 @@ std::string format_jcs_number(double value) {
     out += std::to_string(std::abs(n - 1));
   }
   return out;
+}
+
+std::optional<std::string> exact_number_form(std::string_view literal) {
+  // Grammar (RFC 8259 section 6): [-] int [. frac] [(e|E) [+|-] digits], int "0" or no leading 0.
+  std::string_view rest = literal;
+  const bool negative = !rest.empty() && rest.front() == '-';
+  if (negative) rest.remove_prefix(1);
+  const auto digits_prefix = [&rest] {
+    const std::size_t end = std::min(rest.find_first_not_of("0123456789"), rest.size());
+    const std::string_view digits = rest.substr(0, end);
+    rest.remove_prefix(end);
+    return digits;
+  };
+  const std::string_view integer = digits_prefix();
+  if (integer.empty() || (integer.size() > 1 && integer.front() == '0')) return std::nullopt;
+  std::string_view fraction;
+  if (!rest.empty() && rest.front() == '.') {
+    rest.remove_prefix(1);
+    fraction = digits_prefix();
+    if (fraction.empty()) return std::nullopt;
+  }
+  // The exponent saturates (its digit count is unbounded): anything beyond the bound is rejected
+  // by its sign and size alone, whatever the mantissa, in time linear in the literal.
+  constexpr std::int64_t kSaturation = 1'000'000'000'000;
+  std::int64_t exponent = 0;
+  if (!rest.empty() && (rest.front() == 'e' || rest.front() == 'E')) {
+    rest.remove_prefix(1);
+    bool negative_exponent = false;
+    if (!rest.empty() && (rest.front() == '+' || rest.front() == '-')) {
+      negative_exponent = rest.front() == '-';
+      rest.remove_prefix(1);
+    }
+    const std::string_view digits = digits_prefix();
+    if (digits.empty()) return std::nullopt;
+    for (const char digit : digits) exponent = std::min(kSaturation, exponent * 10 + (digit - '0'));
+    if (negative_exponent) exponent = -exponent;
+  }
+  if (!rest.empty()) return std::nullopt;
+
+  // value = (integer fraction) * 10^(exponent - |fraction|); strip the zeros on both ends.
+  std::string significand;
+  significand.reserve(integer.size() + fraction.size());
+  significand.append(integer).append(fraction);
+  exponent -= static_cast<std::int64_t>(fraction.size());
+  const std::size_t first = significand.find_first_not_of('0');
+  if (first == std::string::npos) return "0";  // every zero, -0 included, is 0
+  const std::size_t last = significand.find_last_not_of('0');
+  exponent += static_cast<std::int64_t>(significand.size() - 1 - last);
+  significand = significand.substr(first, last - first + 1);
+  if (significand.size() > kMaxExactDigits) return std::nullopt;
+  if (exponent > kMaxExactExponent || exponent < -kMaxExactExponent) return std::nullopt;
+
+  std::string form;
+  form.reserve(significand.size() + 16);
+  if (negative) form.push_back('-');
+  form += significand;
+  if (exponent != 0) {
+    form.push_back('e');
+    form += std::to_string(exponent);
+  }
+  return form;
 }
 
 std::string json_pointer_error(std::string_view pointer) { return parse_pointer(pointer).error; }

@@ -11,6 +11,8 @@
 //                then per configured header: frame("h+") frame(lower-case name) frame(value)
 //                                        or: frame("h-") frame(lower-case name)
 //                then frame("json") frame(JCS canonical body) or frame("raw") frame(body bytes)
+// v2 fingerprint: "idemproxy-fingerprint-v2" then the same frames, the canonical body's numbers in
+//   their exact normal form (canonical_json.hpp, exact_number_form) instead of JCS doubles.
 //   scope:       "idemproxy-scope-v1" then the header frames as above, in the route's order
 // v2 scope (a route that scopes by host): "idemproxy-scope-v2" frame(host) then the header
 //   frames as in v1. The host is passed already normalized (lower case, no port).
@@ -21,7 +23,8 @@ namespace {
 
 // Domain separation: a fingerprint pre-image can never be mistaken for a scope pre-image, and a
 // future v2 pre-image never equals a v1 one. Changing either string changes every stored value.
-constexpr std::string_view kFingerprintDomain = "idemproxy-fingerprint-v1";
+constexpr std::string_view kFingerprintDomainV1 = "idemproxy-fingerprint-v1";
+constexpr std::string_view kFingerprintDomainV2 = "idemproxy-fingerprint-v2";
 constexpr std::string_view kScopeDomain = "idemproxy-scope-v1";
 constexpr std::string_view kHostScopeDomain = "idemproxy-scope-v2";
 
@@ -87,15 +90,19 @@ std::string_view trim_ows(std::string_view text) {
 
 }  // namespace
 
-std::string request_fingerprint(const RequestFacts& facts, const std::vector<std::string>& ignore_json) {
-  FramedDigest digest(kFingerprintDomain);
+std::string request_fingerprint(const RequestFacts& facts, const std::vector<std::string>& ignore_json,
+                                FingerprintScheme scheme) {
+  const bool v1 = scheme == FingerprintScheme::v1;
+  FramedDigest digest(v1 ? kFingerprintDomainV1 : kFingerprintDomainV2);
   digest.frame(facts.method);
   digest.frame(facts.path);
   digest.frame(facts.query);
   for (const auto& [name, value] : facts.headers) digest.header(name, value);
 
   std::optional<std::string> canonical;
-  if (is_json_media_type(facts.content_type)) canonical = canonicalize_json(facts.body, ignore_json);
+  if (is_json_media_type(facts.content_type)) {
+    canonical = canonicalize_json(facts.body, ignore_json, v1 ? JsonNumbers::ieee_double : JsonNumbers::exact_decimal);
+  }
   if (canonical) {
     digest.frame(kBodyJson);
     digest.frame(*canonical);
@@ -103,7 +110,13 @@ std::string request_fingerprint(const RequestFacts& facts, const std::vector<std
     digest.frame(kBodyRaw);
     digest.frame(facts.body);
   }
-  return "v1:" + digest.finish_hex();
+  return (v1 ? "v1:" : "v2:") + digest.finish_hex();
+}
+
+std::optional<FingerprintScheme> fingerprint_scheme(std::string_view fingerprint) {
+  if (fingerprint.starts_with("v1:")) return FingerprintScheme::v1;
+  if (fingerprint.starts_with("v2:")) return FingerprintScheme::v2;
+  return std::nullopt;
 }
 
 std::string record_scope(std::string_view route_name,

@@ -23,10 +23,24 @@ struct RequestFacts {
   std::string_view body;
 };
 
-// "v1:" + 64 hex. JSON bodies (application/json or any +json media type) are canonicalized with
-// JCS and the route's ignore_json pointers first; a JSON-typed body that does not parse hashes as
-// raw bytes (with a different tag, so raw and canonical never collide).
-std::string request_fingerprint(const RequestFacts& facts, const std::vector<std::string>& ignore_json);
+// Fingerprint schemes. A record keeps the fingerprint it was claimed with, so a request is
+// compared with a record in the record's scheme (fingerprint_scheme of the stored value).
+enum class FingerprintScheme {
+  v1,  // JSON numbers as IEEE doubles (RFC 8785): records made before v2; computed only to match them
+  v2,  // JSON numbers by their exact decimal value: every new record
+};
+inline constexpr FingerprintScheme kCurrentFingerprintScheme = FingerprintScheme::v2;
+
+// "v2:" (or "v1:") + 64 hex. JSON bodies (application/json or any +json media type) are
+// canonicalized first, minus what the route's ignore_json pointers address: JCS (RFC 8785) with, in v2, each
+// number in its exact normal form (exact_number_form) instead of a double. A JSON-typed body that
+// does not canonicalize hashes as raw bytes (with a different tag, so raw and canonical never
+// collide).
+std::string request_fingerprint(const RequestFacts& facts, const std::vector<std::string>& ignore_json,
+                                FingerprintScheme scheme = kCurrentFingerprintScheme);
+
+// The scheme a stored fingerprint was made with, from its prefix; std::nullopt for anything else.
+std::optional<FingerprintScheme> fingerprint_scheme(std::string_view fingerprint);
 
 // Scope of a record: route name + hash of the values of the route's scope headers, in order.
 // Returned as "<route>/v1:<hex>"; a route without scope headers yields "<route>/-".

@@ -82,10 +82,18 @@ class IdempotentExchange {
   asio::awaitable<Response> run(std::string key, std::string_view path, std::string_view query) {
     executor_ = co_await asio::this_coro::executor;
     prepare_claim(std::move(key), path, query);
-    const FoundRecord found = co_await lookup_.find();
+    FoundRecord found = co_await lookup_.find();
     if (found.release_pending) co_return release_pending();
     if (found.error != store::StoreError::ok) co_return co_await claim_failed(found.error);
-    const core::Decision decision = core::decide(found.claim, claim_.fingerprint, policy_);
+    if (takes_over_legacy_record(found.claim)) {
+      // The same request's in-flight record from before the upgrade, its lease lapsed: claim again,
+      // offering the legacy fingerprint, so the store hands it over as it would a current one.
+      claim_.legacy_fingerprint = *legacy_fingerprint_;
+      found = co_await lookup_.poll();
+      if (found.release_pending) co_return release_pending();
+      if (found.error != store::StoreError::ok) co_return co_await claim_failed(found.error);
+    }
+    const core::Decision decision = core::decide(found.claim, fingerprint_for(found.claim), policy_);
     if (decision.action == core::Action::wait) co_return co_await wait_for_first(decision);
     co_return co_await act(decision, found);
   }
@@ -97,14 +105,13 @@ class IdempotentExchange {
     claim_.scope = std::move(scope.scope);
     claim_.legacy_scope = std::move(scope.legacy_scope);
     claim_.key = std::move(key);
-    fingerprint::RequestFacts facts;
-    facts.method = request_.method_string();
-    facts.path = path;
-    facts.query = query;
-    facts.headers = collect_headers(request_, policy_.fingerprint_headers);
-    facts.content_type = request_[beast_http::field::content_type];
-    facts.body = request_.body();
-    claim_.fingerprint = fingerprint::request_fingerprint(facts, policy_.ignore_json);
+    facts_.method = request_.method_string();
+    facts_.path = path;
+    facts_.query = query;
+    facts_.headers = collect_headers(request_, policy_.fingerprint_headers);
+    facts_.content_type = request_[beast_http::field::content_type];
+    facts_.body = request_.body();
+    claim_.fingerprint = fingerprint::request_fingerprint(facts_, policy_.ignore_json);
     claim_.owner = crypto::random_token();
     claim_.ttl = policy_.ttl;
     claim_.lease = policy_.lease;
@@ -112,6 +119,29 @@ class IdempotentExchange {
     // lock: a record nobody settles (we die mid-exchange) is an unknown outcome and lasts as long.
     if (!claim_.take_over_lapsed_lease) claim_.unsettled_retention = policy_.unknown_retention;
     trace_.key_sha256 = key_hash(claim_.key);
+  }
+
+  // This request's fingerprint in the scheme of the record the claim found, for decide(): the
+  // current one, computed up front, unless the record was made before the current scheme (a "v1:"
+  // fingerprint, during its ttl after the upgrade): then the v1 fingerprint, computed once, here.
+  const std::string& fingerprint_for(const core::ClaimResult& claim) {
+    if (claim.claimed ||
+        fingerprint::fingerprint_scheme(claim.existing.fingerprint) != fingerprint::FingerprintScheme::v1)
+      return claim_.fingerprint;
+    if (!legacy_fingerprint_) {
+      legacy_fingerprint_ =
+          fingerprint::request_fingerprint(facts_, policy_.ignore_json, fingerprint::FingerprintScheme::v1);
+    }
+    return *legacy_fingerprint_;
+  }
+
+  // unknown_outcome: retry, and the claim found this request's v1 in-flight record with a lapsed
+  // lease, which the store takes over only when the claim offers the v1 fingerprint too.
+  bool takes_over_legacy_record(const core::ClaimResult& claim) {
+    const core::Record& existing = claim.existing;
+    return !claim.claimed && claim_.take_over_lapsed_lease && claim_.legacy_fingerprint.empty() &&
+           !claim.existing_under_legacy_scope && core::lease_lapsed(existing.state, existing.lease_remaining) &&
+           existing.fingerprint == fingerprint_for(claim) && existing.fingerprint != claim_.fingerprint;
   }
 
   Response problem(const core::Problem& p) const { return problem_response(p, request_.version()); }
@@ -158,7 +188,7 @@ class IdempotentExchange {
       const FoundRecord found = co_await lookup_.poll();
       if (found.release_pending) co_return release_pending();
       if (found.error != store::StoreError::ok) co_return co_await claim_failed(found.error);
-      decision = core::decide(found.claim, claim_.fingerprint, policy_);
+      decision = core::decide(found.claim, fingerprint_for(found.claim), policy_);
       if (decision.action != core::Action::wait) co_return co_await act(decision, found);
     }
     trace_.decision = decision::in_flight;
@@ -316,6 +346,8 @@ class IdempotentExchange {
   Request& request_;
   std::string_view client_address_;
   RequestTrace& trace_;
+  fingerprint::RequestFacts facts_;                // views into request_, valid until execute() rewrites it
+  std::optional<std::string> legacy_fingerprint_;  // v1, computed when a v1 record is found
   store::ClaimRequest claim_;
   RecordLookup lookup_;             // reads claim_, filled in by prepare_claim before first use
   asio::any_io_executor executor_;  // the worker's: background settles run there

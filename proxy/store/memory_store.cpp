@@ -55,9 +55,11 @@ void MemoryStore::claim_locked(const ClaimRequest& request, core::ClaimResult& r
   // over only when asked, and only by the same request (else the caller must see the mismatch).
   // An `unknown` record is never taken over: it waits for an operator or its expiry.
   const bool lease_running = entry.state == core::RecordState::in_flight && entry.lease_expires_at > now;
-  const bool replace = inserted || (entry.expires_at <= now && !lease_running) ||
-                       (request.take_over_lapsed_lease && entry.state == core::RecordState::in_flight &&
-                        entry.lease_expires_at <= now && entry.fingerprint == request.fingerprint);
+  const bool replace =
+      inserted || (entry.expires_at <= now && !lease_running) ||
+      (request.take_over_lapsed_lease && entry.state == core::RecordState::in_flight && entry.lease_expires_at <= now &&
+       (entry.fingerprint == request.fingerprint ||
+        (!request.legacy_fingerprint.empty() && entry.fingerprint == request.legacy_fingerprint)));
   if (!replace) {
     result.existing = existing_record(entry, now);
     return;

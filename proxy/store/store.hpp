@@ -41,6 +41,11 @@ struct ClaimRequest {
   // it): a live record there is answered as the existing record and nothing is claimed, so
   // records made before the upgrade keep matching during their ttl. Empty: none.
   std::string legacy_scope{};
+  // The same request's fingerprint in the scheme before `fingerprint`'s (a "v1:" one), or empty.
+  // Set only after a claim returned a record carrying it: with take_over_lapsed_lease, an in-flight
+  // record of this request made before the upgrade is taken over like one carrying `fingerprint`
+  // (and claimed anew with `fingerprint`).
+  std::string legacy_fingerprint{};
 };
 
 struct CompleteRequest {

@@ -304,6 +304,32 @@ TYPED_TEST(StoreConformance, LapsedLeaseIsNotTakenOverByADifferentRequest) {
   EXPECT_EQ(other.result.existing.fingerprint, "v1:first");
 }
 
+// A record made before fingerprint v2 carries the request's v1 fingerprint: a claim that offers
+// it as legacy_fingerprint takes the lapsed lease over and claims the record anew with its v2 one.
+TYPED_TEST(StoreConformance, LapsedLeaseIsTakenOverByTheSameRequestsLegacyFingerprint) {
+  store::ClaimRequest old = this->claim_request("k1", "owner-1", "v1:same-request");
+  old.lease = 200ms;
+  ASSERT_TRUE(this->harness_.claim(old).result.claimed);
+  this->harness_.let_time_pass(350ms);
+
+  store::ClaimRequest request = this->claim_request("k1", "owner-2", "v2:same-request");
+  request.take_over_lapsed_lease = true;
+  request.legacy_fingerprint = "v1:another-request";
+  const ClaimOutcome other = this->harness_.claim(request);
+  ASSERT_EQ(other.error, StoreError::ok);
+  EXPECT_FALSE(other.result.claimed);
+  EXPECT_EQ(other.result.existing.fingerprint, "v1:same-request");
+
+  request.owner = "owner-3";
+  request.legacy_fingerprint = "v1:same-request";
+  ASSERT_TRUE(this->harness_.claim(request).result.claimed);
+  EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "owner-3", binary_response())), StoreError::ok);
+  const ClaimOutcome replay = this->harness_.claim(this->claim_request("k1", "owner-4", "v2:same-request"));
+  EXPECT_FALSE(replay.result.claimed);
+  EXPECT_EQ(replay.result.existing.fingerprint, "v2:same-request");
+  EXPECT_EQ(replay.result.existing.state, RecordState::completed);
+}
+
 TYPED_TEST(StoreConformance, TakeOverNeverTouchesAFinishedRecord) {
   store::ClaimRequest request = this->claim_request("k1", "owner-1");
   request.lease = 200ms;

@@ -115,6 +115,21 @@ TEST_F(BehaviourTable, SameKeyDifferentBodyIs422FingerprintMismatch) {
   EXPECT_EQ(upstream_count(key), 1u);
 }
 
+// Row "same key + different fingerprint": JSON numbers count by their exact value (fingerprint
+// v2). Two 20-digit account numbers one IEEE double holds are two requests, as they are to a Java,
+// Go or Python upstream; the same value spelled differently is the same request.
+TEST_F(BehaviourTable, SameKeyAndAnAccountNumberThatDiffersBeyondDoublePrecisionIs422) {
+  const std::string key = unique_key("account");
+  const auto first = send(order(key, R"({"account":12345678901234567890})"));
+  ASSERT_TRUE(first.ok()) << first.error;
+  ASSERT_EQ(first.status, 200) << describe(first);
+  expect_problem(send(order(key, R"({"account":12345678901234567891})")), 422, "fingerprint-mismatch");
+  const auto respelled = send(order(key, R"({ "account" : 1234567890123456789e1 })"));
+  EXPECT_TRUE(is_replay(respelled)) << describe(respelled);
+  EXPECT_EQ(respelled.body, first.body);
+  EXPECT_EQ(upstream_count(key), 1u);
+}
+
 // Row "same key + different fingerprint": the query string is part of the fingerprint.
 TEST_F(BehaviourTable, SameKeyDifferentQueryStringIs422) {
   const std::string key = unique_key("query");

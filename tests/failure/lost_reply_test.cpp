@@ -5,7 +5,7 @@
 // never forwarded frees its key, a completion that committed is not reported lost.
 //
 // Statements are told apart by their parameters, which travel as raw bytes in the Bind message
-// (prepared and unnamed alike): only the claim carries the fingerprint ("v1:..."); the owner
+// (prepared and unnamed alike): only the claim carries the fingerprint ("v2:...", after the key); the owner
 // writes (complete, release, mark_unknown) carry scope, key and owner, and complete also its
 // state ("completed"). Every key is unique to its test.
 #include <cstdlib>
@@ -32,17 +32,28 @@ using AfterLoss = FaultProxy::AfterLoss;
 
 bool has(std::string_view request, std::string_view needle) { return request.find(needle) != std::string_view::npos; }
 
+// How many times `bytes` holds a claim of `key`: in a claim's Bind the fingerprint ("v2:...")
+// follows the key (after its 4-byte length); in an owner write the owner token does. (The scope,
+// "<route>/v2:..." on a host-scoped route, comes before the key in both.)
+std::size_t claims_in(std::string_view bytes, std::string_view key) {
+  std::size_t claims = 0;
+  for (std::size_t at = bytes.find(key); at != std::string_view::npos; at = bytes.find(key, at + key.size())) {
+    if (bytes.substr(at + key.size(), 16).find("v2:") != std::string_view::npos) ++claims;
+  }
+  return claims;
+}
+
 // The claim (or a waiting duplicate's poll) of `key`.
 FaultProxy::Matcher claim_of(std::string key) {
-  return [key = std::move(key)](std::string_view request) { return has(request, key) && has(request, "v1:"); };
+  return [key = std::move(key)](std::string_view request) { return claims_in(request, key) > 0; };
 }
 // complete, release or mark_unknown of `key` (whichever the scenario sends first).
 FaultProxy::Matcher owner_write_of(std::string key) {
-  return [key = std::move(key)](std::string_view request) { return has(request, key) && !has(request, "v1:"); };
+  return [key = std::move(key)](std::string_view request) { return has(request, key) && claims_in(request, key) == 0; };
 }
 FaultProxy::Matcher completion_of(std::string key) {
   return [key = std::move(key)](std::string_view request) {
-    return has(request, key) && !has(request, "v1:") && has(request, "completed");
+    return has(request, key) && claims_in(request, key) == 0 && has(request, "completed");
   };
 }
 
@@ -93,15 +104,9 @@ std::string seen(const std::set<int>& statuses) {
   return text;
 }
 
-// How many claims of `key` reached Postgres through `proxy`: in a claim's Bind the fingerprint
-// ("v1:...") follows the key; in an owner write the owner token does.
+// How many claims of `key` reached Postgres through `proxy`.
 std::size_t claims_forwarded(const FaultProxy& proxy, const std::string& key) {
-  const std::string bytes = proxy.forwarded_to_server();
-  std::size_t claims = 0;
-  for (std::size_t at = bytes.find(key); at != std::string::npos; at = bytes.find(key, at + key.size())) {
-    if (bytes.substr(at + key.size(), 16).find("v1:") != std::string::npos) ++claims;
-  }
-  return claims;
+  return claims_in(proxy.forwarded_to_server(), key);
 }
 
 // What a fault proxy does to one chosen statement or command.

@@ -36,7 +36,7 @@ std::optional<core::RecordState> parse_state_column(std::string_view value) {
 
 Statement claim_statement(const ClaimRequest& request) {
   Statement statement{.name = "claim", .sql = sql::kClaim, .params = {}};
-  statement.params.reserve(9);
+  statement.params.reserve(10);
   statement.params.push_back(Param::text(request.scope));
   statement.params.push_back(Param::text(request.key));
   statement.params.push_back(Param::text(request.fingerprint));
@@ -46,6 +46,8 @@ Statement claim_statement(const ClaimRequest& request) {
   statement.params.push_back(Param::boolean(request.take_over_lapsed_lease));
   statement.params.push_back(Param::int8(request.unsettled_retention.count()));
   statement.params.push_back(request.legacy_scope.empty() ? Param::null(oid::text) : Param::text(request.legacy_scope));
+  statement.params.push_back(request.legacy_fingerprint.empty() ? Param::null(oid::text)
+                                                                : Param::text(request.legacy_fingerprint));
   return statement;
 }
 

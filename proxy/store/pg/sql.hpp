@@ -29,7 +29,9 @@ enum ClaimColumn : int {
 // $6 lease_ms int8, $7 take_over_lapsed_lease bool, $8 unsettled_retention_ms int8 (the new
 // in-flight record expires ttl + $8 from now: see ClaimRequest::unsettled_retention),
 // $9 legacy_scope text or NULL (ClaimRequest::legacy_scope: a live record there is returned as
-// the existing one and nothing is inserted; one more primary-key probe, none when NULL).
+// the existing one and nothing is inserted; one more primary-key probe, none when NULL),
+// $10 legacy_fingerprint text or NULL (ClaimRequest::legacy_fingerprint: a lapsed in-flight
+// record carrying it is taken over like one carrying $3).
 //
 // The INSERT either creates the in-flight record, or replaces the conflicting one when it has
 // expired (unless it is in flight with its lease running: its request may be executing, whatever
@@ -69,7 +71,7 @@ WITH legacy AS (
         response_body = NULL
     WHERE (r.expires_at <= now() AND NOT (r.state = 'in_flight' AND r.lease_expires_at > now()))
        OR ($7 AND r.state = 'in_flight' AND r.lease_expires_at <= now()
-           AND r.fingerprint = excluded.fingerprint)
+           AND (r.fingerprint = excluded.fingerprint OR r.fingerprint = $10))
   RETURNING true AS claimed, r.fingerprint, r.state, r.response_status, r.response_headers,
             r.response_body, (extract(epoch FROM r.lease_expires_at - now()) * 1000)::bigint AS lease_remaining_ms,
             (extract(epoch FROM r.expires_at - now()) * 1000)::bigint AS expires_in_ms

@@ -15,16 +15,23 @@ namespace {
 
 using HeaderValues = std::vector<std::pair<std::string_view, std::optional<std::string>>>;
 
-// Pinned outputs of the v1 pre-image (cross-checked once against an independent hashlib script
-// building "idemproxy-fingerprint-v1" + "<len>:<bytes>," frames). If one of these fails, stored
-// records would stop matching their retries after an upgrade: change the pre-image only together
-// with a new version prefix.
-constexpr const char* kGoldenJsonFingerprint =
+// Pinned outputs of the v1 and v2 pre-images (cross-checked once against an independent hashlib
+// script building "idemproxy-fingerprint-v<n>" + "<len>:<bytes>," frames; v2's JSON body frame is
+// {"amount":1e2,"currency":"EUR"}). If one of these fails, stored records would stop matching
+// their retries after an upgrade: change a pre-image only together with a new version prefix. v1
+// stays computable: records made before v2 are compared in v1 during their ttl.
+constexpr const char* kGoldenJsonFingerprintV1 =
     "v1:b2a17f5348ace0cbbffa571e8210d277f661867fc370cb2a5f25bea8020617f8";
-constexpr const char* kGoldenRawFingerprint =
+constexpr const char* kGoldenRawFingerprintV1 =
     "v1:5acf3e1d13fecbd247d305afbf1b1acb787897fcfee8150934f181affd70a336";
-constexpr const char* kGoldenEmptyFingerprint =
+constexpr const char* kGoldenEmptyFingerprintV1 =
     "v1:a8a3035d97b30e958e18cb6276c4cbc1696b7cada3553520a46de24ca625a3f3";
+constexpr const char* kGoldenJsonFingerprint =
+    "v2:f0637161d913c6961437be62d7503db23b42fa2cc0171b0c5c4c1c1db71e2202";
+constexpr const char* kGoldenRawFingerprint =
+    "v2:47e336488c18b6168486b6ad38f489846c6fb674534907f521771f9eebcbcd21";
+constexpr const char* kGoldenEmptyFingerprint =
+    "v2:5a98a42e42f4aed3b961808720ee81d1631cac7a12b3a438233e7e3d50a6c3be";
 constexpr const char* kGoldenScope =
     "create-order/v1:a4432e49486fc09cb23baf3ca91a83b8a75f072562774b710b96b6a812cfdd40";
 
@@ -43,8 +50,13 @@ std::string fingerprint(const RequestFacts& facts, const std::vector<std::string
   return request_fingerprint(facts, ignore);
 }
 
+std::string fingerprint_v1(const RequestFacts& facts, const std::vector<std::string>& ignore = {}) {
+  return request_fingerprint(facts, ignore, FingerprintScheme::v1);
+}
+
 TEST(FingerprintGolden, JsonRequest) {
   EXPECT_EQ(fingerprint(order_request(), {"/client_timestamp"}), kGoldenJsonFingerprint);
+  EXPECT_EQ(fingerprint_v1(order_request(), {"/client_timestamp"}), kGoldenJsonFingerprintV1);
 }
 
 TEST(FingerprintGolden, RawRequestWithAbsentHeader) {
@@ -56,6 +68,7 @@ TEST(FingerprintGolden, RawRequestWithAbsentHeader) {
   const std::string body("\x00\x01\xFFpayload", 10);
   facts.body = body;
   EXPECT_EQ(fingerprint(facts), kGoldenRawFingerprint);
+  EXPECT_EQ(fingerprint_v1(facts), kGoldenRawFingerprintV1);
 }
 
 TEST(FingerprintGolden, EmptyRequest) {
@@ -63,6 +76,61 @@ TEST(FingerprintGolden, EmptyRequest) {
   facts.method = "DELETE";
   facts.path = "/";
   EXPECT_EQ(fingerprint(facts), kGoldenEmptyFingerprint);
+  EXPECT_EQ(fingerprint_v1(facts), kGoldenEmptyFingerprintV1);
+}
+
+TEST(FingerprintScheme, NewFingerprintsAreV2AndTheStoredPrefixNamesTheScheme) {
+  EXPECT_EQ(fingerprint_scheme(fingerprint(order_request())), FingerprintScheme::v2);
+  EXPECT_EQ(fingerprint_scheme(fingerprint_v1(order_request())), FingerprintScheme::v1);
+  EXPECT_EQ(fingerprint_scheme(kGoldenJsonFingerprintV1), FingerprintScheme::v1);
+  // Domain separation: the two schemes never share a digest, even for a body without numbers.
+  EXPECT_NE(fingerprint(order_request()).substr(3), fingerprint_v1(order_request()).substr(3));
+  EXPECT_EQ(fingerprint_scheme("v3:00"), std::nullopt);
+  EXPECT_EQ(fingerprint_scheme(""), std::nullopt);
+  EXPECT_EQ(fingerprint_scheme("create-order/v1:ab"), std::nullopt);
+}
+
+// The issue's case: two account numbers beyond 2^64 that one double holds.
+TEST(FingerprintNumbers, DistinctBigIntegersDiffer) {
+  RequestFacts first = order_request();
+  first.body = R"({"account":12345678901234567890})";
+  RequestFacts second = order_request();
+  second.body = R"({"account":12345678901234567891})";
+  EXPECT_NE(fingerprint(first), fingerprint(second));
+  EXPECT_EQ(fingerprint_v1(first), fingerprint_v1(second)) << "v1 is kept as it was: doubles";
+}
+
+TEST(FingerprintNumbers, DistinctDecimalsDiffer) {
+  RequestFacts first = order_request();
+  first.body = R"({"amount":0.30000000000000000001})";
+  RequestFacts second = order_request();
+  second.body = R"({"amount":0.3})";
+  EXPECT_NE(fingerprint(first), fingerprint(second));
+}
+
+TEST(FingerprintNumbers, EqualValuesSpelledDifferentlyMatch) {
+  RequestFacts base = order_request();
+  base.body = R"({"amount":1,"fee":0,"rate":0.25})";
+  for (const char* body : {R"({"amount":1.0,"fee":-0,"rate":0.250})", R"({"rate":25e-2,"fee":0.0,"amount":1e0})",
+                           R"({"amount":10e-1,"fee":0e10,"rate":2.5E-1})", R"({"amount":0.1e1,"fee":-0.0,"rate":0.025e1})"}) {
+    RequestFacts spelled = order_request();
+    spelled.body = body;
+    EXPECT_EQ(fingerprint(spelled), fingerprint(base)) << body;
+  }
+}
+
+// A number beyond exact_number_form's bounds: the body hashes as raw bytes (exact, not
+// normalized), as v1 did for numbers beyond double range.
+TEST(FingerprintNumbers, NumbersBeyondTheBoundsHashTheRawBody) {
+  RequestFacts huge = order_request();
+  huge.headers.clear();
+  huge.body = R"({"n":1e1000000000})";
+  RequestFacts raw = huge;
+  raw.content_type = "application/octet-stream";
+  EXPECT_EQ(fingerprint(huge), fingerprint(raw));
+  RequestFacts other = huge;
+  other.body = R"({"n":1e1000000001})";
+  EXPECT_NE(fingerprint(huge), fingerprint(other));
 }
 
 TEST(ScopeGolden, TwoScopeHeaders) {
@@ -73,7 +141,7 @@ TEST(ScopeGolden, TwoScopeHeaders) {
 TEST(Fingerprint, HasVersionPrefixAndSixtyFourHexDigits) {
   const std::string value = fingerprint(order_request());
   ASSERT_EQ(value.size(), 3u + 64u);
-  EXPECT_EQ(value.substr(0, 3), "v1:");
+  EXPECT_EQ(value.substr(0, 3), "v2:");
   EXPECT_EQ(value.find_first_not_of("0123456789abcdef", 3), std::string::npos) << value;
 }
 

@@ -21,6 +21,8 @@
 #include <utility>
 
 #include "core/clock.hpp"
+#include "core/request_target.hpp"
+#include "fingerprint/fingerprint.hpp"
 #include "http/pending_releases.hpp"
 #include "http/proxy_metrics.hpp"
 #include "cache/replay_cache.hpp"
@@ -224,6 +226,40 @@ class Exchange : public ::testing::Test {
     auto answer = start(std::move(r), std::move(key));
     run();
     return *answer;
+  }
+
+  // A record as a proxy before fingerprint v2 made it: claimed with the request's "v1:" fingerprint
+  // (numbers as doubles), then completed with `body` unless `completed` is false (left in flight).
+  void put_v1_record(const http::Request& r, bool completed, std::string key = "k-1") {
+    idem::fingerprint::RequestFacts facts;
+    facts.method = r.method_string();
+    facts.path = "/orders";
+    facts.content_type = r[beast_http::field::content_type];
+    for (const std::string& name : policy.fingerprint_headers) facts.headers.emplace_back(name, std::string(r[name]));
+    facts.body = r.body();
+    const std::string scope =
+        idem::fingerprint::request_scope(policy, core::scope_host(r[beast_http::field::host]), {}).scope;
+    const store::ClaimRequest claim{.scope = scope,
+                                    .key = key,
+                                    .fingerprint = idem::fingerprint::request_fingerprint(
+                                        facts, policy.ignore_json, idem::fingerprint::FingerprintScheme::v1),
+                                    .owner = "proxy-before-the-upgrade",
+                                    .ttl = policy.ttl,
+                                    .lease = policy.lease};
+    ASSERT_EQ(claim.fingerprint.substr(0, 3), "v1:");
+    bool claimed = false;
+    store_.memory.claim(claim, [&](StoreError error, core::ClaimResult result) { claimed = error == StoreError::ok && result.claimed; });
+    ASSERT_TRUE(claimed);
+    if (!completed) return;
+    store::CompleteRequest completion{.scope = scope,
+                                      .key = key,
+                                      .owner = claim.owner,
+                                      .state = core::RecordState::completed,
+                                      .response = {200, {}, "created-before-the-upgrade"},
+                                      .ttl = policy.ttl};
+    StoreError completed_error = StoreError::internal;
+    store_.memory.complete(completion, [&](StoreError error) { completed_error = error; });
+    ASSERT_EQ(completed_error, StoreError::ok);
   }
 
   template <class Message>
@@ -565,6 +601,56 @@ TEST_F(Exchange, ACompletionWhoseReplyWasLostStillAnswersTheClientAndIsRecovered
   EXPECT_EQ(field(retry.response, "Idempotent-Replay"), "true");
   EXPECT_EQ(upstream.executions, 1);
   EXPECT_EQ(background.count(), 0u);
+}
+
+// Fingerprint v2: JSON numbers by their exact value. Two account numbers one double holds are two
+// requests; the second under the same key is a 422, not the first's replay.
+TEST_F(Exchange, TwoAccountNumbersBeyondDoublePrecisionAreDifferentRequests) {
+  const Answer first = send(request(R"({"account":12345678901234567890})"));
+  EXPECT_EQ(first.response.result_int(), 201u);
+  const Answer second = send(request(R"({"account":12345678901234567891})"));
+  EXPECT_EQ(second.response.result_int(), 422u);
+  EXPECT_EQ(second.trace.decision, http::decision::mismatch);
+  // The same value spelled differently is the same request.
+  const Answer retry = send(request(R"({"account":1234567890123456789e1})"));
+  EXPECT_EQ(retry.trace.decision, http::decision::replay);
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+// Records made before the upgrade carry "v1:" fingerprints: compared in v1, they keep matching
+// their retries (replay) and keep telling different requests apart (422) during their ttl.
+TEST_F(Exchange, AV1RecordFromBeforeTheUpgradeStillMatchesItsRequest) {
+  use_local_cache(0);
+  put_v1_record(request(R"({"amount":100.0})"), true);
+  const Answer retry = send(request(R"({"amount":100})"));
+  EXPECT_EQ(retry.trace.decision, http::decision::replay);
+  EXPECT_EQ(retry.response.body(), "created-before-the-upgrade");
+  const Answer other = send(request(R"({"amount":999})"));
+  EXPECT_EQ(other.response.result_int(), 422u);
+  EXPECT_EQ(upstream.executions, 0);
+  // Replays from the in-process cache compare in v1 too.
+  use_local_cache(1 << 20);
+  EXPECT_EQ(send(request(R"({"amount":1e2})")).trace.decision, http::decision::replay);
+  EXPECT_EQ(send(request(R"({"amount":1e2})")).trace.decision, http::decision::replay);
+  EXPECT_EQ(send(request(R"({"amount":999})")).response.result_int(), 422u);
+  EXPECT_EQ(upstream.executions, 0);
+}
+
+// unknown_outcome: retry: this request's v1 record, in flight when its proxy died, is taken over
+// after its lease like a v2 one (the claim offers the v1 fingerprint), and claimed anew in v2.
+TEST_F(Exchange, AV1InFlightRecordWhoseLeaseLapsedIsTakenOverByTheSameRequest) {
+  policy.unknown_outcome = core::UnknownOutcome::retry;
+  put_v1_record(request(), false);
+  EXPECT_EQ(send(request()).response.result_int(), 409u);  // lease still running
+  clock.advance(policy.lease + 1s);
+  EXPECT_EQ(send(request(R"({"amount":999})")).response.result_int(), 422u);  // never another request
+  const Answer retry = send(request());
+  EXPECT_EQ(retry.response.result_int(), 201u);
+  EXPECT_EQ(retry.trace.decision, http::decision::executed);
+  EXPECT_EQ(upstream.executions, 1);
+  use_local_cache(0);
+  EXPECT_EQ(send(request()).trace.decision, http::decision::replay);  // the new record is v2
+  EXPECT_EQ(send(request(R"({"amount":999})")).response.result_int(), 422u);
 }
 
 }  // namespace
