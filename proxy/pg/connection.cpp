@@ -93,7 +93,13 @@ void Connection::continue_connect(PostgresPollingStatusType poll_status) {
   fail(PgErrorKind::internal, "unknown PQconnectPoll status", Delivery::now);
 }
 
-void Connection::on_connect_socket_ready() { continue_connect(PQconnectPoll(conn_.get())); }
+void Connection::on_connect_socket_ready() {
+  // PQconnectPoll may close this socket (next host, SSL fallback), and another thread's new socket
+  // may get its number at once: stop watching it first, so the reactor never touches a descriptor
+  // number that is no longer ours (continue_connect watches whatever PQsocket() is afterwards).
+  unwatch_socket();
+  continue_connect(PQconnectPoll(conn_.get()));
+}
 
 void Connection::execute(std::shared_ptr<const Statement> statement, std::chrono::milliseconds timeout,
                          ExecuteHandler handler) {
@@ -460,10 +466,15 @@ void Connection::arm_deadline(std::chrono::milliseconds timeout) {
   });
 }
 
-bool Connection::watch_socket() {
+void Connection::unwatch_socket() {
+  // release(), not close(): the descriptor is libpq's.
   if (socket_.is_open()) socket_.release();
   ++descriptor_generation_;
   read_wait_armed_ = false;
+}
+
+bool Connection::watch_socket() {
+  unwatch_socket();
   const int fd = PQsocket(conn_.get());
   if (fd < 0) {
     fail(PgErrorKind::unavailable, "libpq has no socket", Delivery::now);
@@ -479,10 +490,7 @@ bool Connection::watch_socket() {
 }
 
 void Connection::drop() {
-  // release(), not close(): the descriptor is libpq's, and PQfinish closes it.
-  if (socket_.is_open()) socket_.release();
-  ++descriptor_generation_;
-  read_wait_armed_ = false;
+  unwatch_socket();  // PQfinish closes the descriptor
   deadline_.cancel();
   conn_.reset();
   state_ = State::closed;

@@ -138,9 +138,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void wait_socket(WaitType type, Step next);
   void arm_deadline(std::chrono::milliseconds timeout);
-  bool watch_socket();   // (re)binds the descriptor to PQsocket(); false when libpq has none
-  void drop();           // releases the descriptor, then PQfinish; state -> closed
-  void reset_on_drop();  // the next drop() ends the TCP connection with RST (reply_lost)
+  bool watch_socket();    // (re)binds the descriptor to PQsocket(); false when libpq has none
+  void unwatch_socket();  // stops watching the descriptor (never closes it: it is libpq's)
+  void drop();            // releases the descriptor, then PQfinish; state -> closed
+  void reset_on_drop();   // the next drop() ends the TCP connection with RST (reply_lost)
   void fail(PgErrorKind kind, std::string message, Delivery delivery);
   void finish_connect(PgError error, Delivery delivery);
   void finish_execute(PgError error, ResultHandle result, Delivery delivery);
