@@ -159,7 +159,7 @@ bool ProxyProcess::build(std::shared_ptr<const http::RuntimeConfig> runtime) {
           slot->io, config.upstream, share(config.upstream.max_connections, workers), config.limits.max_response_body);
       slot->worker = std::make_unique<http::Worker>(
           slot->io, http::WorkerServices{current_, records, *slot->upstream, slot->background, waiting_duplicates_,
-                                         client_connections_, *replay_cache_, metrics_, pending_releases_,
+                                         client_connections_, *replay_cache_, metrics_, pending_settlements_,
                                          slot->shared_cache.get()});
       slots_.push_back(std::move(slot));
     }

@@ -15,7 +15,7 @@
 #include "app/config_watcher.hpp"
 #include "cache/replay_cache.hpp"
 #include "config/config.hpp"
-#include "http/pending_releases.hpp"
+#include "http/pending_settlements.hpp"
 #include "http/proxy_metrics.hpp"
 #include "http/runtime.hpp"
 
@@ -77,7 +77,7 @@ class ProxyProcess {
   // 1 synchronous, 0 asynchronous, -1 not known yet (pg/replication_watch.hpp).
   std::atomic<int> store_synchronous_replication_{-1};
   std::unique_ptr<cache::ReplayCache> replay_cache_;
-  http::PendingReleases pending_releases_;
+  http::PendingSettlements pending_settlements_;
   http::ProxyMetrics metrics_;
   std::vector<std::unique_ptr<WorkerSlot>> slots_;
   std::unique_ptr<store::Reaper> reaper_;

@@ -83,14 +83,14 @@ class IdempotentExchange {
     executor_ = co_await asio::this_coro::executor;
     prepare_claim(std::move(key), path, query);
     FoundRecord found = co_await lookup_.find();
-    if (found.release_pending) co_return release_pending();
+    if (found.settle_pending) co_return settle_pending();
     if (found.error != store::StoreError::ok) co_return co_await claim_failed(found.error);
     if (takes_over_legacy_record(found.claim)) {
       // The same request's in-flight record from before the upgrade, its lease lapsed: claim again,
       // offering the legacy fingerprint, so the store hands it over as it would a current one.
       claim_.legacy_fingerprint = *legacy_fingerprint_;
       found = co_await lookup_.poll();
-      if (found.release_pending) co_return release_pending();
+      if (found.settle_pending) co_return settle_pending();
       if (found.error != store::StoreError::ok) co_return co_await claim_failed(found.error);
     }
     const core::Decision decision = core::decide(found.claim, fingerprint_for(found.claim), policy_);
@@ -186,7 +186,7 @@ class IdempotentExchange {
       co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
       delay = std::min(delay * 2, milliseconds{200});
       const FoundRecord found = co_await lookup_.poll();
-      if (found.release_pending) co_return release_pending();
+      if (found.settle_pending) co_return settle_pending();
       if (found.error != store::StoreError::ok) co_return co_await claim_failed(found.error);
       decision = core::decide(found.claim, fingerprint_for(found.claim), policy_);
       if (decision.action != core::Action::wait) co_return co_await act(decision, found);
@@ -221,10 +221,11 @@ class IdempotentExchange {
     co_return problem(core::store_unavailable_problem(std::chrono::seconds(1)));
   }
 
-  // This process is still deleting the key's record (its request never ran): not forwarded, and
-  // not answered from the record, which would read as an unknown outcome once its lease lapsed.
-  // The client retries after Retry-After and runs normally once the release is through.
-  Response release_pending() const {
+  // This process is still settling the key's record (a release or completion the store has not
+  // confirmed): not forwarded, and not answered from the record, which would read as an unknown
+  // outcome once its lease lapsed. The client retries after Retry-After and gets the true answer
+  // (a normal run, or the replay) once the write is through.
+  Response settle_pending() const {
     trace_.decision = decision::store_unavailable;
     return problem(core::store_unavailable_problem(std::chrono::seconds(1)));
   }

@@ -4,7 +4,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <utility>
 
-#include "http/pending_releases.hpp"
+#include "http/pending_settlements.hpp"
 #include "http/proxy_metrics.hpp"
 #include "cache/shared_replay_cache.hpp"
 #include "store/store_awaitable.hpp"
@@ -63,9 +63,9 @@ asio::awaitable<FoundRecord> RecordLookup::find() {
 asio::awaitable<FoundRecord> RecordLookup::poll() { co_return co_await claim_in_store(false); }
 
 asio::awaitable<FoundRecord> RecordLookup::claim_in_store(bool share) {
-  if (services_.pending_releases.contains(claim_.scope, claim_.key)) {
+  if (services_.pending_settlements.contains(claim_.scope, claim_.key)) {
     FoundRecord pending;
-    pending.release_pending = true;
+    pending.settle_pending = true;
     co_return pending;
   }
   claim_sent_at_ = Clock::now();

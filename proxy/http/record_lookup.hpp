@@ -24,9 +24,9 @@ enum class RecordSource { local_cache, shared_cache, store };
 
 struct FoundRecord {
   store::StoreError error = store::StoreError::ok;  // not ok: the claim failed, nothing else is meaningful
-  // This process is still deleting the key's record in the background (pending_releases.hpp): the
-  // store was not asked, nothing else is meaningful.
-  bool release_pending = false;
+  // This process is still settling the key's record in the background (pending_settlements.hpp):
+  // the store was not asked, nothing else is meaningful.
+  bool settle_pending = false;
   RecordSource source = RecordSource::store;
   // What decide() reads. For a cache hit: not claimed, and `existing` carries the fingerprint,
   // state and status only; the response to replay is `cached`'s.
@@ -44,7 +44,7 @@ class RecordLookup {
   RecordLookup(WorkerServices& services, const store::ClaimRequest& claim, RequestTrace& trace);
 
   // In-process cache, Redis (which answers within its deadline or not at all: either way the store
-  // decides next), then the claim, unless this process is still releasing the key. A finished record the claim returns
+  // decides next), then the claim, unless this process is still settling the key. A finished record the claim returns
   // is offered to Redis too, so the other proxies find it there.
   boost::asio::awaitable<FoundRecord> find();
   // The claim alone: a waiting duplicate's poll. A finished record it returns goes to the

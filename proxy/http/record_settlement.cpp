@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "crypto/sha256.hpp"
-#include "http/pending_releases.hpp"
+#include "http/pending_settlements.hpp"
 #include "log/log.hpp"
 
 namespace idem::http {
@@ -73,9 +73,7 @@ asio::awaitable<void> retry_until_settled(WorkerServices& services, OwnerWriteRe
                                       {"attempts", attempts},
                                       {"error", store::store_error_name(error)}});
   }
-  if (request.write == core::OwnerWrite::release) {
-    services.pending_releases.remove(request.complete.scope, request.complete.key);
-  }
+  services.pending_settlements.remove(request.complete.scope, request.complete.key);
   services.background.finished();
 }
 
@@ -100,9 +98,7 @@ asio::awaitable<store::StoreError> send_owner_write(store::Store& store, const O
 void settle_in_background(WorkerServices& services, const asio::any_io_executor& executor, OwnerWriteRequest request,
                           Clock::time_point horizon, std::string route) {
   services.background.started();
-  if (request.write == core::OwnerWrite::release) {
-    services.pending_releases.add(request.complete.scope, request.complete.key);
-  }
+  services.pending_settlements.add(request.complete.scope, request.complete.key);
   asio::co_spawn(executor, retry_until_settled(services, std::move(request), horizon, std::move(route)),
                  asio::detached);
 }

@@ -24,7 +24,7 @@ class SharedReplayCache;
 namespace idem::http {
 
 class Upstream;
-class PendingReleases;
+class PendingSettlements;
 class ProxyMetrics;
 
 // An immutable configuration snapshot. Requests hold a shared_ptr to the one they started with,
@@ -64,7 +64,7 @@ struct WorkerServices {
   std::atomic<std::size_t>& connections;             // client connections open, across all workers
   cache::ReplayCache& cache;                         // shared by all workers
   ProxyMetrics& metrics;                             // shared by all workers
-  PendingReleases& pending_releases;                 // keys being released in the background, across all workers
+  PendingSettlements& pending_settlements;           // keys with an owner write retried in the background, all workers
   cache::SharedReplayCache* shared_cache = nullptr;  // this worker's Redis replay cache; null when off
 };
 

@@ -23,7 +23,7 @@
 #include "core/clock.hpp"
 #include "core/request_target.hpp"
 #include "fingerprint/fingerprint.hpp"
-#include "http/pending_releases.hpp"
+#include "http/pending_settlements.hpp"
 #include "http/proxy_metrics.hpp"
 #include "cache/replay_cache.hpp"
 #include "http/runtime.hpp"
@@ -279,7 +279,7 @@ class Exchange : public ::testing::Test {
   std::unique_ptr<idem::cache::ReplayCache> cache = std::make_unique<idem::cache::ReplayCache>(1 << 20);
   http::ProxyMetrics metrics;
   idem::cache::SharedReplayCache* shared = nullptr;
-  http::PendingReleases pending;
+  http::PendingSettlements pending;
   std::unique_ptr<http::WorkerServices> services_ = std::make_unique<http::WorkerServices>(
       http::WorkerServices{config, store_, upstream, background, waiting, connections, *cache, metrics, pending, shared});
 };

@@ -1,10 +1,11 @@
 #pragma once
-// Keys whose record this process is deleting in the background (a fenced release the store has not
-// confirmed yet: after a lost claim reply, or after an upstream that never saw the request). Their
-// request never ran. Until the release lands, a retry must not read the record the store still
-// holds: once its lease lapses it would read as an unknown outcome (502, locked) for a request
-// that never reached the upstream. A retry is answered 503 store-unavailable instead, and runs
-// normally once the release is through. Process-wide (every worker's retries see it).
+// Keys whose record this process is still settling in the background: an owner write (release,
+// complete, mark_unknown) the store has not confirmed yet, e.g. across a failover. This process
+// knows the key's outcome (never ran, or its response) and the store does not yet. Until the write
+// lands, a retry must not read the record the store still holds: once its lease lapsed it would
+// read as an unknown outcome (502, locked) for a request that never ran, or whose response this
+// process holds. A retry is answered 503 store-unavailable instead, and gets the true answer (run,
+// or the replay) once the write is through. Process-wide (every worker's retries see it).
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -12,7 +13,7 @@
 
 namespace idem::http {
 
-class PendingReleases {
+class PendingSettlements {
  public:
   void add(std::string_view scope, std::string_view key) {
     std::lock_guard lock(mutex_);
