@@ -1,6 +1,6 @@
 #pragma once
-// Keys whose record this process is still settling in the background: an owner write (release,
-// complete, mark_unknown) the store has not confirmed yet, e.g. across a failover. This process
+// Keys whose record this process is still settling in the background: a release or a completion
+// the store has not confirmed yet, e.g. across a failover. This process
 // knows the key's outcome (never ran, or its response) and the store does not yet. Until the write
 // lands, a retry must not read the record the store still holds: once its lease lapsed it would
 // read as an unknown outcome (502, locked) for a request that never ran, or whose response this

@@ -22,6 +22,11 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// A release or a completion in the background means this process knows the key's outcome (never
+// ran, or its response) and the store does not yet: retries wait for it (pending_settlements.hpp).
+// A mark_unknown does not: the record already answers what it will say, outcome unknown.
+bool holds_key(core::OwnerWrite write) { return write != core::OwnerWrite::mark_unknown; }
+
 void start_owner_write(store::Store& store, const OwnerWriteRequest& request, store::DoneHandler done) {
   const store::ReleaseRequest owned{request.complete.scope, request.complete.key, request.complete.owner,
                                     request.complete.ttl, request.unknown_retention};
@@ -73,7 +78,7 @@ asio::awaitable<void> retry_until_settled(WorkerServices& services, OwnerWriteRe
                                       {"attempts", attempts},
                                       {"error", store::store_error_name(error)}});
   }
-  services.pending_settlements.remove(request.complete.scope, request.complete.key);
+  if (holds_key(request.write)) services.pending_settlements.remove(request.complete.scope, request.complete.key);
   services.background.finished();
 }
 
@@ -98,7 +103,7 @@ asio::awaitable<store::StoreError> send_owner_write(store::Store& store, const O
 void settle_in_background(WorkerServices& services, const asio::any_io_executor& executor, OwnerWriteRequest request,
                           Clock::time_point horizon, std::string route) {
   services.background.started();
-  services.pending_settlements.add(request.complete.scope, request.complete.key);
+  if (holds_key(request.write)) services.pending_settlements.add(request.complete.scope, request.complete.key);
   asio::co_spawn(executor, retry_until_settled(services, std::move(request), horizon, std::move(route)),
                  asio::detached);
 }
