@@ -419,18 +419,9 @@ void Connection::deliver_notifications() {
 }
 
 void Connection::close() {
-  switch (state_) {
-    case State::connecting: fail(PgErrorKind::unavailable, "connection closed", Delivery::posted); return;
-    case State::busy:
-      fail(PgErrorKind::unavailable, "connection closed while a statement was running", Delivery::posted);
-      return;
-    case State::fresh:
-    case State::idle:
-    case State::closed:
-      ++operation_;
-      drop();
-      return;
-  }
+  fail(PgErrorKind::unavailable,
+       state_ == State::busy ? "connection closed while a statement was running" : "connection closed",
+       Delivery::posted);
 }
 
 void Connection::on_deadline() {
