@@ -71,4 +71,15 @@ long long elapsed_ms(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
 }
 
+HttpResponse send_while_refused(std::uint16_t port, const HttpRequest& request,
+                                std::chrono::steady_clock::time_point deadline) {
+  HttpResponse response;
+  while (std::chrono::steady_clock::now() < deadline) {
+    response = send(port, request);
+    if (response.status != 503) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return response;
+}
+
 }  // namespace idem::test::failure

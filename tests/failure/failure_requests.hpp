@@ -33,6 +33,12 @@ std::uint64_t execution_of(const HttpResponse& response);
 // returns the last answer.
 HttpResponse send_until_settled(std::uint16_t port, const HttpRequest& request, std::chrono::milliseconds timeout);
 
+// Sends request until it is answered with something other than 503 (the store, or the pool of the
+// worker the connection lands on, still reconnecting or failing over), or until deadline passes;
+// returns the last answer.
+HttpResponse send_while_refused(std::uint16_t port, const HttpRequest& request,
+                                std::chrono::steady_clock::time_point deadline);
+
 // Milliseconds since start, for messages.
 long long elapsed_ms(std::chrono::steady_clock::time_point start);
 

@@ -34,8 +34,9 @@ void make_read_only(const std::string& dsn, bool read_only) {
   admin_sql(dsn, "SELECT pg_reload_conf()");
   std::this_thread::sleep_for(300ms);
   if (read_only) {
-    admin_sql(dsn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                   "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()");
+    admin_sql(dsn,
+              "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+              "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()");
   }
 }
 
@@ -47,23 +48,12 @@ std::string multi_host_uri(std::uint16_t first, std::uint16_t second) {
          "/postgres?user=postgres&target_session_attrs=read-write&connect_timeout=2";
 }
 
-HttpResponse send_while_refused(std::uint16_t port, const HttpRequest& request, std::chrono::milliseconds within) {
-  const auto since = Clock::now();
-  HttpResponse response;
-  while (Clock::now() - since < within) {
-    response = send(port, request);
-    if (response.status != 503) break;
-    std::this_thread::sleep_for(200ms);
-  }
-  return response;
-}
-
 class HaPostgres : public FailureTest {
  protected:
   // A fresh key on /lock executes once; its retry replays byte for byte.
   void expect_executes_once_and_replays(ProxyRig& rig, const std::string& label) {
     const std::string key = unique_key(label);
-    const HttpResponse first = send_while_refused(rig.proxy_port(), keyed_post("/lock", key), 10s);
+    const HttpResponse first = send_while_refused(rig.proxy_port(), keyed_post("/lock", key), Clock::now() + 10s);
     ASSERT_EQ(first.status, 200) << describe(first);
     EXPECT_FALSE(is_replay(first));
     const HttpResponse again = send(rig.proxy_port(), keyed_post("/lock", key));
@@ -79,7 +69,8 @@ TEST_F(HaPostgres, MultiHostDsnWhoseFirstHostRefusesConnectionsExecutesOnceAndRe
   ProxyRig& rig = start_rig(rig_options({}, multi_host_uri(free_port(), postgres.port())));
   expect_executes_once_and_replays(rig, "multi-host-refused");
   // No standby behind this cluster: the proxy says that a failover could lose a commit.
-  EXPECT_TRUE(eventually([&] { return rig.proxy_logs().find("\"event\":\"store_replication_asynchronous\"") != std::string::npos; }, 15s))
+  EXPECT_TRUE(eventually(
+      [&] { return rig.proxy_logs().find("\"event\":\"store_replication_asynchronous\"") != std::string::npos; }, 15s))
       << rig.proxy_logs();
   EXPECT_NE(rig.proxy_logs().find("can be lost on failover"), std::string::npos);
 }
@@ -127,12 +118,12 @@ TEST_F(HaPostgres, PrimaryTurningReadOnlyAnswers503StoreUnavailableExecutesNothi
 
   make_read_only(postgres.dsn(), false);
   for (const std::string& key : refused) {
-    const HttpResponse retried = send_while_refused(port, keyed_post("/lock", key), 15s);
+    const HttpResponse retried = send_while_refused(port, keyed_post("/lock", key), Clock::now() + 15s);
     EXPECT_EQ(retried.status, 200) << describe(retried);
     EXPECT_FALSE(is_replay(retried));
     EXPECT_EQ(rig.upstream_count(key), 1u);
   }
-  const HttpResponse replayed = send_while_refused(port, keyed_post("/lock", before), 15s);
+  const HttpResponse replayed = send_while_refused(port, keyed_post("/lock", before), Clock::now() + 15s);
   EXPECT_TRUE(is_replay(replayed)) << describe(replayed);
   EXPECT_EQ(replayed.body, stored.body);
   EXPECT_EQ(rig.upstream_count(before), 1u);

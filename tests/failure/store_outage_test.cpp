@@ -20,19 +20,6 @@ using Clock = std::chrono::steady_clock;
 class StoreOutage : public FailureTest {};
 
 // Log lines holding both `first` and `second`.
-// Sends `request` until it is answered with something other than 503 (the store, or the pool of
-// the worker the connection lands on, still reconnecting), for at most `within` after `since`.
-HttpResponse send_while_refused(std::uint16_t port, const HttpRequest& request, Clock::time_point since,
-                                std::chrono::milliseconds within) {
-  HttpResponse response;
-  while (Clock::now() - since < within) {
-    response = send(port, request);
-    if (response.status != 503) break;
-    std::this_thread::sleep_for(200ms);
-  }
-  return response;
-}
-
 int count_occurrences(const std::string& logs, std::string_view first, std::string_view second) {
   int count = 0;
   std::size_t start = 0;
@@ -68,7 +55,8 @@ class SteadyLoad {
           exchange.route = (n + t) % 2 == 0 ? "lock" : "open";
           exchange.key = unique_key("outage-" + exchange.route);
           exchange.sent_at = Clock::now();
-          exchange.response = send(port, keyed_post("/" + exchange.route, exchange.key).with("X-Test-Delay-Ms", "20"), 10s);
+          exchange.response =
+              send(port, keyed_post("/" + exchange.route, exchange.key).with("X-Test-Delay-Ms", "20"), 10s);
           exchange.answered_at = Clock::now();
           {
             std::lock_guard lock(mutex_);
@@ -117,20 +105,20 @@ TEST_F(StoreOutage, PostgresStoppedMidLoadFailClosed503FailOpenForwardsThenRecov
 
   // Recovery: the same proxy process serves a new key again, within the pool's reconnect backoff.
   const std::string new_key = unique_key("after-outage");
-  const HttpResponse recovered = send_while_refused(port, keyed_post("/lock", new_key), restarted_at, 15s);
+  const HttpResponse recovered = send_while_refused(port, keyed_post("/lock", new_key), restarted_at + 15s);
   const long long recovered_ms = elapsed_ms(restarted_at);
   std::this_thread::sleep_for(500ms);
   const std::vector<Exchange> exchanges = load.stop();
   EXPECT_EQ(rig.proxy_starts(), 1);
   ASSERT_TRUE(rig.proxy().running()) << "the proxy died with its database";
 
-  EXPECT_EQ(recovered.status, 200) << "no recovery " << elapsed_ms(restarted_at) << " ms after the restart: "
-                                   << describe(recovered);
+  EXPECT_EQ(recovered.status, 200) << "no recovery " << elapsed_ms(restarted_at)
+                                   << " ms after the restart: " << describe(recovered);
   EXPECT_FALSE(is_replay(recovered));
   EXPECT_EQ(rig.upstream_count(new_key), 1u);
   // Each worker's pool reconnects on its own backoff: a request that lands on one still
   // reconnecting gets the 503 + Retry-After a client retries on (never a second execution).
-  const HttpResponse old_again = send_while_refused(port, keyed_post("/lock", old_key), restarted_at, 20s);
+  const HttpResponse old_again = send_while_refused(port, keyed_post("/lock", old_key), restarted_at + 20s);
   EXPECT_EQ(old_again.status, 200) << describe(old_again);
   EXPECT_TRUE(is_replay(old_again)) << "a record from before the outage is not replayed: " << describe(old_again);
   EXPECT_EQ(old_again.body, old_first.body);
@@ -207,8 +195,10 @@ TEST_F(StoreOutage, PostgresStoppedMidLoadFailClosed503FailOpenForwardsThenRecov
     EXPECT_GE(rig.upstream_count(exchange.key), 1u) << "locked as unknown, yet never executed: " << record.output;
   }
   const std::string logs = rig.proxy_logs();
-  const auto lost_claim_replies = count_occurrences(logs, "\"event\":\"store_unavailable\",\"route\"", "\"error\":\"reply_lost\"");
-  for (const auto& [route, keys] : {std::pair{std::string("/lock"), refused_keys}, std::pair{std::string("/open"), refused_open_keys}}) {
+  const auto lost_claim_replies =
+      count_occurrences(logs, "\"event\":\"store_unavailable\",\"route\"", "\"error\":\"reply_lost\"");
+  for (const auto& [route, keys] :
+       {std::pair{std::string("/lock"), refused_keys}, std::pair{std::string("/open"), refused_open_keys}}) {
     for (const std::string& key : keys) {
       const HttpResponse retried = send(port, keyed_post(route, key));
       EXPECT_EQ(retried.status, 200) << route << " " << describe(retried);
@@ -219,7 +209,8 @@ TEST_F(StoreOutage, PostgresStoppedMidLoadFailClosed503FailOpenForwardsThenRecov
   }
   std::cout << "[ outage   ] " << exchanges.size() << " requests; fail_closed: " << stored.size() << " stored ("
             << replays << " replayed after), " << closed_refusals << " refused (slowest " << slowest_refusal_ms
-            << " ms); fail_open unchecked: " << open_unchecked << ", 503 after a lost claim reply: " << open_reply_lost << "; recovered " << recovered_ms
+            << " ms); fail_open unchecked: " << open_unchecked << ", 503 after a lost claim reply: " << open_reply_lost
+            << "; recovered " << recovered_ms
             << " ms after the restart; lost claim replies caught: " << lost_claim_replies
             << "; keys left unknown: " << unknown_keys << "\n";
 }
