@@ -163,6 +163,7 @@ void RedisStreamSink::connect() {
                                  }
                                  self->failed_connects_ = 0;
                                  self->ready_ = true;
+                                 self->connected_once_ = true;
                                });
                          }
                        });

@@ -35,6 +35,7 @@ class RedisStreamSink final : public Sink, public std::enable_shared_from_this<R
   void start() override;
   void stop() override;
   bool ready() const override { return ready_; }
+  bool connecting() const override { return started_ && !stopped_ && !connected_once_ && failed_connects_ == 0; }
   std::string_view name() const override { return "redis_streams"; }
   void publish(std::shared_ptr<const std::vector<OutboxRow>> rows, std::chrono::steady_clock::time_point deadline,
                PublishHandler handler) override;
@@ -61,6 +62,7 @@ class RedisStreamSink final : public Sink, public std::enable_shared_from_this<R
   std::shared_ptr<redis::RedisConnection> connection_;
   std::string script_sha_;
   bool ready_ = false;
+  bool connected_once_ = false;
   bool started_ = false;
   bool stopped_ = false;
   int failed_connects_ = 0;

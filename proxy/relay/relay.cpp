@@ -15,6 +15,8 @@ namespace {
 
 constexpr std::chrono::milliseconds kOutageMin{200};
 constexpr std::chrono::milliseconds kOutageMax{10'000};
+// How often a worker looks again while the sink makes its first connection.
+constexpr std::chrono::milliseconds kFirstConnectPoll{20};
 
 std::string make_instance_id() {
   char host[256] = {};
@@ -91,7 +93,11 @@ void Relay::poll_tick() {
 void Relay::claim(std::size_t worker) {
   if (!sink_->ready()) {
     go_idle(worker);
-    pause("sink not connected");
+    if (sink_->connecting()) {
+      arm_retry_wake(kFirstConnectPoll);
+    } else {
+      pause("sink not connected");
+    }
     return;
   }
   workers_[worker].state = WorkerState::claiming;

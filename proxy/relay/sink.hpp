@@ -38,6 +38,9 @@ class Sink {
   virtual void start() = 0;  // begins connecting; reconnects on its own
   virtual void stop() = 0;   // closes connections; later publishes report `unavailable`
   virtual bool ready() const = 0;
+  // Still making its first connection since start(), none failed yet: the relay waits for it
+  // rather than backing off (a slow start is not an outage).
+  virtual bool connecting() const { return false; }
   virtual std::string_view name() const = 0;
   // `rows` sorted by id. The handler gets exactly rows->size() deliveries, in the same order.
   // No row is started when it could not finish (the sink's own timeout) before `deadline`: the

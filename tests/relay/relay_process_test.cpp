@@ -498,6 +498,28 @@ TEST_F(RelayProcess, HttpsSinkPresentsItsClientCertificate) {
   for (const std::int64_t id : ids) EXPECT_EQ(upstream_count_for_webhook_id(consumer.port, std::to_string(id)), 1u) << id;
 }
 
+// 8b. A sink slow to make its first connection (Redis's answer to the set-up's SCRIPT LOAD held
+//     300 ms) is waited for: the relay's first claims find it still connecting and look again,
+//     without backing off or logging an outage, then everything drains in order.
+TEST_F(RelayProcess, ASinkStillMakingItsFirstConnectionIsWaitedForNotBackedOffFrom) {
+  for (const char* aggregate : {"s1", "s2"}) schema_->insert("order", aggregate, 10);
+  FaultProxy redis("127.0.0.1", suite_redis_port());
+  redis.delay_next_reply(contains_all({"SCRIPT", "LOAD"}), 300ms);
+  settings_.redis_port = redis.port();
+  const RelayRunner runner(dir_->path(), settings_);
+
+  Process relay = runner.start("slow-sink");
+  ASSERT_TRUE(drained(15s)) << relay.describe();
+  ASSERT_EQ(relay.terminate(10s), 0) << relay.describe();
+  EXPECT_EQ(redis.faults_fired(), 1u) << "the set-up's answer was not held";
+  EXPECT_EQ(relay.stderr_text().find("\"event\":\"backing_off\""), std::string::npos) << relay.describe();
+  const auto entries = read_stream(*redis_, stream("order"));
+  const StreamAudit result = audit(entries);
+  EXPECT_EQ(entries.size(), 20u);
+  for (const auto& [id, copies] : result.copies) ASSERT_EQ(copies, 1) << "event " << id;
+  EXPECT_TRUE(result.ordered_per_aggregate) << result.first_disorder;
+}
+
 // 9. A relay paused (SIGSTOP) past its lease while holding a published batch: another relay takes
 //    over; when the paused one resumes, its settle is fenced off and it publishes nothing twice.
 //    It is stopped while Redis's answer to its publish is held on the way: the batch is in the
