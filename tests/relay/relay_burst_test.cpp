@@ -25,6 +25,9 @@ class RelayBurst : public RelayFixture {
     // Never analyzed for the whole test: autovacuum must not analyze it half-way.
     schema_->client().query("ALTER TABLE outbox SET (autovacuum_enabled = false)");
     settings_.lease = "30s";
+    // A pipeline of 1,000 publishes can outlast the suite's 500 ms Redis timeout on a loaded
+    // machine; these tests watch the claim's plan, not the sink.
+    settings_.command_timeout = "5s";
   }
 
   // `rows` rows over `aggregates` aggregates ('agg-0'...), committed at once, ids in insert order.
