@@ -53,7 +53,7 @@ idem_stage_ctest() {
   local name=$1 build_dir=$2 log_dir=$3 status report
   shift 3
   set +e
-  ctest --test-dir "$build_dir" --output-on-failure --no-tests=error -j 2 --timeout 600 "$@"
+  ctest --test-dir "$build_dir" --output-on-failure --no-tests=error -j "$IDEM_TEST_JOBS" --timeout 600 "$@"
   status=$?
   set -e
   for report in "$log_dir"/*; do
