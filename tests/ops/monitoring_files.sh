@@ -7,8 +7,8 @@
 #      checked) and one where it stays quiet;
 #   3. the PrometheusRule resource is what generate.sh makes of the rules file;
 #   4. every PromQL expression of the Grafana dashboard parses: written as recording rules, with
-#      the dashboard's variables replaced, for promtool check rules. The dashboard has a $route
-#      variable.
+#      the dashboard's variables replaced, for promtool check rules; the recorded series it reads
+#      are recorded by the rules file. The dashboard has a $route variable.
 # That the metric names exist is checked against real scrapes: tests/ops/monitoring_test.cpp and
 # tests/relay/relay_monitoring_test.cpp.
 #
@@ -96,6 +96,13 @@ if ! promtool check rules "$WORK/dashboard.rules.json" >"$WORK/dashboard.out" 2>
   cat "$WORK/dashboard.out" >&2
   problem "dashboard expressions do not parse"
 fi
+
+# Recorded series the dashboard reads are recorded by the rules file.
+sed -n 's/^ *- record: *//p' "$RULES" | sort -u >"$WORK/records"
+grep -oE '[a-z_]+:[a-z_]+:[a-z0-9_]+' "$WORK/expressions" | sort -u >"$WORK/recorded_in_dashboard"
+for name in $(comm -23 "$WORK/recorded_in_dashboard" "$WORK/records"); do
+  problem "the dashboard reads $name, which no recording rule records"
+done
 
 if [ "$failed" = 0 ]; then
   echo "deploy/monitoring: $(wc -l <"$WORK/alerts") alerts tested and documented, PrometheusRule in step, $count dashboard expressions parse"
