@@ -284,6 +284,8 @@ void ProxyProcess::register_process_metrics() {
                         [&cache, number] { return number(cache.bytes()); });
   registry.add_callback("idemproxy_reaper_deleted_total", "Expired records deleted by this process's reaper.",
                         "counter", [&reaper, number] { return number(reaper.deleted_total()); });
+  registry.add_callback("idemproxy_reaper_failures_total", "Reaper sweeps the store refused or did not answer.",
+                        "counter", [&reaper, number] { return number(reaper.failures_total()); });
   registry.add_callback("idemproxy_waiting_duplicates", "Duplicates waiting for their first request (in_flight: wait).",
                         "gauge", [this, number] { return number(waiting_duplicates_.load()); });
   registry.add_callback("idemproxy_client_connections", "Client connections open.", "gauge",

@@ -15,6 +15,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <array>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -227,7 +228,10 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     // cancel the upstream call or the store write (the handler's own deadlines bound them).
     connection.stream.expires_never();
     RequestTrace trace;
+    const auto handling_started = std::chrono::steady_clock::now();
     Response response = co_await handle_request(services, request, address, trace);
+    trace.handled =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - handling_started);
     services.metrics.record(trace, response.result_int());
     if (services.config->config.log.access) log_request(method, target, response, trace);
 

@@ -1,5 +1,6 @@
 #include "http/proxy_metrics.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace idem::http {
@@ -12,6 +13,18 @@ ProxyMetrics::ProxyMetrics() {
                           "Time from writing a request upstream to its full response.", {"route"});
   registry_.add_histogram("idemproxy_store_duration_seconds", "Store (Postgres) operation latency, queueing included.",
                           {"operation"});
+  // The two the SLOs are written on (deploy/monitoring): every request read whole, by the class of
+  // its answer, and the part of its time the proxy added to the upstream's.
+  registry_.add_histogram("idemproxy_request_duration_seconds",
+                          "Time from reading a request whole to its response being ready, by route and status class.",
+                          {"route", "class"});
+  registry_.add_counter("idemproxy_replays_total",
+                        "Stored responses replayed, by route and where the record came from: local (this "
+                        "process's cache), redis, postgres.",
+                        {"route", "source"});
+  registry_.add_histogram("idemproxy_added_latency_seconds",
+                          "Time the proxy added to a request: its whole handling minus the upstream exchange.",
+                          {"route"});
   registry_.add_callback("idemproxy_in_flight_records", "Idempotency records this process holds in flight right now.",
                          "gauge", [this] { return static_cast<double>(in_flight_records.load()); });
 }
@@ -23,6 +36,17 @@ void ProxyMetrics::record(const RequestTrace& trace, unsigned status) {
   if (trace.upstream.count() > 0) {
     registry_.histogram("idemproxy_upstream_duration_seconds", {trace.route}).observe_micros(trace.upstream.count());
   }
+  if (trace.decision == decision::replay) {
+    registry_.counter("idemproxy_replays_total", {trace.route, trace.cache_hit ? "local" : "postgres"}).inc();
+  } else if (trace.decision == decision::replay_redis) {
+    registry_.counter("idemproxy_replays_total", {trace.route, "redis"}).inc();
+  }
+  registry_.histogram("idemproxy_request_duration_seconds", {trace.route, status_class})
+      .observe_micros(trace.handled.count());
+  // A response whose upstream exchange overlapped nothing else the proxy did adds nothing, never
+  // a negative time (the two clocks are read at different points).
+  const auto added = std::max(trace.handled - trace.upstream, std::chrono::microseconds{0});
+  registry_.histogram("idemproxy_added_latency_seconds", {trace.route}).observe_micros(added.count());
 }
 
 void ProxyMetrics::observe_store(std::string_view operation, std::chrono::microseconds elapsed) {

@@ -34,6 +34,7 @@ struct RequestTrace {
   bool cache_hit = false;
   std::chrono::microseconds upstream{0};  // time in the upstream exchange
   std::chrono::microseconds store{0};     // time in store operations
+  std::chrono::microseconds handled{0};   // request read whole -> response ready to write
 };
 
 }  // namespace idem::http

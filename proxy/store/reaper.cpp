@@ -38,6 +38,7 @@ asio::awaitable<void> Reaper::loop() {
     for (int batch = 0; batch < kMaxBatchesPerTick && !stopped_; ++batch) {
       auto [error, deleted] = co_await async_sweep_expired(store_, config_.batch, asio::use_awaitable);
       if (error != store::StoreError::ok) {
+        failures_total_.fetch_add(1, std::memory_order_relaxed);
         log::warn("reaper_failed", {{"error", store::store_error_name(error)}});
         break;
       }

@@ -19,6 +19,8 @@ class Reaper {
   void start();  // no-op when the interval is 0
   void stop();   // call on the io thread; the loop ends at its next step
   std::uint64_t deleted_total() const { return deleted_total_.load(std::memory_order_relaxed); }
+  // Sweeps the store refused or did not answer (each logged as reaper_failed).
+  std::uint64_t failures_total() const { return failures_total_.load(std::memory_order_relaxed); }
 
  private:
   boost::asio::awaitable<void> loop();
@@ -29,6 +31,7 @@ class Reaper {
   boost::asio::steady_timer timer_;
   bool stopped_ = false;
   std::atomic<std::uint64_t> deleted_total_{0};
+  std::atomic<std::uint64_t> failures_total_{0};
 };
 
 }  // namespace idem::store

@@ -99,12 +99,80 @@ function containerPortNumber(container, port) {
   return (container.ports ?? []).find((p) => p.name === port)?.containerPort;
 }
 
+// ---------- Prometheus Operator resources ----------
+
+// monitoring.coreos.com/v1 is a CRD: kubernetes-models has no schema for it. These are the fields
+// its PrometheusRule and PodMonitor define that deploy/monitoring may use; any other key is
+// reported, as the strict layer does for built-in types (the API server would prune it silently).
+const MONITORING_FIELDS = {
+  metadata: ["name", "namespace", "labels", "annotations"],
+  PrometheusRule: ["apiVersion", "kind", "metadata", "spec"],
+  "PrometheusRule.spec": ["groups"],
+  "PrometheusRule.group": ["name", "interval", "limit", "partial_response_strategy", "rules"],
+  "PrometheusRule.rule": ["alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"],
+  PodMonitor: ["apiVersion", "kind", "metadata", "spec"],
+  "PodMonitor.spec": ["selector", "namespaceSelector", "podMetricsEndpoints", "jobLabel", "podTargetLabels", "sampleLimit"],
+  "PodMonitor.endpoint": ["port", "path", "scheme", "interval", "scrapeTimeout", "authorization", "honorLabels", "relabelings", "metricRelabelings"],
+  "PodMonitor.authorization": ["type", "credentials"],
+  "PodMonitor.credentials": ["name", "key", "optional"],
+};
+
+function monitoringErrors(doc) {
+  const errors = [];
+  const keys = (value, list, where) => {
+    if (value === null || typeof value !== "object" || Array.isArray(value)) return errors.push(`${where || "/"}: must be object`);
+    for (const key of Object.keys(value)) {
+      if (!MONITORING_FIELDS[list].includes(key)) errors.push(`${where || "/"}: unknown field "${key}"`);
+    }
+  };
+  const text = (value, where) => typeof value === "string" && value.length > 0 || errors.push(`${where}: must be a non-empty string`);
+  const strings = (value, where) => {
+    if (value === undefined) return;
+    if (value === null || typeof value !== "object") return errors.push(`${where}: must be object`);
+    for (const [key, item] of Object.entries(value)) if (typeof item !== "string") errors.push(`${where}/${key}: must be string`);
+  };
+  if (!MONITORING_FIELDS[doc.kind]) return [`no schema for ${doc.apiVersion} ${doc.kind} (misspelled kind or apiVersion?)`];
+  keys(doc, doc.kind, "");
+  keys(doc.metadata, "metadata", "/metadata");
+  text(doc.metadata?.name, "/metadata/name");
+  keys(doc.spec, `${doc.kind}.spec`, "/spec");
+  if (doc.kind === "PrometheusRule") {
+    if (!Array.isArray(doc.spec?.groups) || doc.spec.groups.length === 0) errors.push("/spec/groups: must be a non-empty array");
+    (doc.spec?.groups ?? []).forEach((group, g) => {
+      keys(group, "PrometheusRule.group", `/spec/groups/${g}`);
+      text(group?.name, `/spec/groups/${g}/name`);
+      (group?.rules ?? []).forEach((rule, r) => {
+        const where = `/spec/groups/${g}/rules/${r}`;
+        keys(rule, "PrometheusRule.rule", where);
+        if (("alert" in rule) === ("record" in rule)) errors.push(`${where}: needs exactly one of alert and record`);
+        text(rule?.expr, `${where}/expr`);
+        strings(rule?.labels, `${where}/labels`);
+        strings(rule?.annotations, `${where}/annotations`);
+      });
+    });
+  } else {
+    if (!Array.isArray(doc.spec?.podMetricsEndpoints) || doc.spec.podMetricsEndpoints.length === 0) {
+      errors.push("/spec/podMetricsEndpoints: must be a non-empty array");
+    }
+    (doc.spec?.podMetricsEndpoints ?? []).forEach((endpoint, e) => {
+      const where = `/spec/podMetricsEndpoints/${e}`;
+      keys(endpoint, "PodMonitor.endpoint", where);
+      if (endpoint?.authorization !== undefined) {
+        keys(endpoint.authorization, "PodMonitor.authorization", `${where}/authorization`);
+        keys(endpoint.authorization.credentials, "PodMonitor.credentials", `${where}/authorization/credentials`);
+      }
+    });
+  }
+  return errors;
+}
+
 // ---------- layer 1: schemas ----------
 
 async function schemaErrors(doc) {
   if (typeof doc?.apiVersion !== "string" || typeof doc?.kind !== "string") {
     return ["apiVersion and kind are required"];
   }
+  if (doc.apiVersion === "monitoring.coreos.com/v1") return monitoringErrors(doc);
   let model;
   try {
     model = (await import(`kubernetes-models/${doc.apiVersion}/${doc.kind}`))[doc.kind];
@@ -175,6 +243,7 @@ async function unknownFields(value, type, where, out) {
 }
 
 async function strictErrors(doc) {
+  if (doc.apiVersion === "monitoring.coreos.com/v1") return [];  // monitoringErrors checked every field
   const version = doc.apiVersion.split("/").pop();
   const prefix = version[0].toUpperCase() + version.slice(1);
   const group = doc.apiVersion.includes("/") ? doc.apiVersion.split("/")[0].split(".")[0] : "core";
@@ -359,6 +428,15 @@ function checkInvariants(docs) {
   if (sidecars === 0) errors.push("no idemproxy sidecar in the rendering");
   if (sidecars > 0 && !migrations.has("idemproxy")) errors.push("no Job runs idemproxy --migrate");
   if (relays > 0 && !migrations.has("idemrelay")) errors.push("no Job runs idemrelay --migrate");
+  // A PodMonitor scrapes something: pods of a workload here, through a port they name.
+  for (const monitor of docs.filter((d) => d.kind === "PodMonitor")) {
+    const pods = workloads.filter((w) => sameNamespace(w, monitor) && selectorMatches(monitor.spec?.selector?.matchLabels, podLabelsOf(w)));
+    if (pods.length === 0) fail(monitor, "its selector matches no pods");
+    for (const endpoint of monitor.spec?.podMetricsEndpoints ?? []) {
+      const named = pods.some((w) => allContainers(podSpecOf(w)).some(({ container }) => (container.ports ?? []).some((p) => p.name === endpoint.port)));
+      if (pods.length > 0 && !named) fail(monitor, `no selected pod has a port named ${endpoint.port}`);
+    }
+  }
   for (const service of services) {
     if (service.spec?.selector && !workloads.some((w) => sameNamespace(w, service) && selectorMatches(service.spec.selector, podLabelsOf(w)))) {
       errors.push(`${objectId(service)}: its selector matches no pods`);

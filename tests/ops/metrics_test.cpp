@@ -7,6 +7,7 @@
 
 #include "e2e/e2e_support.hpp"
 #include "ops/ops_support.hpp"
+#include "support/blocking_pg.hpp"
 #include "support/eventually.hpp"
 #include "support/process.hpp"
 
@@ -19,12 +20,13 @@ constexpr std::chrono::seconds kPromtoolTimeout{30};
 
 // `promtool check metrics` reads the exposition on stdin; the shell pipes the saved scrape into it.
 RunResult promtool_check(const std::filesystem::path& exposition_file, const std::filesystem::path& log_dir) {
-  return run_to_exit(ProcessSpec{"/bin/sh",
-                                 {"-c", "exec \"$0\" check metrics < \"$1\"", promtool_binary(), exposition_file.string()},
-                                 {},
-                                 log_dir,
-                                 "promtool"},
-                     kPromtoolTimeout);
+  return run_to_exit(
+      ProcessSpec{"/bin/sh",
+                  {"-c", "exec \"$0\" check metrics < \"$1\"", promtool_binary(), exposition_file.string()},
+                  {},
+                  log_dir,
+                  "promtool"},
+      kPromtoolTimeout);
 }
 
 std::string series(std::string_view route, std::string_view decision) {
@@ -72,6 +74,27 @@ TEST_F(OpsMetrics, ScrapePassesPromtoolAndCountsTheTraffic) {
             claims_before + 3)
       << text;
   EXPECT_EQ(metric_value(text, "idemproxy_store_duration_seconds_count{operation=\"complete\"}"), 3.0) << text;
+  // Every orders request read whole counts once by the class of its answer: 3 new and 2 replays
+  // (2xx), the 422 and the 400 (4xx); the SLO rules divide these.
+  EXPECT_EQ(metric_value(text, "idemproxy_request_duration_seconds_count{route=\"orders\",class=\"2xx\"}"), 5.0)
+      << text;
+  EXPECT_EQ(metric_value(text, "idemproxy_request_duration_seconds_count{route=\"orders\",class=\"4xx\"}"), 2.0)
+      << text;
+  EXPECT_EQ(metric_value(text, "idemproxy_request_duration_seconds_count{route=\"-\",class=\"2xx\"}"), 1.0) << text;
+  EXPECT_EQ(metric_value(text, "idemproxy_added_latency_seconds_count{route=\"orders\"}"), 7.0) << text;
+  // Both replays come from this process's cache (the same proxy executed them a moment before).
+  EXPECT_EQ(metric_value(text, "idemproxy_replays_total{route=\"orders\",source=\"local\"}"), 2.0) << text;
+  EXPECT_FALSE(metric_value(text, "idemproxy_replays_total{route=\"orders\",source=\"postgres\"}").has_value()) << text;
+  // The proxy's share is the whole minus the upstream exchange, request by request: summed over
+  // the route, added + upstream = whole (to the microsecond each request is measured in).
+  const double whole =
+      metric_value(text, "idemproxy_request_duration_seconds_sum{route=\"orders\",class=\"2xx\"}").value_or(0) +
+      metric_value(text, "idemproxy_request_duration_seconds_sum{route=\"orders\",class=\"4xx\"}").value_or(0);
+  const double added = metric_value(text, "idemproxy_added_latency_seconds_sum{route=\"orders\"}").value_or(-1);
+  const double upstream = metric_value(text, "idemproxy_upstream_duration_seconds_sum{route=\"orders\"}").value_or(0);
+  EXPECT_GT(upstream, 0.0) << text;
+  EXPECT_GT(added, 0.0) << text;
+  EXPECT_NEAR(added + upstream, whole, 1e-5) << text;
   EXPECT_GT(metric_value(text, "idemproxy_replay_cache_hits_total").value_or(0), 0.0) << text;
   EXPECT_GT(metric_value(text, "idemproxy_replay_cache_bytes").value_or(0), 0.0) << text;
   EXPECT_GT(metric_value(text, "idemproxy_pg_statements_total").value_or(0), 0.0) << text;
@@ -84,6 +107,9 @@ TEST_F(OpsMetrics, ScrapePassesPromtoolAndCountsTheTraffic) {
       {"idemproxy_requests_total", "counter"},
       {"idemproxy_responses_total", "counter"},
       {"idemproxy_upstream_duration_seconds", "histogram"},
+      {"idemproxy_request_duration_seconds", "histogram"},
+      {"idemproxy_added_latency_seconds", "histogram"},
+      {"idemproxy_replays_total", "counter"},
       {"idemproxy_store_duration_seconds", "histogram"},
       {"idemproxy_in_flight_records", "gauge"},
       {"idemproxy_waiting_duplicates", "gauge"},
@@ -98,6 +124,7 @@ TEST_F(OpsMetrics, ScrapePassesPromtoolAndCountsTheTraffic) {
       {"idemproxy_pg_connects_failed_total", "counter"},
       {"idemproxy_pg_query_timeouts_total", "counter"},
       {"idemproxy_reaper_deleted_total", "counter"},
+      {"idemproxy_reaper_failures_total", "counter"},
       {"idemproxy_draining", "gauge"},
   };
   for (const auto& [family, type] : families) EXPECT_EQ(metric_type(text, family), type) << family;
@@ -170,7 +197,8 @@ TEST_F(OpsReaperMetrics, ExpiredRecordsAreDeletedAndCounted) {
   EXPECT_TRUE(eventually(
       [&] { return metric_value(admin_get(admin, "/metrics").body, "idemproxy_reaper_deleted_total") == 1.0; },
       std::chrono::seconds(10)))
-      << "the expired record was not deleted\n" << proxy().diagnostics();
+      << "the expired record was not deleted\n"
+      << proxy().diagnostics();
   const auto deletions = events(proxy().proxy_process()->stderr_text(), "reaper_deleted");
   ASSERT_EQ(deletions.size(), 1u) << proxy().proxy_process()->stderr_text();
   EXPECT_EQ(int_field(deletions[0], "records"), 1);
@@ -180,13 +208,29 @@ TEST_F(OpsReaperMetrics, ExpiredRecordsAreDeletedAndCounted) {
   EXPECT_EQ(upstream_count(key), 2u);
 }
 
+// A sweep the store refuses is counted (the alert on a reaper that stops deleting reads it) and
+// logged; the reaper keeps going.
+TEST_F(OpsReaperMetrics, RefusedSweepsAreCountedAndLogged) {
+  const std::uint16_t admin = admin_port_of(*proxy().proxy_process());
+  EXPECT_EQ(metric_value(admin_get(admin, "/metrics").body, "idemproxy_reaper_failures_total"), 0.0);
+  BlockingPg(database_.dsn()).execute("DROP TABLE idempotency_records");
+  EXPECT_TRUE(eventually(
+      [&] { return metric_value(admin_get(admin, "/metrics").body, "idemproxy_reaper_failures_total") >= 2.0; },
+      std::chrono::seconds(10)))
+      << "the refused sweeps were not counted\n"
+      << proxy().diagnostics();
+  EXPECT_FALSE(events(proxy().proxy_process()->stderr_text(), "reaper_failed").empty())
+      << proxy().proxy_process()->stderr_text();
+}
+
 // The check above is only as good as the pipeline: a lint problem and a syntax error fed through
 // the same command must show up.
 TEST(OpsPromtool, PipelineReportsLintProblemsAndSyntaxErrors) {
   TempDir dir("idem-promtool");
   const auto lint_file = dir.path() / "lint.prom";
-  write_file(lint_file, "# HELP idemproxy_bad A counter without the _total suffix.\n"
-                        "# TYPE idemproxy_bad counter\nidemproxy_bad 1\n");
+  write_file(lint_file,
+             "# HELP idemproxy_bad A counter without the _total suffix.\n"
+             "# TYPE idemproxy_bad counter\nidemproxy_bad 1\n");
   const RunResult lint = promtool_check(lint_file, dir.path());
   ASSERT_TRUE(lint.exit_status.has_value());
   EXPECT_NE(lint.stdout_text + lint.stderr_text, "") << "promtool printed nothing for a counter without _total";
