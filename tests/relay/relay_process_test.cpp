@@ -285,7 +285,8 @@ TEST_F(RelayProcess, RedisOutageBacksOffAndDrainsInOrder) {
   writer.request_stop();
   writer.join();
   ASSERT_FALSE(writer_failed.load());
-  ASSERT_GT(inserted.load(), before_outage + 500) << "the writer kept going through the outage";
+  // About 1,000 on a quiet machine (one per 10 ms); a loaded one managed 488. Fifty show it went on.
+  ASSERT_GT(inserted.load(), before_outage + 50) << "the writer kept going through the outage";
 
   ASSERT_TRUE(drained(20s)) << relay.describe();
   RedisClient private_client(port);
