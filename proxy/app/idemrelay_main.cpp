@@ -27,7 +27,7 @@
 #include "relay/notify_listener.hpp"
 #include "relay/outbox_source.hpp"
 #include "relay/redis_stream_sink.hpp"
-#include "relay/redrive.hpp"
+#include "relay/parked_commands.hpp"
 #include "relay/relay.hpp"
 #include "relay/stats.hpp"
 #include "relay_admin.hpp"
@@ -40,25 +40,33 @@ namespace {
 using namespace idem;
 
 constexpr std::string_view kUsage =
-    "usage: idemrelay --config FILE [--check | --migrate | --redrive ID | --redrive-all]\n"
+    "usage: idemrelay --config FILE [--check | --migrate | --list-parked [--aggregate T/ID] [--limit N]\n"
+    "                                | --redrive ID | --redrive --aggregate T/ID | --redrive-all]\n"
     "       idemrelay --version\n"
     "\n"
     "  --config FILE   YAML configuration (see config/idemrelay.example.yaml)\n"
     "  --check         validate the configuration, print every problem as file:line:col, exit 1 if any;\n"
     "                  when Postgres is reachable, print its replication mode\n"
     "  --migrate       create or upgrade the outbox table, its indexes and NOTIFY trigger (idempotent)\n"
+    "  --list-parked   print the dead-lettered rows as JSON, oldest first: id, aggregate, event type,\n"
+    "                  attempts, when parked, the last error and how many rows wait behind each;\n"
+    "                  at most --limit N (default 100, at most 1000; \"truncated\" says when more exist)\n"
+    "  --aggregate T/ID  with --list-parked or --redrive: that aggregate only (type, '/', id)\n"
     "  --redrive ID    un-park the dead-lettered row ID (its aggregate's later rows follow it)\n"
     "  --redrive-all   un-park every dead-lettered row\n"
     "  --version       print the version\n"
     "\n"
     "Signals: SIGTERM/SIGINT finish or release the batches in hand and exit 0 (a second one exits at once).\n";
 
-enum class Command { run, check, migrate, redrive_one, redrive_all };
+enum class Command { run, check, migrate, list_parked, redrive };
 
 struct Options {
   std::string config_path;
   Command command = Command::run;
-  std::int64_t redrive_id = 0;
+  std::optional<std::int64_t> redrive_id;
+  bool redrive_all = false;
+  std::optional<relay::AggregateRef> aggregate;
+  std::optional<std::size_t> limit;
 };
 
 std::optional<Options> parse_arguments(int argc, char** argv) {
@@ -80,18 +88,42 @@ std::optional<Options> parse_arguments(int argc, char** argv) {
     } else if (arg == "--migrate") {
       options.command = Command::migrate;
       ++commands;
-    } else if (arg == "--redrive-all") {
-      options.command = Command::redrive_all;
+    } else if (arg == "--list-parked") {
+      options.command = Command::list_parked;
       ++commands;
-    } else if (arg == "--redrive" && i + 1 < argc) {
+    } else if (arg == "--redrive-all") {
+      options.command = Command::redrive;
+      options.redrive_all = true;
+      ++commands;
+    } else if (arg == "--redrive") {
+      options.command = Command::redrive;
+      ++commands;
+      // `--redrive --aggregate T/ID` names no id.
+      if (i + 1 < argc && !std::string_view(argv[i + 1]).starts_with("--")) {
+        const std::string_view text = argv[++i];
+        std::int64_t id = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+        if (ec != std::errc{} || end != text.data() + text.size() || id <= 0) {
+          std::cerr << "idemrelay: --redrive takes a positive outbox id, got \"" << text << "\"\n";
+          return std::nullopt;
+        }
+        options.redrive_id = id;
+      }
+    } else if (arg == "--aggregate" && i + 1 < argc) {
       const std::string_view text = argv[++i];
-      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), options.redrive_id);
-      if (ec != std::errc{} || end != text.data() + text.size() || options.redrive_id <= 0) {
-        std::cerr << "idemrelay: --redrive takes a positive outbox id, got \"" << text << "\"\n";
+      options.aggregate = relay::parse_aggregate(text);
+      if (!options.aggregate) {
+        std::cerr << "idemrelay: --aggregate takes TYPE/ID (e.g. order/42), got \"" << text << "\"\n";
         return std::nullopt;
       }
-      options.command = Command::redrive_one;
-      ++commands;
+    } else if (arg == "--limit" && i + 1 < argc) {
+      const std::string_view text = argv[++i];
+      options.limit = relay::parse_parked_limit(text);
+      if (!options.limit) {
+        std::cerr << "idemrelay: --limit takes a number from 1 to " << relay::kMaxParkedLimit << ", got \"" << text
+                  << "\"\n";
+        return std::nullopt;
+      }
     } else {
       std::cerr << "idemrelay: unexpected argument \"" << arg << "\"\n" << kUsage;
       return std::nullopt;
@@ -102,7 +134,24 @@ std::optional<Options> parse_arguments(int argc, char** argv) {
     return std::nullopt;
   }
   if (commands > 1) {
-    std::cerr << "idemrelay: give at most one of --check, --migrate, --redrive, --redrive-all\n";
+    std::cerr << "idemrelay: give at most one of --check, --migrate, --list-parked, --redrive, --redrive-all\n";
+    return std::nullopt;
+  }
+  if (options.command == Command::redrive && !options.redrive_all &&
+      options.redrive_id.has_value() == options.aggregate.has_value()) {
+    std::cerr << "idemrelay: --redrive takes either an id or --aggregate T/ID\n";
+    return std::nullopt;
+  }
+  if (options.aggregate && options.command != Command::list_parked && options.command != Command::redrive) {
+    std::cerr << "idemrelay: --aggregate goes with --list-parked or --redrive\n";
+    return std::nullopt;
+  }
+  if (options.redrive_all && options.aggregate) {
+    std::cerr << "idemrelay: --redrive-all takes no --aggregate (use --redrive --aggregate T/ID)\n";
+    return std::nullopt;
+  }
+  if (options.limit && options.command != Command::list_parked) {
+    std::cerr << "idemrelay: --limit goes with --list-parked\n";
     return std::nullopt;
   }
   return options;
@@ -171,7 +220,7 @@ int run(const config::RelayConfig& config) {
   std::unique_ptr<app::RelayAdmin> admin;
   if (config.admin.enabled) {
     try {
-      admin = std::make_unique<app::RelayAdmin>(config.admin, stats);
+      admin = std::make_unique<app::RelayAdmin>(config.admin, pool_options, stats);
       log::info("admin_listening", {{"address", config.admin.host + ":" + std::to_string(admin->port())}});
     } catch (const std::exception& error) {
       log::error("admin_listener_failed", {{"error", error.what()}});
@@ -251,17 +300,34 @@ int relay_main(int argc, char** argv) {
       std::cout << "outbox schema at version " << result.schema_version << " (" << result.applied << " applied)\n";
       return 0;
     }
-    case Command::redrive_one:
-    case Command::redrive_all: {
-      const std::optional<std::int64_t> id =
-          options->command == Command::redrive_one ? std::optional<std::int64_t>(options->redrive_id) : std::nullopt;
-      const relay::RedriveResult result = relay::redrive(config.postgres.dsn, id);
+    case Command::list_parked: {
+      const relay::ParkedQuery query{.limit = options->limit.value_or(relay::kDefaultParkedLimit),
+                                     .aggregate = options->aggregate};
+      const relay::ListParkedResult result = relay::list_parked(config.postgres.dsn, query);
+      if (!result.list) {
+        std::cerr << "idemrelay: " << result.error << "\n";
+        return 1;
+      }
+      std::cout << relay::parked_json(*result.list);
+      return 0;
+    }
+    case Command::redrive: {
+      relay::RedriveTarget target = relay::RedriveAll{};
+      if (options->redrive_id) target = *options->redrive_id;
+      if (options->aggregate) target = *options->aggregate;
+      const relay::RedriveResult result = relay::redrive(config.postgres.dsn, target);
       if (!result.ok) {
         std::cerr << "idemrelay: " << result.error << "\n";
         return 1;
       }
-      if (id && result.ids.empty()) {
-        std::cerr << "idemrelay: row " << *id << " is not parked (no such row, already published, or never failed)\n";
+      if (options->redrive_id && result.ids.empty()) {
+        std::cerr << "idemrelay: row " << *options->redrive_id
+                  << " is not parked (no such row, already published, or never failed)\n";
+        return 1;
+      }
+      if (options->aggregate && result.ids.empty()) {
+        std::cerr << "idemrelay: aggregate " << options->aggregate->type << "/" << options->aggregate->id
+                  << " has no parked row\n";
         return 1;
       }
       std::cout << "redriven " << result.ids.size() << " row(s)";

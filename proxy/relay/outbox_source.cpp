@@ -163,6 +163,22 @@ void OutboxSource::backlog(BacklogHandler handler) {
   });
 }
 
+void OutboxSource::held_behind_parked(std::function<void(pg::PgError, std::int64_t rows)> handler) {
+  auto statement = std::make_shared<Statement>(Statement{"held_behind_parked", sql::kHeldBehindParked, {}});
+  pool_->execute(std::move(statement), [handler = std::move(handler)](PgError error, ResultHandle result) {
+    if (!error.ok()) {
+      handler(std::move(error), 0);
+      return;
+    }
+    const auto rows = PQntuples(result.get()) == 1 ? BinaryRow(result.get(), 0).int8(0) : std::nullopt;
+    if (!rows) {
+      handler(decode_error("held_behind_parked: unexpected row shape"), 0);
+      return;
+    }
+    handler({}, *rows);
+  });
+}
+
 void OutboxSource::replication_settings(std::function<void(pg::PgError, core::ReplicationSettings)> handler) {
   pg::read_replication_settings(*pool_, std::move(handler));
 }

@@ -459,17 +459,34 @@ void Relay::run_stats() {
       stats.backlog_known.store(true, std::memory_order_relaxed);
       if (backlog.parked != self->last_parked_logged_) {
         self->last_parked_logged_ = backlog.parked;
-        // Redriven with idemrelay --redrive ID or --redrive-all.
+        // Listed by idemrelay --list-parked; redriven with --redrive ID, --redrive --aggregate T/ID, --redrive-all.
         log::write(backlog.parked > 0 ? log::Level::warn : log::Level::info, "parked_rows",
                    {{"parked", backlog.parked}});
       }
+      if (backlog.parked > 0) {
+        self->run_held_behind_parked();
+        return;
+      }
+      stats.held_behind_parked.store(0, std::memory_order_relaxed);
     }
-    if (self->stopping_) return;
-    self->stats_timer_.expires_after(self->options_.stats_interval);
-    self->stats_timer_.async_wait([self](const boost::system::error_code& wait_error) {
-      if (wait_error || self->stopping_) return;
-      self->run_stats();
-    });
+    self->schedule_stats();
+  });
+}
+
+// Only while rows are parked: how many waiting rows they hold back (idemrelay_held_behind_parked_rows).
+void Relay::run_held_behind_parked() {
+  source_->held_behind_parked([self = shared_from_this()](const pg::PgError& error, std::int64_t rows) {
+    if (error.ok()) self->stats_.held_behind_parked.store(rows, std::memory_order_relaxed);
+    self->schedule_stats();
+  });
+}
+
+void Relay::schedule_stats() {
+  if (stopping_) return;
+  stats_timer_.expires_after(options_.stats_interval);
+  stats_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& wait_error) {
+    if (wait_error || self->stopping_) return;
+    self->run_stats();
   });
 }
 

@@ -22,6 +22,7 @@ struct RelayStats {
   std::atomic<std::int64_t> backlog_waiting{0};
   std::atomic<std::int64_t> backlog_parked{0};
   std::atomic<std::int64_t> oldest_waiting_age_ms{0};
+  std::atomic<std::int64_t> held_behind_parked{0};  // waiting rows of aggregates with a parked row
   std::atomic<bool> backlog_known{false};
   std::atomic<bool> sink_ready{false};
   std::atomic<bool> source_connected{false};

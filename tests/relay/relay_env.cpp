@@ -131,7 +131,11 @@ std::string render_config(const RelaySettings& s) {
     text += "    dedup_prefix: " + yaml_quoted(s.stream_prefix + ":pub:") + "\n";
     text += "    dedup_window: 1h\n";
   }
-  if (s.admin_port != 0) text += "admin: { listen: \"127.0.0.1:" + std::to_string(s.admin_port) + "\" }\n";
+  if (s.admin_port != 0) {
+    text += "admin: { listen: \"127.0.0.1:" + std::to_string(s.admin_port) + "\"";
+    if (!s.admin_token.empty()) text += ", token: " + yaml_quoted(s.admin_token);
+    text += " }\n";
+  }
   return text;
 }
 
@@ -141,7 +145,8 @@ RelayRunner::RelayRunner(const std::filesystem::path& dir, const RelaySettings& 
 }
 
 Process RelayRunner::start(const std::string& name, std::vector<std::pair<std::string, std::string>> env) const {
-  return Process::start(ProcessSpec{idemrelay_binary(), {"--config", config_path_.string()}, std::move(env), dir_, name});
+  return Process::start(
+      ProcessSpec{idemrelay_binary(), {"--config", config_path_.string()}, std::move(env), dir_, name});
 }
 
 RunResult RelayRunner::run(const std::vector<std::string>& args) const {

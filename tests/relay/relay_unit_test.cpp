@@ -6,6 +6,7 @@
 
 #include "config/relay_config.hpp"
 #include "pg/session_options.hpp"
+#include "relay/parked_rows.hpp"
 #include "relay/backoff.hpp"
 #include "relay/http_sink.hpp"
 #include "relay/message_template.hpp"
@@ -69,7 +70,8 @@ TEST(RelayConfig, EveryProblemIsReportedWithItsPosition) {
 }
 
 TEST(RelayConfig, HttpSinkNeedsAWellFormedSecret) {
-  const std::string base = "postgres: { dsn: x }\nsink:\n  type: http\n  http: { url: \"http://127.0.0.1:9000/in/{event_type}\"";
+  const std::string base =
+      "postgres: { dsn: x }\nsink:\n  type: http\n  http: { url: \"http://127.0.0.1:9000/in/{event_type}\"";
   const auto missing = config::load_relay_config_text(base + " }\n", "a.yaml", env({}));
   EXPECT_NE(messages(missing).find("sink.http.secret or sink.http.secret_file is required"), std::string::npos)
       << messages(missing);
@@ -89,16 +91,19 @@ TEST(RelayConfig, HttpSinkNeedsAWellFormedSecret) {
 TEST(RelayConfig, HttpsSinkUrlTurnsTlsOnAndItsFilesAreCheckedAtLoad) {
   const auto secret = env({{"S", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}});
   const std::string head = "postgres: { dsn: x }\nsink:\n  type: http\n  http:\n    secret: \"${S}\"\n";
-  const auto plain_default = config::load_relay_config_text(head + "    url: https://hooks.example/in\n", "a.yaml", secret);
+  const auto plain_default =
+      config::load_relay_config_text(head + "    url: https://hooks.example/in\n", "a.yaml", secret);
   ASSERT_TRUE(plain_default.config) << messages(plain_default);
   EXPECT_TRUE(plain_default.config->sink.http.tls.enabled);
   EXPECT_TRUE(plain_default.config->sink.http.tls.verify);
   EXPECT_EQ(plain_default.config->sink.http.port, 443);
   EXPECT_EQ(plain_default.config->sink.http.host, "hooks.example");
 
-  const std::string ca = std::string(IDEM_SOURCE_DIR) + "/CMakeLists.txt";  // readable: only its presence is checked here
+  const std::string ca =
+      std::string(IDEM_SOURCE_DIR) + "/CMakeLists.txt";  // readable: only its presence is checked here
   const auto tuned = config::load_relay_config_text(
-      head + "    url: https://127.0.0.1:8443/in\n    tls: { ca_file: \"" + ca + "\", server_name: hooks.internal }\n", "b.yaml", secret);
+      head + "    url: https://127.0.0.1:8443/in\n    tls: { ca_file: \"" + ca + "\", server_name: hooks.internal }\n",
+      "b.yaml", secret);
   ASSERT_TRUE(tuned.config) << messages(tuned);
   EXPECT_EQ(tuned.config->sink.http.port, 8443);
   EXPECT_EQ(tuned.config->sink.http.tls.ca_file, ca);
@@ -107,28 +112,33 @@ TEST(RelayConfig, HttpsSinkUrlTurnsTlsOnAndItsFilesAreCheckedAtLoad) {
   const auto missing = config::load_relay_config_text(
       head + "    url: https://127.0.0.1:8443/in\n    tls: { ca_file: /nonexistent/ca.pem }\n", "c.yaml", secret);
   EXPECT_FALSE(missing.config);
-  EXPECT_NE(messages(missing).find("c.yaml:7:21: sink.http.tls.ca_file: cannot read \"/nonexistent/ca.pem\""), std::string::npos)
+  EXPECT_NE(messages(missing).find("c.yaml:7:21: sink.http.tls.ca_file: cannot read \"/nonexistent/ca.pem\""),
+            std::string::npos)
       << messages(missing);
 
   const auto half = config::load_relay_config_text(
       head + "    url: https://127.0.0.1:8443/in\n    tls: { cert_file: \"" + ca + "\" }\n", "d.yaml", secret);
-  EXPECT_NE(messages(half).find("sink.http.tls: a client certificate needs both cert_file and key_file"), std::string::npos)
+  EXPECT_NE(messages(half).find("sink.http.tls: a client certificate needs both cert_file and key_file"),
+            std::string::npos)
       << messages(half);
 
   const auto ignored = config::load_relay_config_text(
       head + "    url: http://127.0.0.1:8080/in\n    tls: { verify: false }\n", "e.yaml", secret);
   ASSERT_TRUE(ignored.config) << messages(ignored);
   EXPECT_FALSE(ignored.config->sink.http.tls.enabled);
-  EXPECT_NE(messages(ignored).find("e.yaml:7:5: warning: sink.http.tls is ignored: sink.http.url is not https://"), std::string::npos)
+  EXPECT_NE(messages(ignored).find("e.yaml:7:5: warning: sink.http.tls is ignored: sink.http.url is not https://"),
+            std::string::npos)
       << messages(ignored);
 
   const auto other = config::load_relay_config_text(head + "    url: ftp://127.0.0.1/in\n", "f.yaml", secret);
-  EXPECT_NE(messages(other).find("sink.http.url must be http[s]://host[:port]/path"), std::string::npos) << messages(other);
+  EXPECT_NE(messages(other).find("sink.http.url must be http[s]://host[:port]/path"), std::string::npos)
+      << messages(other);
 }
 
 TEST(MessageTemplate, PlaceholdersAreFilledAndEscapedForUrls) {
   std::string error;
-  const auto parsed = config::parse_message_template("/e/{aggregate_type}/{aggregate_id}/{event_id}?t={event_type}&x={{y}}", error);
+  const auto parsed =
+      config::parse_message_template("/e/{aggregate_type}/{aggregate_id}/{event_id}?t={event_type}&x={{y}}", error);
   ASSERT_TRUE(parsed) << error;
   OutboxRow row;
   row.id = 42;
@@ -210,3 +220,50 @@ TEST(SessionOptions, StatementTimeoutAndJitOffJoinTheDsnOptions) {
 
 }  // namespace
 }  // namespace idem::relay
+
+TEST(ParkedRows, AggregateSplitsAtTheFirstSlash) {
+  const auto ref = idem::relay::parse_aggregate("order/eu/42");
+  ASSERT_TRUE(ref);
+  EXPECT_EQ(ref->type, "order");
+  EXPECT_EQ(ref->id, "eu/42");
+  EXPECT_FALSE(idem::relay::parse_aggregate("order"));
+  EXPECT_FALSE(idem::relay::parse_aggregate("/42"));
+  EXPECT_FALSE(idem::relay::parse_aggregate("order/"));
+}
+
+TEST(ParkedRows, QueryStringTakesAnEncodedAggregateAndABoundedLimit) {
+  const auto parsed = idem::relay::parse_parked_query_string("limit=7&aggregate=order%2Feu%2F42");
+  ASSERT_TRUE(parsed.query) << parsed.error;
+  EXPECT_EQ(parsed.query->limit, 7u);
+  ASSERT_TRUE(parsed.query->aggregate);
+  EXPECT_EQ(parsed.query->aggregate->id, "eu/42");
+  const auto none = idem::relay::parse_parked_query_string("");
+  ASSERT_TRUE(none.query);
+  EXPECT_EQ(none.query->limit, idem::relay::kDefaultParkedLimit);
+  EXPECT_FALSE(none.query->aggregate);
+  EXPECT_EQ(idem::relay::parse_parked_query_string("limit=0").error, "limit takes a number from 1 to 1000");
+  EXPECT_EQ(idem::relay::parse_parked_query_string("limit=1001").error, "limit takes a number from 1 to 1000");
+  EXPECT_EQ(idem::relay::parse_parked_query_string("aggregate=%zz").error, "bad percent-encoding in aggregate");
+  EXPECT_EQ(idem::relay::parse_parked_query_string("order=1").error, "unknown parameter order (aggregate, limit)");
+}
+
+TEST(ParkedRows, JsonEscapesWhatTheWriterAndTheSinkPutThere) {
+  idem::relay::ParkedList list;
+  list.total = 3;
+  list.limit = 1;
+  list.rows.push_back(idem::relay::ParkedRow{.id = 9,
+                                             .aggregate_type = "order",
+                                             .aggregate_id = "a\"b",
+                                             .event_type = "paid",
+                                             .attempts = 5,
+                                             .last_error = "line1\nline2",
+                                             .parked_at = "2026-11-26T00:00:00.000000Z",
+                                             .held_behind = 12});
+  EXPECT_EQ(idem::relay::parked_json(list),
+            "{\"total\":3,\"limit\":1,\"truncated\":true,\"parked\":[\n"
+            "{\"id\":9,\"aggregate_type\":\"order\",\"aggregate_id\":\"a\\\"b\",\"event_type\":\"paid\",\"attempts\":5,"
+            "\"parked_at\":\"2026-11-26T00:00:00.000000Z\",\"held_behind\":12,\"last_error\":\"line1\\nline2\"}\n"
+            "]}\n");
+  EXPECT_EQ(idem::relay::parked_json(idem::relay::ParkedList{.rows = {}, .total = 0, .limit = 100}),
+            "{\"total\":0,\"limit\":100,\"truncated\":false,\"parked\":[]}\n");
+}
