@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -31,6 +32,7 @@
 #include "relay/relay.hpp"
 #include "relay/stats.hpp"
 #include "relay_admin.hpp"
+#include "webhook_secret_reloader.hpp"
 
 #ifndef IDEMRELAY_VERSION
 #define IDEMRELAY_VERSION "0.0.0"
@@ -56,7 +58,8 @@ constexpr std::string_view kUsage =
     "  --redrive-all   un-park every dead-lettered row\n"
     "  --version       print the version\n"
     "\n"
-    "Signals: SIGTERM/SIGINT finish or release the batches in hand and exit 0 (a second one exits at once).\n";
+    "Signals: SIGTERM/SIGINT finish or release the batches in hand and exit 0 (a second one exits at once);\n"
+    "SIGHUP reads the webhook secrets again (as does a change of the config file or of a secret file).\n";
 
 enum class Command { run, check, migrate, list_parked, redrive };
 
@@ -178,7 +181,8 @@ relay::RelayOptions relay_options(const config::RelayConfig& config) {
   };
 }
 
-int run(const config::RelayConfig& config) {
+int run(const config::RelayConfig& config, const std::string& config_path,
+        std::optional<app::FileVersion> config_version) {
   boost::asio::io_context io(1);
   relay::RelayStats stats;
 
@@ -192,12 +196,16 @@ int run(const config::RelayConfig& config) {
   auto source = std::make_shared<relay::OutboxSource>(io, pool_options);
 
   std::shared_ptr<relay::Sink> sink;
+  std::shared_ptr<relay::HttpSink> http_sink;  // its webhook secrets are reloaded
   try {
     switch (config.sink.kind) {
       case config::SinkKind::redis_streams:
         sink = std::make_shared<relay::RedisStreamSink>(io, config.sink.redis);
         break;
-      case config::SinkKind::http: sink = std::make_shared<relay::HttpSink>(io, config.sink.http); break;
+      case config::SinkKind::http:
+        http_sink = std::make_shared<relay::HttpSink>(io, config.sink.http);
+        sink = http_sink;
+        break;
     }
   } catch (const std::exception& error) {
     log::error("sink_setup_failed", {{"error", error.what()}});
@@ -228,6 +236,32 @@ int run(const config::RelayConfig& config) {
     }
   }
 
+  // Webhook secret rotation: SIGHUP or a changed config/secret file (webhook_secret_reloader.hpp).
+  std::unique_ptr<app::WebhookSecretReloader> reloader;
+  if (http_sink) {
+    const std::weak_ptr<relay::HttpSink> weak_sink = http_sink;
+    reloader = std::make_unique<app::WebhookSecretReloader>(
+        config_path, config_version, config.sink.http.secret_files, [&io, weak_sink](std::vector<std::string> secrets) {
+          boost::asio::post(io, [weak_sink, secrets = std::move(secrets)] {
+            const auto sink = weak_sink.lock();
+            auto signer = relay::WebhookSigner::from_secrets(secrets);
+            if (sink && signer) sink->set_signer(std::move(*signer));
+          });
+        });
+  }
+  boost::asio::signal_set hangups(io, SIGHUP);
+  std::function<void(const boost::system::error_code&, int)> on_hangup = [&](const boost::system::error_code& error,
+                                                                             int) {
+    if (error) return;
+    if (reloader) {
+      reloader->hangup();
+    } else {
+      log::info("reload_ignored", {{"reason", "signal"}, {"why", "nothing to reload: only webhook secrets are"}});
+    }
+    hangups.async_wait(on_hangup);
+  };
+  hangups.async_wait(on_hangup);
+
   int exit_code = 0;
   bool stopping = false;
   boost::asio::steady_timer shutdown_deadline(io);
@@ -250,9 +284,11 @@ int run(const config::RelayConfig& config) {
       exit_code = 1;
       io.stop();
     });
+    if (reloader) reloader->stop();
     loop->stop([&] {
       shutdown_deadline.cancel();
       signals.cancel();
+      hangups.cancel();
       io.stop();
     });
     signals.async_wait(on_signal);
@@ -279,6 +315,8 @@ int relay_main(int argc, char** argv) {
   if (!options) return 2;
   std::signal(SIGPIPE, SIG_IGN);
 
+  // Noted before the file is read: a change made while the relay starts still reloads the secrets.
+  const std::optional<app::FileVersion> config_version = app::file_version(options->config_path);
   const config::RelayLoadResult loaded = config::load_relay_config_file(options->config_path);
   for (const config::ConfigIssue& issue : loaded.issues) std::cerr << issue.to_string() << "\n";
   if (!loaded.config) return options->command == Command::check ? 1 : 2;
@@ -335,7 +373,7 @@ int relay_main(int argc, char** argv) {
       std::cout << "\n";
       return 0;
     }
-    case Command::run: return run(config);
+    case Command::run: return run(config, options->config_path, config_version);
   }
   return 2;
 }

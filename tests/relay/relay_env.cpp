@@ -119,7 +119,8 @@ std::string render_config(const RelaySettings& s) {
   if (s.http) {
     text += "  type: http\n";
     text += "  http: { url: " + yaml_quoted(s.http_url) + ", timeout: " + s.command_timeout +
-            ", connect_timeout: 500ms, secret: " + yaml_quoted(s.http_secret) +
+            ", connect_timeout: 500ms, " +
+            (s.http_secrets.empty() ? "secret: " + yaml_quoted(s.http_secret) : s.http_secrets) +
             (s.http_tls.empty() ? std::string() : ", tls: " + s.http_tls) + " }\n";
   } else {
     text += "  type: redis_streams\n";

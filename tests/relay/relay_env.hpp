@@ -86,6 +86,7 @@ struct RelaySettings {
   std::string http_url;
   std::string http_tls;  // YAML for sink.http.tls (a flow mapping); empty: none
   std::string http_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+  std::string http_secrets;      // in place of http_secret when set: "secret_files: [a, b]", "secrets: [...]"
   std::uint16_t admin_port = 0;  // 0: no admin listener
   std::string admin_token;       // empty: none
 };

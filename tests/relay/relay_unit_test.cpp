@@ -2,7 +2,12 @@
 // and Standard Webhooks signatures. No sockets.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <vector>
 
 #include "config/relay_config.hpp"
 #include "pg/session_options.hpp"
@@ -73,7 +78,8 @@ TEST(RelayConfig, HttpSinkNeedsAWellFormedSecret) {
   const std::string base =
       "postgres: { dsn: x }\nsink:\n  type: http\n  http: { url: \"http://127.0.0.1:9000/in/{event_type}\"";
   const auto missing = config::load_relay_config_text(base + " }\n", "a.yaml", env({}));
-  EXPECT_NE(messages(missing).find("sink.http.secret or sink.http.secret_file is required"), std::string::npos)
+  EXPECT_NE(messages(missing).find("sink.http.secret, secret_file, secrets or secret_files is required"),
+            std::string::npos)
       << messages(missing);
   const auto bad = config::load_relay_config_text(base + ", secret: \"hunter2\" }\n", "b.yaml", env({}));
   EXPECT_NE(messages(bad).find("must be \"whsec_\""), std::string::npos) << messages(bad);
@@ -84,6 +90,43 @@ TEST(RelayConfig, HttpSinkNeedsAWellFormedSecret) {
   EXPECT_EQ(good.config->sink.http.host, "127.0.0.1");
   EXPECT_EQ(good.config->sink.http.port, 9000);
   EXPECT_EQ(good.config->sink.http.target.text, "/in/{event_type}");
+}
+
+// A rotation lists the secrets, new first: from the environment (secrets) or from files
+// (secret_files, which the relay then watches). One form only; 1 to 4 entries; each checked.
+TEST(RelayConfig, WebhookSecretsForARotationComeFromTheEnvironmentOrFiles) {
+  const std::string base = "postgres: { dsn: x }\nsink:\n  type: http\n  http: { url: \"http://127.0.0.1:9000/in\"";
+  const std::string new_secret = "whsec_bmV3LXNlY3JldC1mb3ItdGVzdHMtMDI=";
+  const std::string old_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+  const auto listed = config::load_relay_config_text(base + ", secrets: [\"${NEW}\", \"${OLD}\"] }\n", "a.yaml",
+                                                     env({{"NEW", new_secret}, {"OLD", old_secret}}));
+  ASSERT_TRUE(listed.config) << messages(listed);
+  EXPECT_EQ(listed.config->sink.http.secrets, (std::vector<std::string>{new_secret, old_secret}));
+  EXPECT_TRUE(listed.config->sink.http.secret_files.empty());
+
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("relay-secrets-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "new") << new_secret << "\n";
+  std::ofstream(dir / "old") << old_secret << "\n";
+  const auto files = config::load_relay_config_text(
+      base + ", secret_files: [" + (dir / "new").string() + ", " + (dir / "old").string() + "] }\n", "b.yaml", env({}));
+  ASSERT_TRUE(files.config) << messages(files);
+  EXPECT_EQ(files.config->sink.http.secrets, (std::vector<std::string>{new_secret, old_secret}));
+  EXPECT_EQ(files.config->sink.http.secret_files,
+            (std::vector<std::string>{(dir / "new").string(), (dir / "old").string()}));
+  std::filesystem::remove_all(dir);
+
+  const auto both = config::load_relay_config_text(
+      base + ", secret: \"" + old_secret + "\", secrets: [\"" + new_secret + "\"] }\n", "c.yaml", env({}));
+  EXPECT_NE(messages(both).find("not secret and secrets"), std::string::npos) << messages(both);
+  const auto none = config::load_relay_config_text(base + ", secrets: [] }\n", "d.yaml", env({}));
+  EXPECT_NE(messages(none).find("sink.http.secrets takes 1 to 4 entries"), std::string::npos) << messages(none);
+  const auto bad = config::load_relay_config_text(base + ", secrets: [\"" + new_secret + "\", \"whsec_hunter2\"] }\n",
+                                                  "e.yaml", env({}));
+  EXPECT_NE(messages(bad).find("e.yaml:4:"), std::string::npos) << messages(bad);
+  EXPECT_NE(messages(bad).find("sink.http.secrets[1]: the webhook secret must be"), std::string::npos) << messages(bad);
+  EXPECT_EQ(messages(bad).find("hunter2"), std::string::npos) << "the secret is never echoed";
 }
 
 // https:// turns TLS on (port 443 by default); sink.http.tls tunes it like idemproxy's upstream.tls,
@@ -178,6 +221,22 @@ TEST(WebhookSignature, MatchesTheStandardWebhooksReferenceVector) {
   EXPECT_FALSE(WebhookSigner::from_secret("whsec_c2hvcnQ="));  // 5 bytes: too short
   EXPECT_EQ(crypto::base64_decode("aGVsbG8="), std::optional<std::string>("hello"));
   EXPECT_EQ(crypto::base64_encode("hello"), "aGVsbG8=");
+}
+
+// During a rotation every delivery carries one signature per secret, in the secrets' order.
+TEST(WebhookSignature, EverySecretSignsDuringARotation) {
+  const std::string reference = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+  const std::string other = "whsec_bmV3LXNlY3JldC1mb3ItdGVzdHMtMDI=";
+  const auto both = WebhookSigner::from_secrets({other, reference});
+  const auto alone = WebhookSigner::from_secret(other);
+  ASSERT_TRUE(both && alone);
+  EXPECT_EQ(both->secrets(), 2u);
+  const std::string id = "msg_p5jXN8AQM9LWM0D4loKWxJek";
+  const std::string body = R"({"test": 2432232314})";
+  EXPECT_EQ(both->sign(id, 1614265330, body),
+            alone->sign(id, 1614265330, body) + " v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+  EXPECT_FALSE(WebhookSigner::from_secrets({}));
+  EXPECT_FALSE(WebhookSigner::from_secrets({other, "whsec_c2hvcnQ="}));
 }
 
 TEST(HttpSink, BodyIsTheStandardWebhooksEnvelope) {
