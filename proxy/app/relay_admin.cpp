@@ -32,6 +32,9 @@ void register_metrics(metrics::Registry& registry, const relay::RelayStats& stat
   counter("idemrelay_lease_lost_total", "Rows whose settle found another claim owning them.", stats.lease_lost);
   counter("idemrelay_retention_deleted_total", "Published rows deleted by retention.", stats.retention_deleted);
   counter("idemrelay_claims_total", "Claim statements that succeeded.", stats.claims);
+  counter("idemrelay_trace_context_dropped_total",
+          "Malformed traceparent/tracestate values in outbox headers, not passed on (the event still is).",
+          stats.trace_context_dropped);
   registry.add_callback("idemrelay_lag_seconds", "Age of the oldest unpublished, unparked outbox row.", "gauge",
                         [&stats] { return read(stats.oldest_waiting_age_ms) / 1000.0; });
   registry.add_callback("idemrelay_backlog_rows", "Unpublished, unparked outbox rows.", "gauge",

@@ -22,6 +22,7 @@
 #include "core/problem.hpp"
 #include "core/request_framing.hpp"
 #include "core/request_target.hpp"
+#include "core/trace_context.hpp"
 #include "http/client_session.hpp"
 #include "http/message_rewriting.hpp"
 #include "http/proxy_metrics.hpp"
@@ -102,7 +103,8 @@ inline void log_request(std::string_view method, std::string_view target, const 
                         {"upstream_us", static_cast<std::int64_t>(trace.upstream.count())},
                         {"store_us", static_cast<std::int64_t>(trace.store.count())},
                         {"cache_hit", trace.cache_hit ? "true" : "false"},
-                        {"key_sha256", trace.key_sha256}});
+                        {"key_sha256", trace.key_sha256},
+                        {"traceparent", trace.traceparent}});
 }
 
 // A client or a deadline ended the connection: nothing to answer.
@@ -227,6 +229,12 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     // cancel the upstream call or the store write (the handler's own deadlines bound them).
     connection.stream.expires_never();
     RequestTrace trace;
+    // Two traceparent fields make neither valid (W3C Trace Context §3.2).
+    if (const auto traceparent = request.find("traceparent");
+        traceparent != request.end() && request.count("traceparent") == 1) {
+      const std::string_view value(traceparent->value().data(), traceparent->value().size());
+      if (core::is_valid_traceparent(value)) trace.traceparent = std::string(value);
+    }
     Response response = co_await handle_request(services, request, address, trace);
     services.metrics.record(trace, response.result_int());
     if (services.config->config.log.access) log_request(method, target, response, trace);

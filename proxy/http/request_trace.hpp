@@ -34,6 +34,10 @@ struct RequestTrace {
   bool cache_hit = false;
   std::chrono::microseconds upstream{0};  // time in the upstream exchange
   std::chrono::microseconds store{0};     // time in store operations
+  // The request's W3C traceparent when well-formed (core/trace_context.hpp), else empty: it joins
+  // this line to the upstream's spans and to the events the request wrote. The header itself is
+  // forwarded to the upstream untouched either way.
+  std::string traceparent;
 };
 
 }  // namespace idem::http

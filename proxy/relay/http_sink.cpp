@@ -223,6 +223,8 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
     request.set("webhook-id", id);
     request.set("webhook-timestamp", std::to_string(timestamp));
     request.set("webhook-signature", signer_.sign(id, timestamp, body));
+    if (!row.traceparent.empty()) request.set("traceparent", row.traceparent);
+    if (!row.tracestate.empty()) request.set("tracestate", row.tracestate);
     request.keep_alive(true);
     request.body() = body;
     request.prepare_payload();

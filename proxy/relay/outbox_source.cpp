@@ -67,8 +67,10 @@ void OutboxSource::claim(std::size_t limit, const std::string& token, std::chron
       const auto created_at = row.text(6);
       const auto attempts = row.int4(7);
       const auto created_micros = row.int8(8);
+      const auto traceparent = row.is_null(9) ? std::optional<std::string_view>("") : row.text(9);
+      const auto tracestate = row.is_null(10) ? std::optional<std::string_view>("") : row.text(10);
       if (!id || !aggregate_type || !aggregate_id || !event_type || !payload || !headers || !created_at || !attempts ||
-          !created_micros) {
+          !created_micros || !traceparent || !tracestate) {
         handler(decode_error("claim: unexpected row shape"), {});
         return;
       }
@@ -80,7 +82,9 @@ void OutboxSource::claim(std::size_t limit, const std::string& token, std::chron
                                .headers = std::string(*headers),
                                .created_at = std::string(*created_at),
                                .created_at_micros = *created_micros,
-                               .attempts = *attempts});
+                               .attempts = *attempts,
+                               .traceparent = std::string(*traceparent),
+                               .tracestate = std::string(*tracestate)});
     }
     std::sort(rows.begin(), rows.end(), [](const OutboxRow& a, const OutboxRow& b) { return a.id < b.id; });
     handler({}, std::move(rows));

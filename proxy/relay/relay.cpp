@@ -8,6 +8,7 @@
 #include <random>
 #include <utility>
 
+#include "core/trace_context.hpp"
 #include "log/log.hpp"
 
 namespace idem::relay {
@@ -27,6 +28,27 @@ std::string make_instance_id() {
 }
 
 std::int64_t count_ms(std::chrono::milliseconds value) { return value.count(); }
+
+// Drops a row's malformed trace context (the event itself is still published: a writer's tracing
+// bug must not hold events back) and counts it. tracestate means nothing without a traceparent.
+void check_trace_context(OutboxRow& row, RelayStats& stats) {
+  std::string_view why;
+  if (!row.traceparent.empty() && !core::is_valid_traceparent(row.traceparent)) {
+    why = "malformed traceparent";
+    row.traceparent.clear();
+    row.tracestate.clear();
+  } else if (row.traceparent.empty() && !row.tracestate.empty()) {
+    why = "tracestate without traceparent";
+    row.tracestate.clear();
+  } else if (!row.tracestate.empty() && !core::is_valid_tracestate(row.tracestate)) {
+    why = "malformed tracestate";
+    row.tracestate.clear();
+  } else {
+    return;
+  }
+  stats.trace_context_dropped.fetch_add(1, std::memory_order_relaxed);
+  log::warn("trace_context_dropped", {{"event_id", row.id}, {"why", why}});
+}
 
 }  // namespace
 
@@ -131,6 +153,7 @@ void Relay::on_claimed(std::size_t worker, std::string token, Clock::time_point 
   stats_.source_connected.store(true, std::memory_order_relaxed);
   stats_.claims.fetch_add(1, std::memory_order_relaxed);
   stats_.rows_claimed.fetch_add(rows.size(), std::memory_order_relaxed);
+  for (OutboxRow& row : rows) check_trace_context(row, stats_);
   if (rows.empty()) {
     recovered();  // Postgres answers and the sink was ready
     worker_finished(worker, false);

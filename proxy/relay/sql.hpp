@@ -27,7 +27,8 @@ namespace idem::relay::sql {
 // version this snapshot sees; otherwise it is left for the next claim.
 // The OFFSET 0s keep each subquery a probe of its own index, whatever the statistics say (a
 // never-analyzed or empty-when-analyzed outbox included): the planner cannot flatten them.
-// Rows come back in no particular order; the caller sorts them by id.
+// Rows come back in no particular order; the caller sorts them by id. The W3C trace context the
+// writer put in `headers` comes back on its own (NULL when absent), checked by the relay.
 inline constexpr const char* kClaim = R"sql(
 WITH lanes AS MATERIALIZED (
   SELECT f.lane, f.version
@@ -81,7 +82,7 @@ FROM taken AS t
 WHERE o.id = t.id
 RETURNING o.id, o.aggregate_type, o.aggregate_id, o.event_type, o.payload::text, o.headers::text,
           to_char(o.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), o.attempts,
-          (extract(epoch FROM o.created_at) * 1000000)::int8
+          (extract(epoch FROM o.created_at) * 1000000)::int8, o.headers->>'traceparent', o.headers->>'tracestate'
 )sql";
 
 // Settles a whole batch in one statement: $1 the batch token (the fence: a batch whose lease was
