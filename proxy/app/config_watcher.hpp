@@ -10,21 +10,10 @@
 #include <string>
 #include <string_view>
 
+#include "app/file_version.hpp"
 #include "config/config.hpp"
 
 namespace idem::app {
-
-// Identity of a file's current content, following symlinks (ConfigMap volumes swap a symlink to a
-// new file): inode, size and mtime, since file timestamps are coarse and two quick writes can
-// share one mtime.
-struct FileVersion {
-  dev_t device = 0;
-  ino_t inode = 0;
-  off_t size = 0;
-  std::int64_t mtime_ns = 0;
-  bool operator==(const FileVersion&) const = default;
-};
-std::optional<FileVersion> file_version(const std::string& path);
 
 class ConfigWatcher {
  public:

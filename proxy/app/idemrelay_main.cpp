@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -27,10 +28,11 @@
 #include "relay/notify_listener.hpp"
 #include "relay/outbox_source.hpp"
 #include "relay/redis_stream_sink.hpp"
-#include "relay/redrive.hpp"
+#include "relay/parked_commands.hpp"
 #include "relay/relay.hpp"
 #include "relay/stats.hpp"
 #include "relay_admin.hpp"
+#include "webhook_secret_reloader.hpp"
 
 #ifndef IDEMRELAY_VERSION
 #define IDEMRELAY_VERSION "0.0.0"
@@ -40,25 +42,34 @@ namespace {
 using namespace idem;
 
 constexpr std::string_view kUsage =
-    "usage: idemrelay --config FILE [--check | --migrate | --redrive ID | --redrive-all]\n"
+    "usage: idemrelay --config FILE [--check | --migrate | --list-parked [--aggregate T/ID] [--limit N]\n"
+    "                                | --redrive ID | --redrive --aggregate T/ID | --redrive-all]\n"
     "       idemrelay --version\n"
     "\n"
     "  --config FILE   YAML configuration (see config/idemrelay.example.yaml)\n"
     "  --check         validate the configuration, print every problem as file:line:col, exit 1 if any;\n"
     "                  when Postgres is reachable, print its replication mode\n"
     "  --migrate       create or upgrade the outbox table, its indexes and NOTIFY trigger (idempotent)\n"
+    "  --list-parked   print the dead-lettered rows as JSON, oldest first: id, aggregate, event type,\n"
+    "                  attempts, when parked, the last error and how many rows wait behind each;\n"
+    "                  at most --limit N (default 100, at most 1000; \"truncated\" says when more exist)\n"
+    "  --aggregate T/ID  with --list-parked or --redrive: that aggregate only (type, '/', id)\n"
     "  --redrive ID    un-park the dead-lettered row ID (its aggregate's later rows follow it)\n"
     "  --redrive-all   un-park every dead-lettered row\n"
     "  --version       print the version\n"
     "\n"
-    "Signals: SIGTERM/SIGINT finish or release the batches in hand and exit 0 (a second one exits at once).\n";
+    "Signals: SIGTERM/SIGINT finish or release the batches in hand and exit 0 (a second one exits at once);\n"
+    "SIGHUP reads the webhook secrets again (as does a change of the config file or of a secret file).\n";
 
-enum class Command { run, check, migrate, redrive_one, redrive_all };
+enum class Command { run, check, migrate, list_parked, redrive };
 
 struct Options {
   std::string config_path;
   Command command = Command::run;
-  std::int64_t redrive_id = 0;
+  std::optional<std::int64_t> redrive_id;
+  bool redrive_all = false;
+  std::optional<relay::AggregateRef> aggregate;
+  std::optional<std::size_t> limit;
 };
 
 std::optional<Options> parse_arguments(int argc, char** argv) {
@@ -80,18 +91,42 @@ std::optional<Options> parse_arguments(int argc, char** argv) {
     } else if (arg == "--migrate") {
       options.command = Command::migrate;
       ++commands;
-    } else if (arg == "--redrive-all") {
-      options.command = Command::redrive_all;
+    } else if (arg == "--list-parked") {
+      options.command = Command::list_parked;
       ++commands;
-    } else if (arg == "--redrive" && i + 1 < argc) {
+    } else if (arg == "--redrive-all") {
+      options.command = Command::redrive;
+      options.redrive_all = true;
+      ++commands;
+    } else if (arg == "--redrive") {
+      options.command = Command::redrive;
+      ++commands;
+      // `--redrive --aggregate T/ID` names no id.
+      if (i + 1 < argc && !std::string_view(argv[i + 1]).starts_with("--")) {
+        const std::string_view text = argv[++i];
+        std::int64_t id = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+        if (ec != std::errc{} || end != text.data() + text.size() || id <= 0) {
+          std::cerr << "idemrelay: --redrive takes a positive outbox id, got \"" << text << "\"\n";
+          return std::nullopt;
+        }
+        options.redrive_id = id;
+      }
+    } else if (arg == "--aggregate" && i + 1 < argc) {
       const std::string_view text = argv[++i];
-      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), options.redrive_id);
-      if (ec != std::errc{} || end != text.data() + text.size() || options.redrive_id <= 0) {
-        std::cerr << "idemrelay: --redrive takes a positive outbox id, got \"" << text << "\"\n";
+      options.aggregate = relay::parse_aggregate(text);
+      if (!options.aggregate) {
+        std::cerr << "idemrelay: --aggregate takes TYPE/ID (e.g. order/42), got \"" << text << "\"\n";
         return std::nullopt;
       }
-      options.command = Command::redrive_one;
-      ++commands;
+    } else if (arg == "--limit" && i + 1 < argc) {
+      const std::string_view text = argv[++i];
+      options.limit = relay::parse_parked_limit(text);
+      if (!options.limit) {
+        std::cerr << "idemrelay: --limit takes a number from 1 to " << relay::kMaxParkedLimit << ", got \"" << text
+                  << "\"\n";
+        return std::nullopt;
+      }
     } else {
       std::cerr << "idemrelay: unexpected argument \"" << arg << "\"\n" << kUsage;
       return std::nullopt;
@@ -102,7 +137,24 @@ std::optional<Options> parse_arguments(int argc, char** argv) {
     return std::nullopt;
   }
   if (commands > 1) {
-    std::cerr << "idemrelay: give at most one of --check, --migrate, --redrive, --redrive-all\n";
+    std::cerr << "idemrelay: give at most one of --check, --migrate, --list-parked, --redrive, --redrive-all\n";
+    return std::nullopt;
+  }
+  if (options.command == Command::redrive && !options.redrive_all &&
+      options.redrive_id.has_value() == options.aggregate.has_value()) {
+    std::cerr << "idemrelay: --redrive takes either an id or --aggregate T/ID\n";
+    return std::nullopt;
+  }
+  if (options.aggregate && options.command != Command::list_parked && options.command != Command::redrive) {
+    std::cerr << "idemrelay: --aggregate goes with --list-parked or --redrive\n";
+    return std::nullopt;
+  }
+  if (options.redrive_all && options.aggregate) {
+    std::cerr << "idemrelay: --redrive-all takes no --aggregate (use --redrive --aggregate T/ID)\n";
+    return std::nullopt;
+  }
+  if (options.limit && options.command != Command::list_parked) {
+    std::cerr << "idemrelay: --limit goes with --list-parked\n";
     return std::nullopt;
   }
   return options;
@@ -129,7 +181,8 @@ relay::RelayOptions relay_options(const config::RelayConfig& config) {
   };
 }
 
-int run(const config::RelayConfig& config) {
+int run(const config::RelayConfig& config, const std::string& config_path,
+        std::optional<app::FileVersion> config_version) {
   boost::asio::io_context io(1);
   relay::RelayStats stats;
 
@@ -143,12 +196,16 @@ int run(const config::RelayConfig& config) {
   auto source = std::make_shared<relay::OutboxSource>(io, pool_options);
 
   std::shared_ptr<relay::Sink> sink;
+  std::shared_ptr<relay::HttpSink> http_sink;  // its webhook secrets are reloaded
   try {
     switch (config.sink.kind) {
       case config::SinkKind::redis_streams:
         sink = std::make_shared<relay::RedisStreamSink>(io, config.sink.redis);
         break;
-      case config::SinkKind::http: sink = std::make_shared<relay::HttpSink>(io, config.sink.http); break;
+      case config::SinkKind::http:
+        http_sink = std::make_shared<relay::HttpSink>(io, config.sink.http);
+        sink = http_sink;
+        break;
     }
   } catch (const std::exception& error) {
     log::error("sink_setup_failed", {{"error", error.what()}});
@@ -171,13 +228,39 @@ int run(const config::RelayConfig& config) {
   std::unique_ptr<app::RelayAdmin> admin;
   if (config.admin.enabled) {
     try {
-      admin = std::make_unique<app::RelayAdmin>(config.admin, stats);
+      admin = std::make_unique<app::RelayAdmin>(config.admin, pool_options, stats);
       log::info("admin_listening", {{"address", config.admin.host + ":" + std::to_string(admin->port())}});
     } catch (const std::exception& error) {
       log::error("admin_listener_failed", {{"error", error.what()}});
       return 1;
     }
   }
+
+  // Webhook secret rotation: SIGHUP or a changed config/secret file (webhook_secret_reloader.hpp).
+  std::unique_ptr<app::WebhookSecretReloader> reloader;
+  if (http_sink) {
+    const std::weak_ptr<relay::HttpSink> weak_sink = http_sink;
+    reloader = std::make_unique<app::WebhookSecretReloader>(
+        config_path, config_version, config.sink.http.secret_files, [&io, weak_sink](std::vector<std::string> secrets) {
+          boost::asio::post(io, [weak_sink, secrets = std::move(secrets)] {
+            const auto sink = weak_sink.lock();
+            auto signer = relay::WebhookSigner::from_secrets(secrets);
+            if (sink && signer) sink->set_signer(std::move(*signer));
+          });
+        });
+  }
+  boost::asio::signal_set hangups(io, SIGHUP);
+  std::function<void(const boost::system::error_code&, int)> on_hangup = [&](const boost::system::error_code& error,
+                                                                             int) {
+    if (error) return;
+    if (reloader) {
+      reloader->hangup();
+    } else {
+      log::info("reload_ignored", {{"reason", "signal"}, {"why", "nothing to reload: only webhook secrets are"}});
+    }
+    hangups.async_wait(on_hangup);
+  };
+  hangups.async_wait(on_hangup);
 
   int exit_code = 0;
   bool stopping = false;
@@ -201,9 +284,11 @@ int run(const config::RelayConfig& config) {
       exit_code = 1;
       io.stop();
     });
+    if (reloader) reloader->stop();
     loop->stop([&] {
       shutdown_deadline.cancel();
       signals.cancel();
+      hangups.cancel();
       io.stop();
     });
     signals.async_wait(on_signal);
@@ -230,6 +315,8 @@ int relay_main(int argc, char** argv) {
   if (!options) return 2;
   std::signal(SIGPIPE, SIG_IGN);
 
+  // Noted before the file is read: a change made while the relay starts still reloads the secrets.
+  const std::optional<app::FileVersion> config_version = app::file_version(options->config_path);
   const config::RelayLoadResult loaded = config::load_relay_config_file(options->config_path);
   for (const config::ConfigIssue& issue : loaded.issues) std::cerr << issue.to_string() << "\n";
   if (!loaded.config) return options->command == Command::check ? 1 : 2;
@@ -251,17 +338,34 @@ int relay_main(int argc, char** argv) {
       std::cout << "outbox schema at version " << result.schema_version << " (" << result.applied << " applied)\n";
       return 0;
     }
-    case Command::redrive_one:
-    case Command::redrive_all: {
-      const std::optional<std::int64_t> id =
-          options->command == Command::redrive_one ? std::optional<std::int64_t>(options->redrive_id) : std::nullopt;
-      const relay::RedriveResult result = relay::redrive(config.postgres.dsn, id);
+    case Command::list_parked: {
+      const relay::ParkedQuery query{.limit = options->limit.value_or(relay::kDefaultParkedLimit),
+                                     .aggregate = options->aggregate};
+      const relay::ListParkedResult result = relay::list_parked(config.postgres.dsn, query);
+      if (!result.list) {
+        std::cerr << "idemrelay: " << result.error << "\n";
+        return 1;
+      }
+      std::cout << relay::parked_json(*result.list);
+      return 0;
+    }
+    case Command::redrive: {
+      relay::RedriveTarget target = relay::RedriveAll{};
+      if (options->redrive_id) target = *options->redrive_id;
+      if (options->aggregate) target = *options->aggregate;
+      const relay::RedriveResult result = relay::redrive(config.postgres.dsn, target);
       if (!result.ok) {
         std::cerr << "idemrelay: " << result.error << "\n";
         return 1;
       }
-      if (id && result.ids.empty()) {
-        std::cerr << "idemrelay: row " << *id << " is not parked (no such row, already published, or never failed)\n";
+      if (options->redrive_id && result.ids.empty()) {
+        std::cerr << "idemrelay: row " << *options->redrive_id
+                  << " is not parked (no such row, already published, or never failed)\n";
+        return 1;
+      }
+      if (options->aggregate && result.ids.empty()) {
+        std::cerr << "idemrelay: aggregate " << options->aggregate->type << "/" << options->aggregate->id
+                  << " has no parked row\n";
         return 1;
       }
       std::cout << "redriven " << result.ids.size() << " row(s)";
@@ -269,7 +373,7 @@ int relay_main(int argc, char** argv) {
       std::cout << "\n";
       return 0;
     }
-    case Command::run: return run(config);
+    case Command::run: return run(config, options->config_path, config_version);
   }
   return 2;
 }

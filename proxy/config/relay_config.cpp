@@ -40,7 +40,8 @@ const Keys kSinkKeys = {"type", "redis_streams", "http"};
 const Keys kRedisKeys = {"address", "password", "database",     "connect_timeout", "command_timeout",
                          "stream",  "maxlen",   "dedup_window", "dedup_prefix",    "wait"};
 const Keys kWaitKeys = {"replicas", "timeout"};
-const Keys kHttpKeys = {"url", "connect_timeout", "timeout", "max_connections", "secret", "secret_file", "tls"};
+const Keys kHttpKeys = {"url",     "connect_timeout", "timeout", "max_connections", "secret", "secret_file",
+                        "secrets", "secret_files",    "tls"};
 
 constexpr std::uint64_t kMaxBatchSize = 10'000;
 constexpr std::uint64_t kMaxConcurrency = 64;
@@ -70,6 +71,7 @@ class RelayConfigReader {
   void read_sink(const Field* field, const YAML::Mark& top, SinkConfig& sink);
   void read_redis(const Field* field, const YAML::Mark& parent, RedisSinkConfig& redis);
   void read_http(const Field* field, const YAML::Mark& parent, HttpSinkConfig& http);
+  void read_secrets(const Fields& fields, HttpSinkConfig& http);
   std::optional<MessageTemplate> read_template(const Field& field, std::string_view path);
   void check_lease(const RelayConfig& config, const YAML::Mark& at);
 
@@ -284,37 +286,71 @@ void RelayConfigReader::read_http(const Field* field, const YAML::Mark& parent, 
     if (const auto n = yaml_.integer(*f, "sink.http.max_connections", 1, 1'024))
       http.max_connections = static_cast<std::size_t>(*n);
   }
-  const Field* secret = fields->find("secret");
-  const Field* secret_file = fields->find("secret_file");
-  std::optional<std::string> value;
-  YAML::Mark at = fields->mark();
-  if (secret && secret_file) {
-    issues_.error(secret_file->key.Mark(), "give sink.http.secret or sink.http.secret_file, not both");
+  read_secrets(*fields, http);
+}
+
+// Exactly one of secret, secret_file, secrets, secret_files. The lists hold the secrets of a
+// rotation (new first, then old): every delivery is signed with each of them.
+void RelayConfigReader::read_secrets(const Fields& fields, HttpSinkConfig& http) {
+  const Field* given = nullptr;
+  for (const std::string_view key : {"secret", "secret_file", "secrets", "secret_files"}) {
+    const Field* field = fields.find(key);
+    if (field == nullptr) continue;
+    if (given != nullptr) {
+      issues_.error(field->key.Mark(), "give one of sink.http.secret, secret_file, secrets, secret_files; not " +
+                                           given->name + " and " + field->name);
+      return;
+    }
+    given = field;
+  }
+  if (given == nullptr) {
+    issues_.error(fields.mark(),
+                  "sink.http.secret, secret_file, secrets or secret_files is required (webhook-signature needs it)");
     return;
   }
-  if (secret) {
-    at = secret->value.Mark();
-    value = yaml_.string(*secret, "sink.http.secret");
-    if (!value) return;
-  } else if (secret_file) {
-    at = secret_file->value.Mark();
-    std::optional<detail::SecretFile> file =
-        detail::read_secret_file(yaml_, *secret_file, "sink.http.secret_file", kMaxSecretFileBytes);
-    if (!file) return;
-    value = std::move(file->text);
+  const bool from_files = given->name == "secret_files" || given->name == "secret_file";
+  const bool listed = given->name == "secrets" || given->name == "secret_files";
+  std::vector<Field> items;
+  if (listed) {
+    const auto elements = yaml_.sequence(*given, "sink.http." + given->name);
+    if (!elements) return;
+    if (elements->empty() || elements->size() > kMaxWebhookSecrets) {
+      issues_.error(given->value.Mark(), "sink.http." + given->name + " takes 1 to " +
+                                             std::to_string(kMaxWebhookSecrets) + " entries (new first, then old)");
+      return;
+    }
+    for (const YAML::Node& element : *elements) items.push_back(Field{given->name, given->key, element});
   } else {
-    issues_.error(fields->mark(), "sink.http.secret or sink.http.secret_file is required (webhook-signature needs it)");
-    return;
+    items.push_back(*given);
   }
-  const std::string_view text(*value);
-  const std::optional<std::string> key =
-      text.starts_with(kSecretPrefix) ? crypto::base64_decode(text.substr(kSecretPrefix.size())) : std::nullopt;
-  if (!key || key->size() < kMinSecretBytes) {  // the rule WebhookSigner::from_secret applies
-    // Never echo the secret itself.
-    issues_.error(at, "the webhook secret must be \"whsec_\" followed by base64 of at least 16 random bytes");
-    return;
+  std::vector<std::string> secrets;
+  std::vector<std::string> files;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const Field& item = items[i];
+    const std::string path = "sink.http." + given->name + (listed ? "[" + std::to_string(i) + "]" : "");
+    std::optional<std::string> value;
+    if (from_files) {
+      std::optional<detail::SecretFile> file = detail::read_secret_file(yaml_, item, path, kMaxSecretFileBytes);
+      if (!file) return;
+      files.push_back(file->path);
+      value = std::move(file->text);
+    } else {
+      value = yaml_.string(item, path);
+      if (!value) return;
+    }
+    const std::string_view text(*value);
+    const std::optional<std::string> key =
+        text.starts_with(kSecretPrefix) ? crypto::base64_decode(text.substr(kSecretPrefix.size())) : std::nullopt;
+    if (!key || key->size() < kMinSecretBytes) {  // the rule WebhookSigner::from_secrets applies
+      // Never echo the secret itself.
+      issues_.error(item.value.Mark(),
+                    path + ": the webhook secret must be \"whsec_\" followed by base64 of at least 16 random bytes");
+      return;
+    }
+    secrets.push_back(std::move(*value));
   }
-  http.secret = std::move(*value);
+  http.secrets = std::move(secrets);
+  http.secret_files = std::move(files);
 }
 
 std::optional<MessageTemplate> RelayConfigReader::read_template(const Field& field, std::string_view path) {

@@ -55,6 +55,8 @@ struct RedisSinkConfig : RedisConnectionConfig {
   std::chrono::milliseconds wait_timeout{1'000};
 };
 
+inline constexpr std::size_t kMaxWebhookSecrets = 4;
+
 struct HttpSinkConfig {
   std::string url;          // as written
   std::string host;         // from url
@@ -64,7 +66,10 @@ struct HttpSinkConfig {
   std::chrono::milliseconds connect_timeout{2'000};
   std::chrono::milliseconds timeout{10'000};  // request written -> response read
   std::size_t max_connections = 8;            // requests in flight at once
-  std::string secret;                         // Standard Webhooks "whsec_<base64>"
+  // Standard Webhooks "whsec_<base64>" secrets, each signing every delivery: one, or during a
+  // rotation the new and the old (webhook-signature carries a "v1,..." per secret).
+  std::vector<std::string> secrets;
+  std::vector<std::string> secret_files;  // where they were read from (secret_file[s]), watched for changes
 };
 
 enum class SinkKind { redis_streams, http };

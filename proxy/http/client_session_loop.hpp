@@ -23,6 +23,7 @@
 #include "core/problem.hpp"
 #include "core/request_framing.hpp"
 #include "core/request_target.hpp"
+#include "core/trace_context.hpp"
 #include "http/client_session.hpp"
 #include "http/message_rewriting.hpp"
 #include "http/proxy_metrics.hpp"
@@ -103,7 +104,8 @@ inline void log_request(std::string_view method, std::string_view target, const 
                         {"upstream_us", static_cast<std::int64_t>(trace.upstream.count())},
                         {"store_us", static_cast<std::int64_t>(trace.store.count())},
                         {"cache_hit", trace.cache_hit ? "true" : "false"},
-                        {"key_sha256", trace.key_sha256}});
+                        {"key_sha256", trace.key_sha256},
+                        {"traceparent", trace.traceparent}});
 }
 
 // A client or a deadline ended the connection: nothing to answer.
@@ -229,6 +231,12 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     connection.stream.expires_never();
     RequestTrace trace;
     const auto handling_started = std::chrono::steady_clock::now();
+    // Two traceparent fields make neither valid (W3C Trace Context §3.2).
+    if (const auto traceparent = request.find("traceparent");
+        traceparent != request.end() && request.count("traceparent") == 1) {
+      const std::string_view value(traceparent->value().data(), traceparent->value().size());
+      if (core::is_valid_traceparent(value)) trace.traceparent = std::string(value);
+    }
     Response response = co_await handle_request(services, request, address, trace);
     trace.handled =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - handling_started);

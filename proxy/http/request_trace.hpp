@@ -35,6 +35,10 @@ struct RequestTrace {
   std::chrono::microseconds upstream{0};  // time in the upstream exchange
   std::chrono::microseconds store{0};     // time in store operations
   std::chrono::microseconds handled{0};   // request read whole -> response ready to write
+  // The request's W3C traceparent when well-formed (core/trace_context.hpp), else empty: it joins
+  // this line to the upstream's spans and to the events the request wrote. The header itself is
+  // forwarded to the upstream untouched either way.
+  std::string traceparent;
 };
 
 }  // namespace idem::http

@@ -32,8 +32,8 @@ namespace http = boost::beast::http;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kMaxResponseBody = 1024 * 1024;  // the consumer's answer is read and dropped
 
-WebhookSigner signer_or_throw(const std::string& secret) {
-  auto signer = WebhookSigner::from_secret(secret);
+WebhookSigner signer_or_throw(const std::vector<std::string>& secrets) {
+  auto signer = WebhookSigner::from_secrets(secrets);
   if (!signer)
     throw std::runtime_error("sink.http: the webhook secret is not \"whsec_\" + base64 of at least 16 bytes");
   return std::move(*signer);
@@ -80,7 +80,7 @@ struct HttpSink::Batch {
 HttpSink::HttpSink(asio::io_context& io, config::HttpSinkConfig config)
     : io_(io),
       config_(std::move(config)),
-      signer_(signer_or_throw(config_.secret)),
+      signer_(signer_or_throw(config_.secrets)),
       endpoint_(resolve_or_throw(io, config_.host, config_.port)),
       tls_(tls_or_throw(config_.tls)) {}
 
@@ -223,6 +223,8 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
     request.set("webhook-id", id);
     request.set("webhook-timestamp", std::to_string(timestamp));
     request.set("webhook-signature", signer_.sign(id, timestamp, body));
+    if (!row.traceparent.empty()) request.set("traceparent", row.traceparent);
+    if (!row.tracestate.empty()) request.set("tracestate", row.tracestate);
     request.keep_alive(true);
     request.body() = body;
     request.prepare_payload();

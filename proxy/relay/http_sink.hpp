@@ -48,6 +48,10 @@ class HttpSink final : public Sink, public std::enable_shared_from_this<HttpSink
   void publish(std::shared_ptr<const std::vector<OutboxRow>> rows, std::chrono::steady_clock::time_point deadline,
                PublishHandler handler) override;
 
+  // Signs every delivery attempt from now on with `signer` (new webhook secrets, reloaded). On the
+  // io thread only; a request already written keeps the signature it was sent with.
+  void set_signer(WebhookSigner signer) { signer_ = std::move(signer); }
+
   // The request body for a row (tests verify the signature over it).
   static std::string body_for(const OutboxRow& row);
   // What a response status means for the row (see the top of this file).

@@ -15,6 +15,10 @@ struct OutboxRow {
   std::string created_at;              // RFC 3339, UTC, microseconds: "2026-01-02T03:04:05.123456Z"
   std::int64_t created_at_micros = 0;  // Unix epoch microseconds (for the commit-to-publish lag)
   std::int32_t attempts = 0;           // failed publishes before this claim
+  // W3C trace context from headers.traceparent/tracestate, copied to the stream entry and the
+  // webhook; empty when absent or dropped as malformed (Relay checks them once claimed).
+  std::string traceparent;
+  std::string tracestate;
 };
 
 }  // namespace idem::relay

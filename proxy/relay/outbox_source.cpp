@@ -67,8 +67,10 @@ void OutboxSource::claim(std::size_t limit, const std::string& token, std::chron
       const auto created_at = row.text(6);
       const auto attempts = row.int4(7);
       const auto created_micros = row.int8(8);
+      const auto traceparent = row.is_null(9) ? std::optional<std::string_view>("") : row.text(9);
+      const auto tracestate = row.is_null(10) ? std::optional<std::string_view>("") : row.text(10);
       if (!id || !aggregate_type || !aggregate_id || !event_type || !payload || !headers || !created_at || !attempts ||
-          !created_micros) {
+          !created_micros || !traceparent || !tracestate) {
         handler(decode_error("claim: unexpected row shape"), {});
         return;
       }
@@ -80,7 +82,9 @@ void OutboxSource::claim(std::size_t limit, const std::string& token, std::chron
                                .headers = std::string(*headers),
                                .created_at = std::string(*created_at),
                                .created_at_micros = *created_micros,
-                               .attempts = *attempts});
+                               .attempts = *attempts,
+                               .traceparent = std::string(*traceparent),
+                               .tracestate = std::string(*tracestate)});
     }
     std::sort(rows.begin(), rows.end(), [](const OutboxRow& a, const OutboxRow& b) { return a.id < b.id; });
     handler({}, std::move(rows));
@@ -160,6 +164,22 @@ void OutboxSource::backlog(BacklogHandler handler) {
       return;
     }
     handler({}, Backlog{.waiting = *waiting, .parked = *parked, .oldest_age_ms = *age});
+  });
+}
+
+void OutboxSource::held_behind_parked(std::function<void(pg::PgError, std::int64_t rows)> handler) {
+  auto statement = std::make_shared<Statement>(Statement{"held_behind_parked", sql::kHeldBehindParked, {}});
+  pool_->execute(std::move(statement), [handler = std::move(handler)](PgError error, ResultHandle result) {
+    if (!error.ok()) {
+      handler(std::move(error), 0);
+      return;
+    }
+    const auto rows = PQntuples(result.get()) == 1 ? BinaryRow(result.get(), 0).int8(0) : std::nullopt;
+    if (!rows) {
+      handler(decode_error("held_behind_parked: unexpected row shape"), 0);
+      return;
+    }
+    handler({}, *rows);
   });
 }
 

@@ -66,6 +66,8 @@ class OutboxSource {
   void release_claim(const std::string& token, CountHandler handler);
   void delete_published(std::chrono::milliseconds older_than, std::size_t limit, CountHandler handler);
   void backlog(BacklogHandler handler);
+  // Waiting rows held behind parked rows (sql::kHeldBehindParked).
+  void held_behind_parked(std::function<void(pg::PgError, std::int64_t rows)> handler);
   // synchronous_commit and synchronous_standby_names (pg/replication_watch.hpp).
   void replication_settings(std::function<void(pg::PgError, core::ReplicationSettings)> handler);
 

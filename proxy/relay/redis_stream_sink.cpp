@@ -236,30 +236,34 @@ std::vector<std::string> RedisStreamSink::row_command(const Batch& batch, std::s
   const OutboxRow& row = (*batch.rows)[index];
   const std::size_t previous = batch.previous[index];
   const auto window_seconds = std::chrono::duration_cast<std::chrono::seconds>(config_.dedup_window).count();
-  return {"EVALSHA",
-          script_sha_,
-          "3",
-          batch.streams[index],
-          batch.markers[index],
-          previous == kNoPrevious ? std::string() : batch.markers[previous],
-          std::to_string(std::max<std::int64_t>(window_seconds, 1)),
-          std::to_string(config_.maxlen),
-          batch.fingerprints[index],
-          previous == kNoPrevious ? std::string() : batch.fingerprints[previous],
-          "event_id",
-          std::to_string(row.id),
-          "event_type",
-          row.event_type,
-          "aggregate_type",
-          row.aggregate_type,
-          "aggregate_id",
-          row.aggregate_id,
-          "payload",
-          row.payload,
-          "headers",
-          row.headers,
-          "created_at",
-          row.created_at};
+  std::vector<std::string> command{"EVALSHA",
+                                   script_sha_,
+                                   "3",
+                                   batch.streams[index],
+                                   batch.markers[index],
+                                   previous == kNoPrevious ? std::string() : batch.markers[previous],
+                                   std::to_string(std::max<std::int64_t>(window_seconds, 1)),
+                                   std::to_string(config_.maxlen),
+                                   batch.fingerprints[index],
+                                   previous == kNoPrevious ? std::string() : batch.fingerprints[previous],
+                                   "event_id",
+                                   std::to_string(row.id),
+                                   "event_type",
+                                   row.event_type,
+                                   "aggregate_type",
+                                   row.aggregate_type,
+                                   "aggregate_id",
+                                   row.aggregate_id,
+                                   "payload",
+                                   row.payload,
+                                   "headers",
+                                   row.headers,
+                                   "created_at",
+                                   row.created_at};
+  // The writer's W3C trace context, checked (Relay): consumers continue the trace from the entry.
+  if (!row.traceparent.empty()) command.insert(command.end(), {"traceparent", row.traceparent});
+  if (!row.tracestate.empty()) command.insert(command.end(), {"tracestate", row.tracestate});
+  return command;
 }
 
 void RedisStreamSink::send_rows(const std::shared_ptr<Batch>& batch, const std::vector<std::size_t>& indexes) {

@@ -8,6 +8,7 @@
 #include <random>
 #include <utility>
 
+#include "core/trace_context.hpp"
 #include "log/log.hpp"
 
 namespace idem::relay {
@@ -29,6 +30,27 @@ std::string make_instance_id() {
 }
 
 std::int64_t count_ms(std::chrono::milliseconds value) { return value.count(); }
+
+// Drops a row's malformed trace context (the event itself is still published: a writer's tracing
+// bug must not hold events back) and counts it. tracestate means nothing without a traceparent.
+void check_trace_context(OutboxRow& row, RelayStats& stats) {
+  std::string_view why;
+  if (!row.traceparent.empty() && !core::is_valid_traceparent(row.traceparent)) {
+    why = "malformed traceparent";
+    row.traceparent.clear();
+    row.tracestate.clear();
+  } else if (row.traceparent.empty() && !row.tracestate.empty()) {
+    why = "tracestate without traceparent";
+    row.tracestate.clear();
+  } else if (!row.tracestate.empty() && !core::is_valid_tracestate(row.tracestate)) {
+    why = "malformed tracestate";
+    row.tracestate.clear();
+  } else {
+    return;
+  }
+  stats.trace_context_dropped.fetch_add(1, std::memory_order_relaxed);
+  log::warn("trace_context_dropped", {{"event_id", row.id}, {"why", why}});
+}
 
 }  // namespace
 
@@ -137,6 +159,7 @@ void Relay::on_claimed(std::size_t worker, std::string token, Clock::time_point 
   stats_.source_connected.store(true, std::memory_order_relaxed);
   stats_.claims.fetch_add(1, std::memory_order_relaxed);
   stats_.rows_claimed.fetch_add(rows.size(), std::memory_order_relaxed);
+  for (OutboxRow& row : rows) check_trace_context(row, stats_);
   if (rows.empty()) {
     recovered();  // Postgres answers and the sink was ready
     worker_finished(worker, false);
@@ -465,17 +488,34 @@ void Relay::run_stats() {
       stats.backlog_known.store(true, std::memory_order_relaxed);
       if (backlog.parked != self->last_parked_logged_) {
         self->last_parked_logged_ = backlog.parked;
-        // Redriven with idemrelay --redrive ID or --redrive-all.
+        // Listed by idemrelay --list-parked; redriven with --redrive ID, --redrive --aggregate T/ID, --redrive-all.
         log::write(backlog.parked > 0 ? log::Level::warn : log::Level::info, "parked_rows",
                    {{"parked", backlog.parked}});
       }
+      if (backlog.parked > 0) {
+        self->run_held_behind_parked();
+        return;
+      }
+      stats.held_behind_parked.store(0, std::memory_order_relaxed);
     }
-    if (self->stopping_) return;
-    self->stats_timer_.expires_after(self->options_.stats_interval);
-    self->stats_timer_.async_wait([self](const boost::system::error_code& wait_error) {
-      if (wait_error || self->stopping_) return;
-      self->run_stats();
-    });
+    self->schedule_stats();
+  });
+}
+
+// Only while rows are parked: how many waiting rows they hold back (idemrelay_held_behind_parked_rows).
+void Relay::run_held_behind_parked() {
+  source_->held_behind_parked([self = shared_from_this()](const pg::PgError& error, std::int64_t rows) {
+    if (error.ok()) self->stats_.held_behind_parked.store(rows, std::memory_order_relaxed);
+    self->schedule_stats();
+  });
+}
+
+void Relay::schedule_stats() {
+  if (stopping_) return;
+  stats_timer_.expires_after(options_.stats_interval);
+  stats_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& wait_error) {
+    if (wait_error || self->stopping_) return;
+    self->run_stats();
   });
 }
 

@@ -120,6 +120,8 @@ class Relay : public std::enable_shared_from_this<Relay> {
   void run_retention();
   void retention_round(std::size_t deleted_so_far, std::size_t batches);
   void run_stats();
+  void run_held_behind_parked();
+  void schedule_stats();
   void check_stopped();
 
   boost::asio::io_context& io_;

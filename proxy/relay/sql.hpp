@@ -27,7 +27,8 @@ namespace idem::relay::sql {
 // version this snapshot sees; otherwise it is left for the next claim.
 // The OFFSET 0s keep each subquery a probe of its own index, whatever the statistics say (a
 // never-analyzed or empty-when-analyzed outbox included): the planner cannot flatten them.
-// Rows come back in no particular order; the caller sorts them by id.
+// Rows come back in no particular order; the caller sorts them by id. The W3C trace context the
+// writer put in `headers` comes back on its own (NULL when absent), checked by the relay.
 inline constexpr const char* kClaim = R"sql(
 WITH lanes AS MATERIALIZED (
   SELECT f.lane, f.version
@@ -81,7 +82,7 @@ FROM taken AS t
 WHERE o.id = t.id
 RETURNING o.id, o.aggregate_type, o.aggregate_id, o.event_type, o.payload::text, o.headers::text,
           to_char(o.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), o.attempts,
-          (extract(epoch FROM o.created_at) * 1000000)::int8
+          (extract(epoch FROM o.created_at) * 1000000)::int8, o.headers->>'traceparent', o.headers->>'tracestate'
 )sql";
 
 // Settles a whole batch in one statement: $1 the batch token (the fence: a batch whose lease was
@@ -150,6 +151,78 @@ SELECT count(*) FILTER (WHERE parked_at IS NULL),
 FROM outbox WHERE published_at IS NULL
 )sql";
 
+// Rows held behind parked rows, for the gauge (read after the backlog while any row is parked):
+// waiting rows with a parked row earlier in their aggregate. They are in the lanes of the parked
+// rows (an aggregate is in one lane), so the statement reads each such lane's waiting rows once
+// (outbox_lane_waiting_idx) and hash-joins them with the parked aggregates' first parked ids. The
+// OFFSET 0 keeps the lanes' scan whole: flattened, the planner probed the lanes once per parked
+// aggregate (5 aggregates: 5 times the buffers). At worst, parked rows in every lane, it reads the
+// waiting backlog once, as kBacklog does. EXPLAIN in proxy/relay/README.md ("Parked rows").
+inline constexpr const char* kHeldBehindParked = R"sql(
+SELECT count(*)::int8
+FROM (
+  SELECT w.id, w.aggregate_type, w.aggregate_id FROM outbox AS w
+  WHERE w.lane = ANY (ARRAY(
+          SELECT DISTINCT p.lane FROM outbox AS p WHERE p.parked_at IS NOT NULL AND p.published_at IS NULL))
+    AND w.published_at IS NULL AND w.parked_at IS NULL
+  OFFSET 0) AS w
+JOIN (
+  SELECT p.aggregate_type, p.aggregate_id, min(p.id) AS first_id
+  FROM outbox AS p
+  WHERE p.parked_at IS NOT NULL AND p.published_at IS NULL
+  GROUP BY p.aggregate_type, p.aggregate_id) AS f
+  ON w.aggregate_type = f.aggregate_type AND w.aggregate_id = f.aggregate_id AND w.id > f.first_id
+)sql";
+
+// `--list-parked` and GET /admin/parked (relay/parked_rows.hpp): the first $1 parked rows by id
+// (outbox_parked_idx), the number of parked rows in all (the window count runs before the LIMIT,
+// so it reads every parked row's index entry and row: parked rows are few), and for each listed
+// row the waiting rows of its aggregate after it, counted as in kHeldBehindParked: each lane of
+// the listed rows read once.
+inline constexpr const char* kListParked = R"sql(
+WITH listed AS MATERIALIZED (
+  SELECT o.id, o.aggregate_type, o.aggregate_id, o.event_type, o.attempts, o.last_error, o.parked_at, o.lane,
+         count(*) OVER () AS total
+  FROM outbox AS o
+  WHERE o.parked_at IS NOT NULL AND o.published_at IS NULL
+  ORDER BY o.id
+  LIMIT $1),
+behind AS (
+  SELECT l.id, count(*) AS held
+  FROM (
+    SELECT w.id, w.aggregate_type, w.aggregate_id FROM outbox AS w
+    WHERE w.lane = ANY (ARRAY(SELECT DISTINCT lane FROM listed)) AND w.published_at IS NULL AND w.parked_at IS NULL
+    OFFSET 0) AS w
+  JOIN listed AS l ON w.aggregate_type = l.aggregate_type AND w.aggregate_id = l.aggregate_id AND w.id > l.id
+  GROUP BY l.id)
+SELECT l.id, l.aggregate_type, l.aggregate_id, l.event_type, l.attempts, COALESCE(l.last_error, ''),
+       to_char(l.parked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), COALESCE(b.held, 0)::int8, l.total
+FROM listed AS l LEFT JOIN behind AS b ON b.id = l.id
+ORDER BY l.id
+)sql";
+// The same for aggregate ($2, $3) alone: its parked rows and its one lane.
+inline constexpr const char* kListParkedOfAggregate = R"sql(
+WITH listed AS MATERIALIZED (
+  SELECT o.id, o.aggregate_type, o.aggregate_id, o.event_type, o.attempts, o.last_error, o.parked_at, o.lane,
+         count(*) OVER () AS total
+  FROM outbox AS o
+  WHERE o.aggregate_type = $2 AND o.aggregate_id = $3 AND o.parked_at IS NOT NULL AND o.published_at IS NULL
+  ORDER BY o.id
+  LIMIT $1),
+behind AS (
+  SELECT l.id, count(*) AS held
+  FROM (
+    SELECT w.id, w.aggregate_type, w.aggregate_id FROM outbox AS w
+    WHERE w.lane = ANY (ARRAY(SELECT DISTINCT lane FROM listed)) AND w.published_at IS NULL AND w.parked_at IS NULL
+    OFFSET 0) AS w
+  JOIN listed AS l ON w.aggregate_type = l.aggregate_type AND w.aggregate_id = l.aggregate_id AND w.id > l.id
+  GROUP BY l.id)
+SELECT l.id, l.aggregate_type, l.aggregate_id, l.event_type, l.attempts, COALESCE(l.last_error, ''),
+       to_char(l.parked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), COALESCE(b.held, 0)::int8, l.total
+FROM listed AS l LEFT JOIN behind AS b ON b.id = l.id
+ORDER BY l.id
+)sql";
+
 inline constexpr const char* kListen = "LISTEN idemrelay_outbox";
 
 // Redrive (command line): un-park one row or every parked row; attempts restart from 0.
@@ -161,6 +234,13 @@ RETURNING id
 inline constexpr const char* kRedriveAll = R"sql(
 UPDATE outbox SET parked_at = NULL, attempts = 0, available_at = now()
 WHERE parked_at IS NOT NULL AND published_at IS NULL
+RETURNING id
+)sql";
+// Redrive by aggregate: every parked row of aggregate ($1, $2), found among the parked rows
+// (outbox_parked_idx; they are few) or through outbox_aggregate_held_idx, as the planner prefers.
+inline constexpr const char* kRedriveAggregate = R"sql(
+UPDATE outbox SET parked_at = NULL, attempts = 0, available_at = now()
+WHERE aggregate_type = $1 AND aggregate_id = $2 AND parked_at IS NOT NULL AND published_at IS NULL
 RETURNING id
 )sql";
 inline constexpr const char* kWakeRelays = "SELECT pg_notify('idemrelay_outbox', '')";

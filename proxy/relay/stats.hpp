@@ -18,10 +18,12 @@ struct RelayStats {
   std::atomic<std::uint64_t> source_failures{0};   // claim/settle statements that failed
   std::atomic<std::uint64_t> lease_lost{0};        // rows whose settle found another claim owning them
   std::atomic<std::uint64_t> retention_deleted{0};
+  std::atomic<std::uint64_t> trace_context_dropped{0};  // malformed traceparent/tracestate not passed on
   // From the periodic backlog query.
   std::atomic<std::int64_t> backlog_waiting{0};
   std::atomic<std::int64_t> backlog_parked{0};
   std::atomic<std::int64_t> oldest_waiting_age_ms{0};
+  std::atomic<std::int64_t> held_behind_parked{0};  // waiting rows of aggregates with a parked row
   std::atomic<bool> backlog_known{false};
   std::atomic<bool> sink_ready{false};
   std::atomic<bool> source_connected{false};

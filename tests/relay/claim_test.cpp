@@ -55,7 +55,8 @@ class Claim : public ::testing::Test {
   std::size_t settle(const std::string& token, const std::vector<std::int64_t>& ids, Settlement outcome,
                      std::chrono::milliseconds delay = 0ms) {
     std::vector<RowSettlement> settlements;
-    for (const std::int64_t id : ids) settlements.push_back({.id = id, .outcome = outcome, .delay = delay, .error = "boom"});
+    for (const std::int64_t id : ids)
+      settlements.push_back({.id = id, .outcome = outcome, .delay = delay, .error = "boom"});
     bool done = false;
     std::size_t updated = 0;
     source_->settle(token, settlements, [&](pg::PgError error, std::size_t rows) {

@@ -52,10 +52,11 @@ class RelayBurst : public RelayFixture {
     const std::string log = relay.stderr_text();
 
     for (const char* symptom : {"timed out", "statement timeout", "\"event\":\"backing_off\""}) {
-      EXPECT_EQ(log.find(symptom), std::string::npos) << "the relay logged \"" << symptom << "\"\n" << log.substr(0, 4000);
+      EXPECT_EQ(log.find(symptom), std::string::npos) << "the relay logged \"" << symptom << "\"\n"
+                                                      << log.substr(0, 4000);
     }
     EXPECT_EQ(schema_->client().scalar_int("SELECT count(*) FROM pg_stat_user_tables WHERE relid = 'outbox'::regclass "
-                                       "AND (last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL)"),
+                                           "AND (last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL)"),
               0)
         << "the outbox was analyzed: the test no longer shows a never-analyzed table";
     const auto entries = read_stream(*redis_, stream("order"));

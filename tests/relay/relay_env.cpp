@@ -119,7 +119,8 @@ std::string render_config(const RelaySettings& s) {
   if (s.http) {
     text += "  type: http\n";
     text += "  http: { url: " + yaml_quoted(s.http_url) + ", timeout: " + s.command_timeout +
-            ", connect_timeout: 500ms, secret: " + yaml_quoted(s.http_secret) +
+            ", connect_timeout: 500ms, " +
+            (s.http_secrets.empty() ? "secret: " + yaml_quoted(s.http_secret) : s.http_secrets) +
             (s.http_tls.empty() ? std::string() : ", tls: " + s.http_tls) + " }\n";
   } else {
     text += "  type: redis_streams\n";
@@ -131,7 +132,11 @@ std::string render_config(const RelaySettings& s) {
     text += "    dedup_prefix: " + yaml_quoted(s.stream_prefix + ":pub:") + "\n";
     text += "    dedup_window: 1h\n";
   }
-  if (s.admin_port != 0) text += "admin: { listen: \"127.0.0.1:" + std::to_string(s.admin_port) + "\" }\n";
+  if (s.admin_port != 0) {
+    text += "admin: { listen: \"127.0.0.1:" + std::to_string(s.admin_port) + "\"";
+    if (!s.admin_token.empty()) text += ", token: " + yaml_quoted(s.admin_token);
+    text += " }\n";
+  }
   return text;
 }
 
@@ -141,7 +146,8 @@ RelayRunner::RelayRunner(const std::filesystem::path& dir, const RelaySettings& 
 }
 
 Process RelayRunner::start(const std::string& name, std::vector<std::pair<std::string, std::string>> env) const {
-  return Process::start(ProcessSpec{idemrelay_binary(), {"--config", config_path_.string()}, std::move(env), dir_, name});
+  return Process::start(
+      ProcessSpec{idemrelay_binary(), {"--config", config_path_.string()}, std::move(env), dir_, name});
 }
 
 RunResult RelayRunner::run(const std::vector<std::string>& args) const {

@@ -18,7 +18,7 @@
 
 namespace idem::test::relay {
 
-std::string idemrelay_binary();   // $IDEMRELAY_BIN, else the build's target
+std::string idemrelay_binary();  // $IDEMRELAY_BIN, else the build's target
 
 // A schema of its own with the relay's migrations applied; dropped on destruction.
 class OutboxSchema {
@@ -57,7 +57,7 @@ std::vector<StreamEntry> read_stream(RedisClient& client, const std::string& key
 struct StreamAudit {
   std::map<std::int64_t, int> copies;  // event_id -> entries
   bool ordered_per_aggregate = true;
-  std::string first_disorder;          // description of the first out-of-order pair
+  std::string first_disorder;  // description of the first out-of-order pair
 };
 StreamAudit audit(const std::vector<StreamEntry>& entries);
 
@@ -70,7 +70,7 @@ bool is_stopped(pid_t pid);
 struct RelaySettings {
   std::string dsn;
   std::uint16_t redis_port = 0;
-  std::string stream_prefix;     // streams are "<prefix>.{aggregate_type}", markers "<prefix>:pub:"
+  std::string stream_prefix;  // streams are "<prefix>.{aggregate_type}", markers "<prefix>:pub:"
   int batch_size = 50;
   int concurrency = 2;
   std::string lease = "3s";
@@ -78,15 +78,17 @@ struct RelaySettings {
   int max_attempts = 5;
   std::string backoff_initial = "50ms";
   std::string backoff_max = "200ms";
-  std::string retention = "0";       // max_age; "0" disables
+  std::string retention = "0";  // max_age; "0" disables
   int retention_batch = 100;
   std::string retention_interval = "200ms";
   std::string command_timeout = "500ms";
-  bool http = false;                 // HTTP sink instead of Redis
+  bool http = false;  // HTTP sink instead of Redis
   std::string http_url;
-  std::string http_tls;              // YAML for sink.http.tls (a flow mapping); empty: none
+  std::string http_tls;  // YAML for sink.http.tls (a flow mapping); empty: none
   std::string http_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-  std::uint16_t admin_port = 0;      // 0: no admin listener
+  std::string http_secrets;      // in place of http_secret when set: "secret_files: [a, b]", "secrets: [...]"
+  std::uint16_t admin_port = 0;  // 0: no admin listener
+  std::string admin_token;       // empty: none
 };
 std::string render_config(const RelaySettings& settings);
 

@@ -12,9 +12,7 @@ namespace idem::test::relay {
 
 void RelayFixture::SetUp() {
   switch (database_) {
-    case RelayDatabase::suite:
-      schema_ = std::make_unique<OutboxSchema>("relay");
-      break;
+    case RelayDatabase::suite: schema_ = std::make_unique<OutboxSchema>("relay"); break;
     case RelayDatabase::private_cluster:
       postgres_ = std::make_unique<PrivatePostgres>();
       schema_ = std::make_unique<OutboxSchema>("relay", postgres_->dsn());

@@ -39,8 +39,9 @@ class RelayHaPostgres : public RelayFixture {
     admin.query("SELECT pg_reload_conf()");
     std::this_thread::sleep_for(300ms);
     if (read_only) {
-      admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                  "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()");
+      admin.query(
+          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+          "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()");
     }
   }
   void expect_each_event_once_in_order(std::size_t expected) {
@@ -66,8 +67,8 @@ TEST_F(RelayHaPostgres, MultiHostDsnWithARefusedFirstHostDrainsAndReportsTheRepl
   // No standby: asynchronous, so the gauge reads 0 once known, and the warning is in the log.
   EXPECT_TRUE(eventually(
       [&] {
-        return send(settings_.admin_port, HttpRequest::get("/metrics"), 2s).body.find("idemrelay_store_synchronous_replication 0") !=
-               std::string::npos;
+        return send(settings_.admin_port, HttpRequest::get("/metrics"), 2s)
+                   .body.find("idemrelay_store_synchronous_replication 0") != std::string::npos;
       },
       15s))
       << send(settings_.admin_port, HttpRequest::get("/metrics"), 2s).body;
@@ -92,9 +93,12 @@ TEST_F(RelayHaPostgres, ServerTurningReadOnlyBacksOffThenDrainsEveryRowOnceInOrd
   insert_rows({"r1", "r2", "r3"});
   make_read_only(true);
   ASSERT_TRUE(relay.signal(SIGCONT));
-  ASSERT_TRUE(eventually([&] { return relay.stderr_text().find("SQLSTATE 25006") != std::string::npos ||
-                                      relay.stderr_text().find("read_only") != std::string::npos; },
-                         10s))
+  ASSERT_TRUE(eventually(
+      [&] {
+        return relay.stderr_text().find("SQLSTATE 25006") != std::string::npos ||
+               relay.stderr_text().find("read_only") != std::string::npos;
+      },
+      10s))
       << relay.describe();
   std::this_thread::sleep_for(2s);  // read-only for a while: claims are refused, the relay backs off
   ASSERT_TRUE(relay.running()) << relay.describe();

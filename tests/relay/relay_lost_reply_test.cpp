@@ -94,7 +94,8 @@ class RelayLostReply : public RelayFixture {
   void expect_outbox_settled() {
     auto client = schema_->client();
     EXPECT_EQ(client.scalar_int("SELECT count(*) FROM outbox WHERE published_at IS NULL"), 0);
-    EXPECT_EQ(client.scalar_int("SELECT count(*) FROM outbox WHERE claimed_by IS NOT NULL OR claimed_until IS NOT NULL"), 0)
+    EXPECT_EQ(
+        client.scalar_int("SELECT count(*) FROM outbox WHERE claimed_by IS NOT NULL OR claimed_until IS NOT NULL"), 0)
         << "no row left leased";
     EXPECT_EQ(client.scalar_int("SELECT count(*) FROM outbox WHERE parked_at IS NOT NULL"), 0) << "no row parked";
   }
@@ -164,18 +165,19 @@ class RelayLostReply : public RelayFixture {
     if (executed(fault)) {
       // The rows were marked by the settle whose reply was lost: wait for the relay's retry to
       // come back (whatever it concludes).
-      ASSERT_TRUE(eventually([&] {
-        const std::string log = relay.stderr_text();
-        return !lines_of(log, "lost_settle_applied").empty() || !lines_of(log, "lease_lost").empty();
-      }, 5s)) << relay.describe();
+      ASSERT_TRUE(eventually(
+          [&] {
+            const std::string log = relay.stderr_text();
+            return !lines_of(log, "lost_settle_applied").empty() || !lines_of(log, "lease_lost").empty();
+          },
+          5s))
+          << relay.describe();
     }
     ASSERT_EQ(relay.terminate(10s), 0) << relay.describe();
     const std::string log = relay.stderr_text();
 
     EXPECT_TRUE(lines_of(log, "lease_lost").empty()) << log;
-    EXPECT_EQ(lines_of(log, "lost_settle_applied").size(),
-              executed(fault) ? 1u : 0u)
-        << log;
+    EXPECT_EQ(lines_of(log, "lost_settle_applied").size(), executed(fault) ? 1u : 0u) << log;
     EXPECT_EQ(stopped_field(log, "published"), kRows) << "the counters say what happened to the rows";
     EXPECT_EQ(stopped_field(log, "lease_lost"), 0);
     EXPECT_EQ(stopped_field(log, "duplicates"), 0) << "the settle's loss does not re-publish anything";
@@ -277,7 +279,8 @@ class RelayLostWebhookReply : public RelayLostReply {
     // The lost delivery was retried (an attempt: the consumer may have seen it), nothing else was.
     const auto retried = lines_of(log, "publish_failed");
     ASSERT_FALSE(retried.empty()) << log;
-    for (const std::string& line : retried) EXPECT_NE(line.find("\"event_id\":" + target + ","), std::string::npos) << line;
+    for (const std::string& line : retried)
+      EXPECT_NE(line.find("\"event_id\":" + target + ","), std::string::npos) << line;
     EXPECT_GE(attempts_of(first[0]), 1);
     EXPECT_EQ(rows_with_attempts(), 1) << "only the row whose delivery failed was charged";
     EXPECT_EQ(stopped_field(log, "published"), 10);
@@ -339,9 +342,13 @@ TEST_F(RelayLostWebhookReply, SlowConsumerAnsweringConflictIsRetriedNotParked) {
 TEST_F(RelayLostWebhookReply, AnAnswerWithUntrustworthyFramingIsNotADeliveryAndIsRedelivered) {
   RawUpstream consumer;
   const std::string target = "/webhooks/created";  // /webhooks/{event_type}
-  consumer.script_next(target, {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", true});
+  consumer.script_next(target,
+                       {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", true});
   consumer.script_next(target, {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok", true});
-  consumer.script_next(target, {"HTTP/1.1 204 No Content\r\nContent-Length: 40\r\n\r\nHTTP/1.1 500 Internal\r\nContent-Length: 0\r\n\r\n", false});
+  consumer.script_next(
+      target,
+      {"HTTP/1.1 204 No Content\r\nContent-Length: 40\r\n\r\nHTTP/1.1 500 Internal\r\nContent-Length: 0\r\n\r\n",
+       false});
   const auto ids = schema_->insert("order", "f1", 4, "created");
   settings_.concurrency = 1;
   settings_.http_url = "http://127.0.0.1:" + std::to_string(consumer.port()) + "/webhooks/{event_type}";

@@ -134,7 +134,7 @@ TEST_F(RelayPostgresOutage, CrashBetweenPublishAndMarkPastTheLeaseLeavesOneEntry
   insert_rows({"p1", "p2", "p3"});
   settings_.batch_size = 100;
   settings_.concurrency = 1;  // one claim holds all 30 rows when the relay is stopped
-  settings_.lease = "5s";  // time for a few settle retries before the relay gives the batch up
+  settings_.lease = "5s";     // time for a few settle retries before the relay gives the batch up
   FaultProxy redis("127.0.0.1", suite_redis_port());
 
   Process relay = start_stopped_after_first_publish(redis);

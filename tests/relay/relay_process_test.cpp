@@ -95,7 +95,8 @@ TEST_F(RelayProcess, CrashAfterPublishBeforeMarkLeavesOneEntryPerEvent) {
 // ids: the restored rows that had been published are answered "duplicate" (one entry each), and
 // the new events that reuse an id are added (with a warning), never dropped as duplicates.
 TEST_F(RelayProcess, NewEventsReusingIdsAfterARestoreAreAddedNotDroppedAsDuplicates) {
-  const std::string pg_bin = std::getenv("IDEM_PG_BIN") != nullptr ? std::getenv("IDEM_PG_BIN") : "/usr/lib/postgresql/15/bin";
+  const std::string pg_bin =
+      std::getenv("IDEM_PG_BIN") != nullptr ? std::getenv("IDEM_PG_BIN") : "/usr/lib/postgresql/15/bin";
   schema_->insert("order", "a", 3);  // ids 1-3: in the dump
   const auto dump = dir_->path() / "outbox.sql";
   const RunResult dumped = run_to_exit(
@@ -148,7 +149,8 @@ TEST_F(RelayProcess, NewEventsReusingIdsAfterARestoreAreAddedNotDroppedAsDuplica
   settings_.dsn = restored_dsn;
   const RelayRunner runner(dir_->path(), settings_);
   Process relay = runner.start("after-restore");
-  ASSERT_TRUE(eventually([&] { return fresh.scalar_int("SELECT count(*) FROM outbox WHERE published_at IS NULL") == 0; }, 20s))
+  ASSERT_TRUE(
+      eventually([&] { return fresh.scalar_int("SELECT count(*) FROM outbox WHERE published_at IS NULL") == 0; }, 20s))
       << relay.describe();
   ASSERT_EQ(relay.terminate(10s), 0) << relay.describe();
   const std::string log = relay.stderr_text();
@@ -156,7 +158,8 @@ TEST_F(RelayProcess, NewEventsReusingIdsAfterARestoreAreAddedNotDroppedAsDuplica
   const auto entries = read_stream(*redis_, stream("order"));
   ASSERT_EQ(entries.size(), 7u) << "5 before the restore, and the 2 new events";
   const StreamAudit result = audit(entries);
-  for (const std::int64_t id : {1, 2, 3}) EXPECT_EQ(result.copies.at(id), 1) << "restored event " << id << " added again";
+  for (const std::int64_t id : {1, 2, 3})
+    EXPECT_EQ(result.copies.at(id), 1) << "restored event " << id << " added again";
   for (const std::int64_t id : {4, 5}) EXPECT_EQ(result.copies.at(id), 2) << "two different events with id " << id;
   EXPECT_EQ(entries[5].fields.at("event_type"), "after-restore");
   EXPECT_EQ(entries[6].fields.at("event_type"), "after-restore");
@@ -181,8 +184,9 @@ TEST_F(RelayProcess, TwoRelaysKeepEveryAggregateInOrder) {
       try {
         BlockingPg client = schema_->client();
         for (int n = 0; n < kRowsEach; ++n) {  // one transaction per row: the writers interleave
-          client.query("INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', $1, 'e', '{}')",
-                       {"agg-" + std::to_string(a)});
+          client.query(
+              "INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', $1, 'e', '{}')",
+              {"agg-" + std::to_string(a)});
         }
       } catch (const std::exception&) {
         ++failures;
@@ -213,7 +217,8 @@ TEST_F(RelayProcess, RowCommittedLateWithLowerIdIsStillPublished) {
   BlockingPg c = schema_->client();
   const auto insert = [](BlockingPg& client, const std::string& aggregate) {
     return client.scalar_int(
-        "INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', $1, 'e', '{}') RETURNING id",
+        "INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', $1, 'e', '{}') "
+        "RETURNING id",
         {aggregate});
   };
   a.query("BEGIN");
@@ -259,8 +264,9 @@ TEST_F(RelayProcess, RedisOutageBacksOffAndDrainsInOrder) {
     try {
       BlockingPg client = schema_->client();
       for (int n = 0; !stop.stop_requested() && n < 5'000; ++n) {
-        client.query("INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', $1, 'e', '{}')",
-                     {"agg-" + std::to_string(n % 5)});
+        client.query(
+            "INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', $1, 'e', '{}')",
+            {"agg-" + std::to_string(n % 5)});
         ++inserted;
         std::this_thread::sleep_for(10ms);
       }
@@ -315,17 +321,19 @@ TEST_F(RelayProcess, PoisonRowParksOnlyItsAggregateUntilRedriven) {
   Process relay = runner.start("relay");
 
   const std::string head = std::to_string(blocked[0]);
-  ASSERT_TRUE(eventually([&] {
-    return schema_->client().scalar_int("SELECT count(*) FROM outbox WHERE parked_at IS NOT NULL") == 1;
-  }, 15s)) << relay.describe();
+  ASSERT_TRUE(eventually(
+      [&] { return schema_->client().scalar_int("SELECT count(*) FROM outbox WHERE parked_at IS NOT NULL") == 1; },
+      15s))
+      << relay.describe();
   auto client = schema_->client();
   EXPECT_EQ(client.scalar_int("SELECT attempts FROM outbox WHERE id = $1 AND parked_at IS NOT NULL", {head}), 3);
   EXPECT_NE(client.query("SELECT last_error FROM outbox WHERE id = $1", {head})[0][0].value_or("").find("WRONGTYPE"),
             std::string::npos);
-  ASSERT_TRUE(eventually([&] { return read_stream(*redis_, stream("order")).size() == 10; }, 10s)) << "other aggregates flow";
+  ASSERT_TRUE(eventually([&] { return read_stream(*redis_, stream("order")).size() == 10; }, 10s))
+      << "other aggregates flow";
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(client.scalar_int("SELECT count(*) FROM outbox WHERE aggregate_id = 'b1' AND published_at IS NULL AND "
-                          "parked_at IS NULL AND attempts = 0"),
+                              "parked_at IS NULL AND attempts = 0"),
             2)
       << "the aggregate's later rows wait untouched behind the parked one";
 
@@ -365,14 +373,16 @@ TEST_F(RelayProcess, RetentionDeletesOnlyOldPublishedRowsInBatches) {
   const RelayRunner runner(dir_->path(), settings_);
   Process relay = runner.start("relay");
 
-  ASSERT_TRUE(eventually([&] { return client.scalar_int("SELECT count(*) FROM outbox") == 5; }, 10s)) << relay.describe();
+  ASSERT_TRUE(eventually([&] { return client.scalar_int("SELECT count(*) FROM outbox") == 5; }, 10s))
+      << relay.describe();
   std::this_thread::sleep_for(500ms);  // more rounds run: nothing else goes
   const auto left = client.query("SELECT id FROM outbox ORDER BY id");
   ASSERT_EQ(left.size(), 5u);
   for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(std::stoll(*left[i][0]), ids[20 + i]);
   EXPECT_EQ(relay.terminate(10s), 0) << relay.describe();
   const std::string log = relay.stderr_text();
-  EXPECT_NE(log.find("\"rows\":20,\"statements\":4"), std::string::npos) << "6 + 6 + 6 + 2, one statement each:\n" << log;
+  EXPECT_NE(log.find("\"rows\":20,\"statements\":4"), std::string::npos) << "6 + 6 + 6 + 2, one statement each:\n"
+                                                                         << log;
   EXPECT_EQ(stopped_field(log, "retention_deleted"), 20);
 }
 
@@ -386,7 +396,8 @@ TEST_F(RelayProcess, SigtermMidBatchLosesNothingAndDuplicatesNothing) {
   ASSERT_EQ(first.terminate(10s), 0) << first.describe();
 
   auto client = schema_->client();
-  EXPECT_EQ(client.scalar_int("SELECT count(*) FROM outbox WHERE claimed_by IS NOT NULL"), 0) << "batches finished or released";
+  EXPECT_EQ(client.scalar_int("SELECT count(*) FROM outbox WHERE claimed_by IS NOT NULL"), 0)
+      << "batches finished or released";
   const std::int64_t marked = client.scalar_int("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL");
   EXPECT_EQ(static_cast<std::int64_t>(read_stream(*redis_, stream("order")).size()), marked)
       << "every row in the stream was marked, every marked row is in the stream";
@@ -446,9 +457,11 @@ TEST_F(RelayProcess, HttpsSinkDeliversOnlyToAVerifiedConsumer) {
   {
     const RelayRunner untrusted_runner(dir_->path(), settings_);
     Process untrusted = untrusted_runner.start("untrusted");
-    ASSERT_TRUE(eventually([&] { return untrusted.stderr_text().find("certificate verify failed") != std::string::npos; }, 10s))
+    ASSERT_TRUE(
+        eventually([&] { return untrusted.stderr_text().find("certificate verify failed") != std::string::npos; }, 10s))
         << untrusted.describe();
-    EXPECT_NE(untrusted.stderr_text().find("TLS to localhost: certificate verify failed: unable to get local issuer certificate"),
+    EXPECT_NE(untrusted.stderr_text().find(
+                  "TLS to localhost: certificate verify failed: unable to get local issuer certificate"),
               std::string::npos)
         << untrusted.stderr_text();
     EXPECT_EQ(untrusted.terminate(10s), 0) << untrusted.describe();
@@ -462,7 +475,8 @@ TEST_F(RelayProcess, HttpsSinkDeliversOnlyToAVerifiedConsumer) {
   ASSERT_TRUE(drained(20s)) << relay.describe();
   EXPECT_EQ(relay.terminate(10s), 0) << relay.describe();
   EXPECT_EQ(upstream_total(consumer.port), 5u);
-  for (const std::int64_t id : ids) EXPECT_EQ(upstream_count_for_webhook_id(consumer.port, std::to_string(id)), 1u) << id;
+  for (const std::int64_t id : ids)
+    EXPECT_EQ(upstream_count_for_webhook_id(consumer.port, std::to_string(id)), 1u) << id;
   EXPECT_GE(upstream_tls_connections(consumer.port), 1u);
 }
 
@@ -471,7 +485,8 @@ TEST_F(RelayProcess, HttpsSinkDeliversOnlyToAVerifiedConsumer) {
 //     charged an attempt or parked. With the certificate configured, every event arrives once.
 TEST_F(RelayProcess, HttpsSinkPresentsItsClientCertificate) {
   const auto [ca, server, client] = make_consumer_certificates(dir_->path());
-  TestUpstream consumer = start_test_upstream_tls(dir_->path(), TestUpstreamTls{server.cert, server.key, ca.cert}, "hooks");
+  TestUpstream consumer =
+      start_test_upstream_tls(dir_->path(), TestUpstreamTls{server.cert, server.key, ca.cert}, "hooks");
   const auto ids = schema_->insert("order", "mtls1", 3, "created");
   settings_.http = true;
   settings_.http_url = "https://127.0.0.1:" + std::to_string(consumer.tls_port) + "/hooks/{event_type}";
@@ -481,7 +496,8 @@ TEST_F(RelayProcess, HttpsSinkPresentsItsClientCertificate) {
   {
     const RelayRunner runner(dir_->path(), settings_);
     Process anonymous = runner.start("anonymous");
-    ASSERT_TRUE(eventually([&] { return anonymous.stderr_text().find("rejected the TLS handshake") != std::string::npos; }, 10s))
+    ASSERT_TRUE(eventually(
+        [&] { return anonymous.stderr_text().find("rejected the TLS handshake") != std::string::npos; }, 10s))
         << anonymous.describe();
     std::this_thread::sleep_for(1500ms);  // several more rounds of backing off and trying again
     EXPECT_EQ(anonymous.terminate(10s), 0) << anonymous.describe();
@@ -490,13 +506,14 @@ TEST_F(RelayProcess, HttpsSinkPresentsItsClientCertificate) {
   EXPECT_EQ(schema_->client().scalar_int("SELECT count(*) FROM outbox WHERE attempts > 0 OR parked_at IS NOT NULL"), 0);
   EXPECT_EQ(upstream_total(consumer.port), 0u);
 
-  settings_.http_tls = "{ ca_file: \"" + ca.cert.string() + "\", cert_file: \"" + client.cert.string() + "\", key_file: \"" +
-                       client.key.string() + "\" }";
+  settings_.http_tls = "{ ca_file: \"" + ca.cert.string() + "\", cert_file: \"" + client.cert.string() +
+                       "\", key_file: \"" + client.key.string() + "\" }";
   const RelayRunner runner(dir_->path(), settings_);
   Process relay = runner.start("with-certificate");
   ASSERT_TRUE(drained(20s)) << relay.describe();
   EXPECT_EQ(relay.terminate(10s), 0) << relay.describe();
-  for (const std::int64_t id : ids) EXPECT_EQ(upstream_count_for_webhook_id(consumer.port, std::to_string(id)), 1u) << id;
+  for (const std::int64_t id : ids)
+    EXPECT_EQ(upstream_count_for_webhook_id(consumer.port, std::to_string(id)), 1u) << id;
 }
 
 // 8b. A sink slow to make its first connection (Redis's answer to the set-up's SCRIPT LOAD held
@@ -545,7 +562,8 @@ TEST_F(RelayProcess, PausedRelayResumingAfterItsLeaseChangesNothing) {
   ASSERT_TRUE(drained(10s)) << other.describe();
 
   ASSERT_TRUE(paused.signal(SIGCONT));
-  ASSERT_TRUE(eventually([&] { return paused.stderr_text().find("\"event\":\"lease_lost\"") != std::string::npos; }, 10s))
+  ASSERT_TRUE(
+      eventually([&] { return paused.stderr_text().find("\"event\":\"lease_lost\"") != std::string::npos; }, 10s))
       << paused.describe();
   for (const char* aggregate : {"p1", "p2", "p3"}) schema_->insert("order", aggregate, 5);
   ASSERT_TRUE(drained(10s)) << paused.describe() << other.describe();
@@ -580,7 +598,8 @@ TEST_F(RelayProcess, PausedRelayResumingAfterClaimDoesNotPublishLate) {
   Process other = runner.start("other");
   ASSERT_TRUE(drained(15s)) << other.describe();
   ASSERT_TRUE(paused.signal(SIGCONT));
-  ASSERT_TRUE(eventually([&] { return paused.stderr_text().find("\"event\":\"lease_nearly_over\"") != std::string::npos; }, 10s))
+  ASSERT_TRUE(eventually(
+      [&] { return paused.stderr_text().find("\"event\":\"lease_nearly_over\"") != std::string::npos; }, 10s))
       << paused.describe();
   EXPECT_EQ(paused.terminate(10s), 0) << paused.describe();
   EXPECT_EQ(other.terminate(10s), 0) << other.describe();
@@ -591,7 +610,6 @@ TEST_F(RelayProcess, PausedRelayResumingAfterClaimDoesNotPublishLate) {
   EXPECT_EQ(stopped_field(other.stderr_text(), "duplicates"), 0) << "nothing was published before the take-over";
   EXPECT_EQ(stopped_field(paused.stderr_text(), "lease_lost"), 20);
 }
-
 
 // The relay's admin listener: probes, and /metrics in valid Prometheus text with the real
 // published count after real traffic.

@@ -1,4 +1,4 @@
-#include "relay/redrive.hpp"
+#include "relay/parked_commands.hpp"
 
 #include <libpq-fe.h>
 
@@ -34,18 +34,34 @@ std::string failure(PGconn* connection, const PGresult* result) {
   return message;
 }
 
-}  // namespace
-
-RedriveResult redrive(const std::string& dsn, std::optional<std::int64_t> id) {
-  RedriveResult outcome;
-  const pg::ConnHandle connection(PQconnectdb(dsn.c_str()));
+// Opens a blocking connection; nullptr with `error` set when it fails.
+pg::ConnHandle connect(const std::string& dsn, std::string& error) {
+  pg::ConnHandle connection(PQconnectdb(dsn.c_str()));
   if (!connection || PQstatus(connection.get()) != CONNECTION_OK) {
-    outcome.error = "connect: " + (connection ? failure(connection.get(), nullptr) : std::string("out of memory"));
-    return outcome;
+    error = "connect: " + (connection ? failure(connection.get(), nullptr) : std::string("out of memory"));
+    return pg::ConnHandle();
   }
   PQsetNoticeProcessor(connection.get(), pg::log_notice, nullptr);
-  const pg::ResultHandle result = id ? run(connection.get(), sql::kRedriveOne, {pg::Param::int8(*id)})
-                                     : run(connection.get(), sql::kRedriveAll, {});
+  return connection;
+}
+
+pg::ResultHandle run_redrive(PGconn* connection, const RedriveTarget& target) {
+  if (const auto* id = std::get_if<std::int64_t>(&target)) {
+    return run(connection, sql::kRedriveOne, {pg::Param::int8(*id)});
+  }
+  if (const auto* aggregate = std::get_if<AggregateRef>(&target)) {
+    return run(connection, sql::kRedriveAggregate, {pg::Param::text(aggregate->type), pg::Param::text(aggregate->id)});
+  }
+  return run(connection, sql::kRedriveAll, {});
+}
+
+}  // namespace
+
+RedriveResult redrive(const std::string& dsn, const RedriveTarget& target) {
+  RedriveResult outcome;
+  const pg::ConnHandle connection = connect(dsn, outcome.error);
+  if (!connection) return outcome;
+  const pg::ResultHandle result = run_redrive(connection.get(), target);
   if (!result || PQresultStatus(result.get()) != PGRES_TUPLES_OK) {
     outcome.error = "redrive: " + failure(connection.get(), result.get());
     return outcome;
@@ -56,6 +72,21 @@ RedriveResult redrive(const std::string& dsn, std::optional<std::int64_t> id) {
   // Wake idle relays now rather than at their next poll (best effort).
   pg::ResultHandle wake(PQexec(connection.get(), sql::kWakeRelays));
   outcome.ok = true;
+  return outcome;
+}
+
+ListParkedResult list_parked(const std::string& dsn, const ParkedQuery& query) {
+  ListParkedResult outcome;
+  const pg::ConnHandle connection = connect(dsn, outcome.error);
+  if (!connection) return outcome;
+  const pg::Statement statement = parked_statement(query);
+  const pg::ResultHandle result = run(connection.get(), statement.sql, statement.params);
+  if (!result || PQresultStatus(result.get()) != PGRES_TUPLES_OK) {
+    outcome.error = "list parked: " + failure(connection.get(), result.get());
+    return outcome;
+  }
+  outcome.list = decode_parked(result.get(), query.limit);
+  if (!outcome.list) outcome.error = "list parked: unexpected row shape";
   return outcome;
 }
 
