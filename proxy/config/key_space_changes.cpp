@@ -117,8 +117,9 @@ std::vector<KeySpaceChange> key_space_changes(const std::vector<core::Route>& be
         const core::Route* was = before_table.match(method, path);
         const core::Route* now = after_table.match(method, path);
         if (was != nullptr && was->policy.name == old.policy.name && now != nullptr && now->policy.name == name) {
-          report(name, index,
-                 "now takes requests such as " + method + " " + path + " that route " + old.policy.name + " guarded");
+          std::string change = "now takes requests such as ";
+          change.append(method).append(" ").append(path).append(" that route ").append(old.policy.name);
+          report(name, index, change + " guarded");
           break;
         }
       }
