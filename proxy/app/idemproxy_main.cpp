@@ -31,13 +31,16 @@ namespace {
 using namespace idem;
 
 constexpr std::string_view kUsage =
-    "usage: idemproxy --config FILE [--check | --migrate]\n"
+    "usage: idemproxy --config FILE [--check [--against OLD] | --migrate]\n"
     "       idemproxy --config FILE (--inspect | --release) ROUTE KEY [--header 'Name: value']...\n"
     "       idemproxy --version\n"
     "\n"
     "  --config FILE  YAML configuration (see config/idemproxy.example.yaml)\n"
     "  --check        validate the configuration, print every problem as file:line:col, exit 1 if any;\n"
     "                 when the store is reachable, print its replication mode\n"
+    "  --against OLD  with --check: check FILE as a reload over OLD would, and warn at each route whose\n"
+    "                 stored keys the change makes unreachable (renamed, scope or key source changed,\n"
+    "                 requests handed to another route): their retries would execute again\n"
     "  --migrate      apply the database schema (idempotent; safe from several pods at once)\n"
     "  --inspect      print the record of KEY on ROUTE as JSON (state, fingerprint, times, status)\n"
     "  --release      release an 'unknown' or in-flight record so the next retry executes\n"
@@ -50,6 +53,7 @@ constexpr std::string_view kUsage =
 struct Options {
   std::string config_path;
   bool check = false;
+  std::string against_path;  // --check --against OLD: check as a reload over OLD would
   bool migrate = false;
   bool version = false;
   std::optional<app::RecordCommand> record_command;
@@ -65,6 +69,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
       options.config_path = std::string(arg.substr(9));
     } else if (arg == "--check") {
       options.check = true;
+    } else if (arg == "--against" && i + 1 < argc) {
+      options.against_path = argv[++i];
     } else if (arg == "--migrate") {
       options.migrate = true;
     } else if (arg == "--version") {
@@ -89,6 +95,10 @@ std::optional<Options> parse_options(int argc, char** argv) {
       std::cerr << "idemproxy: unknown argument '" << arg << "'\n\n" << kUsage;
       return std::nullopt;
     }
+  }
+  if (!options.against_path.empty() && !options.check) {
+    std::cerr << "idemproxy: --against OLD goes with --check\n\n" << kUsage;
+    return std::nullopt;
   }
   if (!options.version && options.config_path.empty()) {
     std::cerr << "idemproxy: --config FILE is required\n\n" << kUsage;
@@ -169,7 +179,18 @@ int main(int argc, char** argv) {
   }
 
   const std::optional<app::FileVersion> config_version = app::file_version(options->config_path);
-  const config::LoadResult loaded = config::load_config_file(options->config_path);
+  std::optional<config::Config> against;
+  if (!options->against_path.empty()) {
+    config::LoadResult previous = config::load_config_file(options->against_path);
+    if (!previous.config) {
+      for (const auto& issue : previous.issues) std::cerr << issue.to_string() << "\n";
+      std::cerr << "idemproxy: --against " << options->against_path << " does not load; nothing compared\n";
+      return 1;
+    }
+    against = std::move(previous.config);
+  }
+  const config::LoadResult loaded =
+      config::load_config_file(options->config_path, config::process_environment(), against ? &*against : nullptr);
   for (const auto& issue : loaded.issues) std::cerr << issue.to_string() << "\n";
   if (!loaded.config) return 1;
   if (options->check) {

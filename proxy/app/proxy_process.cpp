@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "admin/admin_server.hpp"
+#include "config/key_space_changes.hpp"
 #include "app/proxy_admin.hpp"
 #include "cache/redis_replay_cache.hpp"
 #include "crypto/keyring.hpp"
@@ -232,6 +233,12 @@ void ProxyProcess::reload(std::string_view trigger, ConfigWatcher& watcher) {
   if (loaded.config->tls.enabled() != running->config.tls.enabled()) {
     log::warn("listener_tls_switched",
               {{"tls", loaded.config->tls.enabled() ? "on" : "off"}, {"applies_to", "new connections"}});
+  }
+  // Retries that straddle this reload on these routes execute again: said once more as its own
+  // event, for alerts (the config_issue warnings above say where in the file).
+  for (const config::KeySpaceChange& change :
+       config::key_space_changes(running->config.routes, loaded.config->routes)) {
+    log::warn("key_space_changed", {{"route", change.route}, {"change", change.change}});
   }
   // The restart-only settings (config.hpp marks them) keep their running values.
   for (const auto& name : config::restart_only_changes(running->config, *loaded.config)) {

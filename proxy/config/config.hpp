@@ -194,9 +194,11 @@ struct LoadResult {
 using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
 EnvLookup process_environment();
 
-// `running`: on a reload, the configuration in force. The sections only a restart changes
-// (upstream, store) stay as they run, so the rules between options (a route's lease against the
-// upstream's timeout) are checked against the running sections, not the file's.
+// `running`: on a reload (or `--check --against`), the configuration in force. The sections only
+// a restart changes (upstream, store) stay as they run, so the rules between options (a route's
+// lease against the upstream's timeout) are checked against the running sections, not the file's;
+// and each route whose stored keys the change makes unreachable is warned about
+// (key_space_changes.hpp).
 LoadResult load_config_file(const std::string& path, const EnvLookup& env = process_environment(),
                             const Config* running = nullptr);
 LoadResult load_config_text(std::string_view yaml, std::string_view file_name,

@@ -13,6 +13,7 @@
 #include "config/encryption_keys.hpp"
 #include "config/file_fields.hpp"
 #include "config/http_syntax.hpp"
+#include "config/key_space_changes.hpp"
 #include "config/postgres_section.hpp"
 #include "config/redis_section.hpp"
 #include "config/units.hpp"
@@ -42,12 +43,16 @@ const Keys kRedisCacheKeys = {"address", "password",   "database",       "connec
 const Keys kPolicyKeys = {"key_header",
                           "key",
                           "max_key_length",
+                          "key_from_json",
+                          "key_source",
                           "ttl",
                           "lease",
                           "max_stored_body",
                           "scope",
                           "fingerprint",
                           "release_statuses",
+                          "replay_header",
+                          "key_expires_header",
                           "store_set_cookie",
                           "unknown_outcome",
                           "store_unavailable",
@@ -88,6 +93,8 @@ bool is_route_name(std::string_view name) {
 struct PolicyOrigin {
   std::optional<YAML::Mark> ttl;
   std::optional<YAML::Mark> lease;
+  std::optional<YAML::Mark> key_source;     // where the route (or defaults) set key_source
+  std::optional<YAML::Mark> key_from_json;  // where the route (or defaults) set key_from_json
   bool timing_valid = true;
   bool scope_valid = true;
 };
@@ -125,6 +132,7 @@ class ConfigReader {
   void read_store(const Field* field, const YAML::Mark& top_level, StoreConfig& store);
   void read_policy(const Fields& fields, std::string_view path, core::RoutePolicy& policy, PolicyOrigin& origin);
   std::optional<std::vector<std::string>> read_header_names(const Field& field, std::string_view path);
+  std::optional<std::vector<std::string>> read_replay_headers(const Field& field, std::string_view path);
   std::optional<std::vector<std::string>> read_json_pointers(const Field& field, std::string_view path);
   std::optional<std::vector<int>> read_statuses(const Field& field, std::string_view path);
   void read_routes(const Field& field, const core::RoutePolicy& defaults, const PolicyOrigin& defaults_origin,
@@ -137,6 +145,10 @@ class ConfigReader {
     exchange_timeouts_valid_ = exchange_timeouts_valid_ && timeout.has_value();
     assign(timeout, target);
   }
+  // Warns at each route whose stored keys the change from `before` (the running or --against
+  // configuration) makes unreachable (key_space_changes.hpp).
+  void check_key_spaces(const std::vector<core::Route>& before, const std::vector<core::Route>& after,
+                        const Field* routes_field, const YAML::Mark& top_level);
   // Defaults drain_timeout from the timing model, or warns when the file's is shorter.
   void check_drain_timeout(Config& config);
   void check_route(const core::Route& route, std::string_view path, const YAML::Mark& route_mark,
@@ -147,6 +159,7 @@ class ConfigReader {
   bool exchange_timeouts_valid_ = true;      // every timeout of the timing model parsed
   std::optional<YAML::Mark> drain_timeout_;  // where the file sets drain_timeout
   const Config* running_ = nullptr;          // on reload: the configuration in force
+  std::vector<YAML::Mark> route_marks_;      // where each route of config.routes starts
 };
 
 Config ConfigReader::read(const YAML::Node& root) {
@@ -184,7 +197,20 @@ Config ConfigReader::read(const YAML::Node& root) {
   }
   if (const Field* field = top->find("routes")) read_routes(*field, defaults, defaults_origin, config);
   check_drain_timeout(config);
+  if (running_ != nullptr) check_key_spaces(running_->routes, config.routes, top->find("routes"), top->mark());
   return config;
+}
+
+void ConfigReader::check_key_spaces(const std::vector<core::Route>& before, const std::vector<core::Route>& after,
+                                    const Field* routes_field, const YAML::Mark& top_level) {
+  for (const KeySpaceChange& change : key_space_changes(before, after)) {
+    const YAML::Mark mark = change.after_index && *change.after_index < route_marks_.size()
+                                ? route_marks_[*change.after_index]
+                                : (routes_field != nullptr ? routes_field->key.Mark() : top_level);
+    issues_.warning(mark, "route " + quoted(change.route) + " " + change.change +
+                              ": keys stored before are not found any more, so retries that straddle the change "
+                              "execute again");
+  }
 }
 
 void ConfigReader::check_drain_timeout(Config& config) {
@@ -400,6 +426,31 @@ void ConfigReader::read_policy(const Fields& fields, std::string_view path, core
   if (const Field* f = fields.find("max_key_length")) {
     if (auto length = yaml_.integer(*f, at("max_key_length"), 1, kMaxKeyLength)) policy.max_key_length = *length;
   }
+  if (const Field* f = fields.find("key_from_json")) {
+    if (std::optional<std::string> pointer = yaml_.string(*f, at("key_from_json"))) {
+      if (pointer->empty()) {
+        issues_.error(f->value.Mark(), "JSON pointer \"\" for " + at("key_from_json") +
+                                           " addresses the whole body, which is never a string key (e.g. /id)");
+      } else if (const std::string why = fingerprint::json_pointer_error(*pointer); !why.empty()) {
+        issues_.error(f->value.Mark(),
+                      "bad JSON pointer " + quoted(*pointer) + " for " + at("key_from_json") + ": " + why);
+      } else {
+        policy.key_from_json = std::move(*pointer);
+        // Naming where the key is in the body means reading it there when no key header is sent,
+        // unless this same mapping says otherwise.
+        if (!fields.find("key_source")) policy.key_source = core::KeySource::header_then_json;
+      }
+    }
+    origin.key_from_json = f->value.Mark();
+  }
+  if (const Field* f = fields.find("key_source")) {
+    assign(yaml_.one_of<core::KeySource>(*f, at("key_source"),
+                                         {{"header", core::KeySource::header},
+                                          {"header_then_json", core::KeySource::header_then_json},
+                                          {"json", core::KeySource::json}}),
+           policy.key_source);
+    origin.key_source = f->value.Mark();
+  }
   if (const Field* f = fields.find("ttl")) {
     const auto ttl = yaml_.duration(*f, at("ttl"), false);
     origin.ttl = f->value.Mark();
@@ -438,6 +489,10 @@ void ConfigReader::read_policy(const Fields& fields, std::string_view path, core
   }
   if (const Field* f = fields.find("release_statuses"))
     assign(read_statuses(*f, at("release_statuses")), policy.release_statuses);
+  if (const Field* f = fields.find("replay_header"))
+    assign(read_replay_headers(*f, at("replay_header")), policy.replay_headers);
+  if (const Field* f = fields.find("key_expires_header"))
+    assign(yaml_.boolean(*f, at("key_expires_header")), policy.key_expires_header);
   if (const Field* f = fields.find("store_set_cookie"))
     assign(yaml_.boolean(*f, at("store_set_cookie")), policy.store_set_cookie);
   if (const Field* f = fields.find("unknown_outcome")) {
@@ -486,6 +541,27 @@ std::optional<std::vector<std::string>> ConfigReader::read_header_names(const Fi
     }
   }
   if (!valid) return std::nullopt;
+  return names;
+}
+
+// One header name, or a list of them (every one is set on replays).
+std::optional<std::vector<std::string>> ConfigReader::read_replay_headers(const Field& field, std::string_view path) {
+  if (!field.value.IsSequence()) {
+    std::optional<std::string> name = yaml_.string(field, path);
+    if (!name) return std::nullopt;
+    if (!is_http_token(*name)) {
+      issues_.error(field.value.Mark(),
+                    "bad header name " + quoted(*name) + " for " + std::string(path) + " (expected an RFC 9110 token)");
+      return std::nullopt;
+    }
+    return std::vector<std::string>{std::move(*name)};
+  }
+  std::optional<std::vector<std::string>> names = read_header_names(field, path);
+  if (names && names->empty()) {
+    issues_.error(field.value.Mark(),
+                  std::string(path) + " is an empty list: a client could not tell a replay from a first execution");
+    return std::nullopt;
+  }
   return names;
 }
 
@@ -565,6 +641,8 @@ void ConfigReader::read_routes(const Field& field, const core::RoutePolicy& defa
     route.policy.name.clear();
     PolicyOrigin origin{.ttl = std::nullopt,
                         .lease = std::nullopt,
+                        .key_source = defaults_origin.key_source,
+                        .key_from_json = defaults_origin.key_from_json,
                         .timing_valid = defaults_origin.timing_valid,
                         .scope_valid = defaults_origin.scope_valid};
 
@@ -598,6 +676,7 @@ void ConfigReader::read_routes(const Field& field, const core::RoutePolicy& defa
 
     check_route(route, path, route_mark, origin, config);
     config.routes.push_back(std::move(route));
+    route_marks_.push_back(route_mark);
   }
 }
 
@@ -681,6 +760,11 @@ void ConfigReader::check_route(const core::Route& route, std::string_view path, 
                         format_duration(core::kLeaseMargin) + " margin (" + describe(budget, true) +
                         "): a lease that lapses while the first request may still run lets a retry execute it again");
     }
+  }
+  if (policy.key_source != core::KeySource::header && policy.key_from_json.empty() && origin.key_source) {
+    issues_.error(*origin.key_source,
+                  label + ": key_source " + std::string(core::key_source_name(policy.key_source)) +
+                      " reads the key from the body and needs key_from_json (e.g. key_from_json: /id)");
   }
   if (policy.key != core::KeyRequirement::off && origin.scope_valid && policy.scope_headers.empty() &&
       !policy.name.empty()) {

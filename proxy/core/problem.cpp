@@ -59,7 +59,10 @@ std::string problem_json(const Problem& problem) {
 }
 
 Problem key_problem(KeyError error, std::string_view header_name, std::size_t max_length) {
-  std::string detail = key_error_detail(error, header_name, max_length);
+  return key_problem(error, key_error_detail(error, header_name, max_length));
+}
+
+Problem key_problem(KeyError error, std::string detail) {
   switch (error) {
     case KeyError::missing: return make_problem(400, "key-missing", "Idempotency key missing", std::move(detail));
     case KeyError::empty: return make_problem(400, "key-empty", "Idempotency key empty", std::move(detail));

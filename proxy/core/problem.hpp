@@ -24,11 +24,12 @@ struct Problem {
 std::string problem_json(const Problem& problem);
 
 Problem key_problem(KeyError error, std::string_view header_name, std::size_t max_length);  // 400
-Problem fingerprint_mismatch_problem(std::string_view header_name);                         // 422
-Problem in_flight_problem(std::chrono::seconds retry_after);                                // 409
-Problem too_large_to_replay_problem(int original_status, std::size_t limit);                // 409
-Problem outcome_unknown_problem();                                                          // 502
-Problem store_unavailable_problem(std::chrono::seconds retry_after);                        // 503
+Problem key_problem(KeyError error, std::string detail);                      // 400, e.g. a key read from the body
+Problem fingerprint_mismatch_problem(std::string_view header_name);           // 422
+Problem in_flight_problem(std::chrono::seconds retry_after);                  // 409
+Problem too_large_to_replay_problem(int original_status, std::size_t limit);  // 409
+Problem outcome_unknown_problem();                                            // 502
+Problem store_unavailable_problem(std::chrono::seconds retry_after);          // 503
 // The answer to an exchange with the upstream that failed (`failure` is not none): 502, 503 or 504.
 Problem upstream_failure_problem(UpstreamFailure failure);
 Problem upstream_unreachable_problem(std::string_view why);   // 502

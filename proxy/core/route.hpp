@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/key_source.hpp"
+
 namespace idem::core {
 
 enum class KeyRequirement { off, optional, required };
@@ -26,6 +28,10 @@ struct RoutePolicy {
   KeyRequirement key = KeyRequirement::required;
   std::string key_header = "Idempotency-Key";
   std::size_t max_key_length = 255;
+  // Where the key is read (core/key_source.hpp); key_from_json is the JSON Pointer to a string in
+  // the body that holds it, for the sources that read the body.
+  KeySource key_source = KeySource::header;
+  std::string key_from_json;
   std::vector<std::string> scope_headers;  // values hashed into the scope
   // The request's host (its Host without the port) is part of the scope: an upstream that serves
   // tenants by host name gets one key space per host. Off: every host shares one (the v1 scope).
@@ -33,6 +39,13 @@ struct RoutePolicy {
   std::vector<std::string> fingerprint_headers = {"Content-Type"};  // values hashed into the fingerprint
   std::vector<std::string> ignore_json;                             // JSON Pointers left out of the fingerprint
   std::vector<int> release_statuses = {408, 425, 429, 503};         // "not processed, try later"
+  // Every header set to `true` on a replay (none on a first execution), and stripped from the
+  // upstream's responses: only the proxy says what is a replay. More than one for clients that
+  // parse another API's spelling (Stripe's Idempotent-Replayed).
+  std::vector<std::string> replay_headers = {"Idempotent-Replay"};
+  // Experimental: tell clients until when their key is remembered (Idempotency-Key-Expires, an
+  // HTTP-date) on first executions and replays alike.
+  bool key_expires_header = false;
   std::chrono::milliseconds ttl = std::chrono::hours(24);
   std::chrono::milliseconds lease = std::chrono::seconds(60);
   std::size_t max_stored_body = 1024 * 1024;

@@ -12,8 +12,9 @@ constexpr std::array<std::string_view, 7> kHopByHopFields = {
     "Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer", "Transfer-Encoding", "Upgrade"};
 
 // Credentials never belong in a shared store; the rest is recomputed or added on replay.
-constexpr std::array<std::string_view, 6> kNeverStoredFields = {
-    "Authorization", "Cookie", "Proxy-Authorization", "Content-Length", "Idempotency-Transient", "Idempotent-Replay"};
+constexpr std::array<std::string_view, 7> kNeverStoredFields = {
+    "Authorization",     "Cookie",         "Proxy-Authorization", "Content-Length", "Idempotency-Transient",
+    "Idempotent-Replay", kKeyExpiresHeader};
 
 constexpr std::string_view kFieldSeparator = ": ";
 constexpr std::string_view kLineEnd = "\r\n";
@@ -62,6 +63,7 @@ HeaderList filter_for_storage(const HeaderList& headers, const RoutePolicy& poli
   HeaderList kept;
   for (const auto& [name, value] : headers) {
     const bool dropped = is_hop_by_hop(name, connection) || is_one_of(name, kNeverStoredFields) ||
+                         is_one_of(name, policy.replay_headers) ||
                          (!policy.store_set_cookie && ascii::iequals(name, "Set-Cookie")) || !is_encodable(name, value);
     if (!dropped) kept.emplace_back(name, value);
   }

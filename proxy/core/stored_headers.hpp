@@ -18,8 +18,16 @@ bool is_hop_by_hop(std::string_view name, std::string_view connection_header);
 // `keep-alive`. (Beast's keep_alive() reads the first Connection line only.)
 bool keeps_connection_open(unsigned version, std::string_view connection_header);
 
-// Drops hop-by-hop fields, Content-Length (recomputed on replay), Idempotency-Transient, and
-// Set-Cookie unless the policy allows it. Authorization/Cookie/Proxy-Authorization are never stored.
+// The record's expiry as an HTTP-date (RFC 9110 §5.6.7), sent when a route sets
+// key_expires_header. Experimental; the name follows the IETF httpapi discussion of the
+// Idempotency-Key draft. The proxy's own value is stored with the response (so every replay, from
+// any tier, repeats the first answer's); an upstream's is never stored nor passed on.
+inline constexpr std::string_view kKeyExpiresHeader = "Idempotency-Key-Expires";
+
+// Drops hop-by-hop fields, Content-Length (recomputed on replay), Idempotency-Transient, the
+// route's replay headers (added on replay), Idempotency-Key-Expires (the proxy's own is added
+// after this filter), and Set-Cookie unless the policy allows it. Authorization/Cookie/Proxy-Authorization are never
+// stored.
 HeaderList filter_for_storage(const HeaderList& headers, const RoutePolicy& policy);
 
 // Store layout: "Name: value\r\n" per field (values cannot hold CR/LF in HTTP).

@@ -349,27 +349,51 @@ std::optional<std::size_t> array_index(std::string_view token, std::size_t size)
   return index;
 }
 
-void mark_ignored(JsonValue& root, const std::vector<std::string>& tokens) {
+// The value `tokens` address, or nullptr when nothing is there.
+JsonValue* find_value(JsonValue& root, const std::vector<std::string>& tokens) {
   JsonValue* node = &root;
   for (const std::string& token : tokens) {
-    JsonValue* const child =
-        std::visit(Overloaded{
-                       [&](JsonObject& members) -> JsonValue* {
-                         const auto member = std::find_if(members.begin(), members.end(),
-                                                          [&](const JsonMember& m) { return m.name == token; });
-                         return member == members.end() ? nullptr : &member->value;
-                       },
-                       [&](JsonArray& elements) -> JsonValue* {
-                         const std::optional<std::size_t> index = array_index(token, elements.size());
-                         return index ? &elements[*index] : nullptr;
-                       },
-                       [](auto&) -> JsonValue* { return nullptr; },  // a scalar has no children to address
-                   },
-                   node->data);
-    if (child == nullptr) return;
-    node = child;
+    node = std::visit(Overloaded{
+                          [&](JsonObject& members) -> JsonValue* {
+                            const auto member = std::find_if(members.begin(), members.end(),
+                                                             [&](const JsonMember& m) { return m.name == token; });
+                            return member == members.end() ? nullptr : &member->value;
+                          },
+                          [&](JsonArray& elements) -> JsonValue* {
+                            const std::optional<std::size_t> index = array_index(token, elements.size());
+                            return index ? &elements[*index] : nullptr;
+                          },
+                          [](auto&) -> JsonValue* { return nullptr; },  // a scalar has no children to address
+                      },
+                      node->data);
+    if (node == nullptr) return nullptr;
   }
-  node->ignored = true;
+  return node;
+}
+
+void mark_ignored(JsonValue& root, const std::vector<std::string>& tokens) {
+  if (JsonValue* node = find_value(root, tokens)) node->ignored = true;
+}
+
+core::BodyKeyLookup look_up(JsonValue& root, std::string_view pointer) {
+  core::BodyKeyLookup found;
+  found.kind = core::JsonKind::absent;
+  const ParsedPointer parsed = parse_pointer(pointer);
+  const JsonValue* node = parsed.error.empty() ? find_value(root, parsed.tokens) : nullptr;
+  if (node == nullptr) return found;
+  std::visit(Overloaded{
+                 [&](std::nullptr_t) { found.kind = core::JsonKind::null; },
+                 [&](bool) { found.kind = core::JsonKind::boolean; },
+                 [&](const JsonNumber&) { found.kind = core::JsonKind::number; },
+                 [&](const std::string& text) {
+                   found.kind = core::JsonKind::string;
+                   found.value = text;
+                 },
+                 [&](const JsonArray&) { found.kind = core::JsonKind::array; },
+                 [&](const JsonObject&) { found.kind = core::JsonKind::object; },
+             },
+             node->data);
+  return found;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -439,8 +463,18 @@ void write_value(const JsonValue& value, std::string& out) {
 
 std::optional<std::string> canonicalize_json(std::string_view json, const std::vector<std::string>& ignore,
                                              JsonNumbers numbers) {
+  core::BodyKeyLookup unused;
+  return canonicalize_json(json, ignore, numbers, {}, unused);
+}
+
+std::optional<std::string> canonicalize_json(std::string_view json, const std::vector<std::string>& ignore,
+                                             JsonNumbers numbers, std::string_view pointer,
+                                             core::BodyKeyLookup& pointee) {
+  pointee = {};
   std::optional<JsonValue> root = parse_strict(json, numbers);
   if (!root) return std::nullopt;
+  // Before the ignore marks: a pointer the fingerprint leaves out still addresses its value.
+  if (!pointer.empty()) pointee = look_up(*root, pointer);
   for (const std::string& pointer : ignore) {
     const ParsedPointer parsed = parse_pointer(pointer);
     if (parsed.error.empty()) mark_ignored(*root, parsed.tokens);  // invalid pointers address nothing

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/key_source.hpp"
+
 namespace idem::fingerprint {
 
 // How numbers are canonicalized.
@@ -28,6 +30,13 @@ enum class JsonNumbers {
 // bounds below): callers then hash the raw bytes.
 std::optional<std::string> canonicalize_json(std::string_view json, const std::vector<std::string>& ignore = {},
                                              JsonNumbers numbers = JsonNumbers::ieee_double);
+
+// canonicalize_json that also says, from the same parse, what the RFC 6901 `pointer` addresses
+// (ignore pointers do not hide it; an empty `pointer` looks nothing up). `pointee` is not_json
+// when std::nullopt is returned.
+std::optional<std::string> canonicalize_json(std::string_view json, const std::vector<std::string>& ignore,
+                                             JsonNumbers numbers, std::string_view pointer,
+                                             core::BodyKeyLookup& pointee);
 
 // Bounds of exact_number_form: significant digits (after stripping leading and trailing zeros),
 // and the magnitude of the exponent of the normal form.

@@ -88,10 +88,9 @@ std::string_view trim_ows(std::string_view text) {
   return text.substr(first, last - first + 1);
 }
 
-}  // namespace
-
-std::string request_fingerprint(const RequestFacts& facts, const std::vector<std::string>& ignore_json,
-                                FingerprintScheme scheme) {
+// The fingerprint, and what `key_pointer` addresses in the body from the same parse.
+std::string fingerprint_and_key(const RequestFacts& facts, const std::vector<std::string>& ignore_json,
+                                FingerprintScheme scheme, std::string_view key_pointer, core::BodyKeyLookup& key) {
   const bool v1 = scheme == FingerprintScheme::v1;
   FramedDigest digest(v1 ? kFingerprintDomainV1 : kFingerprintDomainV2);
   digest.frame(facts.method);
@@ -99,9 +98,11 @@ std::string request_fingerprint(const RequestFacts& facts, const std::vector<std
   digest.frame(facts.query);
   for (const auto& [name, value] : facts.headers) digest.header(name, value);
 
+  key = {};
   std::optional<std::string> canonical;
   if (is_json_media_type(facts.content_type)) {
-    canonical = canonicalize_json(facts.body, ignore_json, v1 ? JsonNumbers::ieee_double : JsonNumbers::exact_decimal);
+    canonical = canonicalize_json(facts.body, ignore_json, v1 ? JsonNumbers::ieee_double : JsonNumbers::exact_decimal,
+                                  key_pointer, key);
   }
   if (canonical) {
     digest.frame(kBodyJson);
@@ -111,6 +112,19 @@ std::string request_fingerprint(const RequestFacts& facts, const std::vector<std
     digest.frame(facts.body);
   }
   return (v1 ? "v1:" : "v2:") + digest.finish_hex();
+}
+
+}  // namespace
+
+std::string request_fingerprint(const RequestFacts& facts, const std::vector<std::string>& ignore_json,
+                                FingerprintScheme scheme) {
+  core::BodyKeyLookup unused;
+  return fingerprint_and_key(facts, ignore_json, scheme, {}, unused);
+}
+
+std::string request_fingerprint(const RequestFacts& facts, const std::vector<std::string>& ignore_json,
+                                std::string_view key_pointer, core::BodyKeyLookup& key) {
+  return fingerprint_and_key(facts, ignore_json, kCurrentFingerprintScheme, key_pointer, key);
 }
 
 std::optional<FingerprintScheme> fingerprint_scheme(std::string_view fingerprint) {

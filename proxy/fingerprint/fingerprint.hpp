@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/key_source.hpp"
 #include "core/route.hpp"
 
 namespace idem::fingerprint {
@@ -38,6 +39,12 @@ inline constexpr FingerprintScheme kCurrentFingerprintScheme = FingerprintScheme
 // collide).
 std::string request_fingerprint(const RequestFacts& facts, const std::vector<std::string>& ignore_json,
                                 FingerprintScheme scheme = kCurrentFingerprintScheme);
+
+// request_fingerprint in the current scheme that also reads `key_pointer` (a route's
+// key_from_json) from a JSON body in the same parse: `key` is not_json when the body is not
+// JSON-typed or does not canonicalize.
+std::string request_fingerprint(const RequestFacts& facts, const std::vector<std::string>& ignore_json,
+                                std::string_view key_pointer, core::BodyKeyLookup& key);
 
 // The scheme a stored fingerprint was made with, from its prefix; std::nullopt for anything else.
 std::optional<FingerprintScheme> fingerprint_scheme(std::string_view fingerprint);

@@ -8,10 +8,13 @@
 #include <chrono>
 #include <optional>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "core/decision.hpp"
 #include "core/failure_policy.hpp"
+#include "core/http_date.hpp"
+#include "core/key_source.hpp"
 #include "core/field_values.hpp"
 #include "core/problem.hpp"
 #include "core/request_target.hpp"
@@ -79,9 +82,16 @@ class IdempotentExchange {
         trace_(trace),
         lookup_(services, claim_, trace) {}
 
-  asio::awaitable<Response> run(std::string key, std::string_view path, std::string_view query) {
+  asio::awaitable<Response> run(std::optional<std::string> key, std::string_view path, std::string_view query) {
     executor_ = co_await asio::this_coro::executor;
-    prepare_claim(std::move(key), path, query);
+    if (const std::optional<core::KeyError> refused = prepare_claim(std::move(key), path, query)) {
+      if (*refused == core::KeyError::missing && policy_.key == core::KeyRequirement::optional) {
+        co_return co_await forward_plain(services_, request_, client_address_, trace_, policy_.replay_headers);
+      }
+      trace_.decision = *refused == core::KeyError::missing ? decision::missing_key : decision::invalid_key;
+      co_return problem(core::key_problem(
+          *refused, core::body_key_error_detail(*refused, body_key_, policy_.key_from_json, policy_.max_key_length)));
+    }
     FoundRecord found = co_await lookup_.find();
     if (found.settle_pending) co_return settle_pending();
     if (found.error != store::StoreError::ok) co_return co_await claim_failed(found.error);
@@ -99,19 +109,31 @@ class IdempotentExchange {
   }
 
  private:
-  void prepare_claim(std::string key, std::string_view path, std::string_view query) {
-    fingerprint::RequestScope scope = fingerprint::request_scope(
-        policy_, core::scope_host(request_[beast_http::field::host]), collect_headers(request_, policy_.scope_headers));
-    claim_.scope = std::move(scope.scope);
-    claim_.legacy_scope = std::move(scope.legacy_scope);
-    claim_.key = std::move(key);
+  // The claim this request makes; when the key is read from the body (`key` absent), the reason
+  // the body holds no usable key instead.
+  std::optional<core::KeyError> prepare_claim(std::optional<std::string> key, std::string_view path,
+                                              std::string_view query) {
     facts_.method = request_.method_string();
     facts_.path = path;
     facts_.query = query;
     facts_.headers = collect_headers(request_, policy_.fingerprint_headers);
     facts_.content_type = request_[beast_http::field::content_type];
     facts_.body = request_.body();
-    claim_.fingerprint = fingerprint::request_fingerprint(facts_, policy_.ignore_json);
+    if (key) {
+      claim_.fingerprint = fingerprint::request_fingerprint(facts_, policy_.ignore_json);
+      claim_.key = std::move(*key);
+    } else {
+      // One parse of the body: the fingerprint's canonicalization reads the key too.
+      claim_.fingerprint =
+          fingerprint::request_fingerprint(facts_, policy_.ignore_json, policy_.key_from_json, body_key_);
+      auto from_body = core::body_key(body_key_, policy_.max_key_length);
+      if (const auto* error = std::get_if<core::KeyError>(&from_body)) return *error;
+      claim_.key = std::move(std::get<std::string>(from_body));
+    }
+    fingerprint::RequestScope scope = fingerprint::request_scope(
+        policy_, core::scope_host(request_[beast_http::field::host]), collect_headers(request_, policy_.scope_headers));
+    claim_.scope = std::move(scope.scope);
+    claim_.legacy_scope = std::move(scope.legacy_scope);
     claim_.owner = crypto::random_token();
     claim_.ttl = policy_.ttl;
     claim_.lease = policy_.lease;
@@ -119,6 +141,8 @@ class IdempotentExchange {
     // lock: a record nobody settles (we die mid-exchange) is an unknown outcome and lasts as long.
     if (!claim_.take_over_lapsed_lease) claim_.unsettled_retention = policy_.unknown_retention;
     trace_.key_sha256 = key_hash(claim_.key);
+    claimed_at_ = std::chrono::system_clock::now();
+    return std::nullopt;
   }
 
   // This request's fingerprint in the scheme of the record the claim found, for decide(): the
@@ -151,7 +175,7 @@ class IdempotentExchange {
       case core::Action::execute: co_return co_await execute();
       case core::Action::replay:
         trace_.decision = replay_label(found.source);
-        co_return replay_response(found.response(), request_.version());
+        co_return replay_response(found.response(), request_.version(), policy_);
       case core::Action::fingerprint_mismatch: trace_.decision = decision::mismatch; break;
       case core::Action::in_flight:
       case core::Action::wait: trace_.decision = decision::in_flight; break;
@@ -211,7 +235,8 @@ class IdempotentExchange {
         co_return problem(core::record_corrupt_problem());
       case core::ClaimFailureAnswer::forward_unchecked: {
         trace_.decision = decision::unchecked;
-        Response response = co_await forward_plain(services_, request_, client_address_, trace_);
+        Response response =
+            co_await forward_plain(services_, request_, client_address_, trace_, policy_.replay_headers);
         response.set("Idempotency-Status", "unchecked");
         co_return response;
       }
@@ -248,10 +273,15 @@ class IdempotentExchange {
 
     Response& response = result.response;
     const int status = static_cast<int>(response.result_int());
+    bool kept_a_record = true;
     switch (core::classify_response(status, response["Idempotency-Transient"], response.body().size(), policy_)) {
-      case core::Outcome::release: co_await release_claim(); break;
+      case core::Outcome::release:
+        kept_a_record = false;
+        co_await release_claim();
+        break;
       case core::Outcome::store: {
         core::StoredResponse stored{status, core::filter_for_storage(header_list(response), policy_), response.body()};
+        if (policy_.key_expires_header) stored.headers.emplace_back(core::kKeyExpiresHeader, key_expires());
         const OwnerWriteRequest completed = completion(core::RecordState::completed, std::move(stored));
         co_await settle(completed);
         break;
@@ -262,7 +292,8 @@ class IdempotentExchange {
         break;
       }
     }
-    prepare_client_response(response, false);
+    prepare_client_response(response, false, policy_.replay_headers);
+    if (policy_.key_expires_header && kept_a_record) response.set(core::kKeyExpiresHeader, key_expires());
     co_return std::move(response);
   }
 
@@ -293,6 +324,11 @@ class IdempotentExchange {
         co_return;
     }
   }
+
+  // Idempotency-Key-Expires: the record's expiry, from when this request's claim went out plus the
+  // ttl, truncated to the second. The store's clock started the ttl a little later, so this is never
+  // later than the record really expires (with synchronized clocks).
+  std::string key_expires() const { return core::http_date(claimed_at_ + policy_.ttl); }
 
   OwnerWriteRequest owner_write(core::OwnerWrite write) const {
     return owner_write_request(claim_, write, policy_.unknown_retention);
@@ -347,8 +383,10 @@ class IdempotentExchange {
   Request& request_;
   std::string_view client_address_;
   RequestTrace& trace_;
-  fingerprint::RequestFacts facts_;                // views into request_, valid until execute() rewrites it
-  std::optional<std::string> legacy_fingerprint_;  // v1, computed when a v1 record is found
+  fingerprint::RequestFacts facts_;                   // views into request_, valid until execute() rewrites it
+  std::chrono::system_clock::time_point claimed_at_;  // just before the first claim went out
+  core::BodyKeyLookup body_key_;                      // what key_from_json found, when the key is read from the body
+  std::optional<std::string> legacy_fingerprint_;     // v1, computed when a v1 record is found
   store::ClaimRequest claim_;
   RecordLookup lookup_;             // reads claim_, filled in by prepare_claim before first use
   asio::any_io_executor executor_;  // the worker's: background settles run there
@@ -357,8 +395,9 @@ class IdempotentExchange {
 }  // namespace
 
 asio::awaitable<Response> run_idempotent_exchange(WorkerServices& services, const core::RoutePolicy& policy,
-                                                  Request& request, std::string_view client_address, std::string key,
-                                                  std::string_view path, std::string_view query, RequestTrace& trace) {
+                                                  Request& request, std::string_view client_address,
+                                                  std::optional<std::string> key, std::string_view path,
+                                                  std::string_view query, RequestTrace& trace) {
   IdempotentExchange exchange(services, policy, request, client_address, trace);
   co_return co_await exchange.run(std::move(key), path, query);
 }

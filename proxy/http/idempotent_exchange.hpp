@@ -2,6 +2,7 @@
 // The idempotency flow for one request on a route that enforces keys:
 // scope + fingerprint -> claim -> decision -> (forward -> complete | release) -> response.
 #include <boost/asio/awaitable.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -12,12 +13,15 @@
 
 namespace idem::http {
 
-// `key` is the parsed idempotency key; `path`/`query` split from the request target. The record is
-// completed (or released) before this returns, so the response is stored before the client sees
-// it; a completion write that fails is retried in the background until the lease ends.
+// `key` is the idempotency key parsed from its header, or std::nullopt when the route reads it
+// from the JSON body (key_from_json): then the fingerprint's parse reads it, and a body without a
+// usable one is answered 400 (or proxied plainly when the route's key is optional and the body has
+// none). `path`/`query` split from the request target. The record is completed (or released)
+// before this returns, so the response is stored before the client sees it; a completion write
+// that fails is retried in the background until the lease ends.
 boost::asio::awaitable<Response> run_idempotent_exchange(WorkerServices& services, const core::RoutePolicy& policy,
                                                          Request& request, std::string_view client_address,
-                                                         std::string key, std::string_view path, std::string_view query,
-                                                         RequestTrace& trace);
+                                                         std::optional<std::string> key, std::string_view path,
+                                                         std::string_view query, RequestTrace& trace);
 
 }  // namespace idem::http

@@ -79,19 +79,23 @@ void frame_for_client(Response& response, bool head_request) {
 
 }  // namespace
 
-void prepare_client_response(Response& response, bool head_request) {
+void prepare_client_response(Response& response, bool head_request, const std::vector<std::string>& replay_headers) {
   strip_hop_by_hop(response);
   response.erase("Idempotency-Transient");
   // Only the proxy says whether an answer is a replay: an upstream's own header never reaches
   // the client on a first execution.
-  response.erase("Idempotent-Replay");
+  for (const std::string& name : replay_headers) response.erase(name);
+  // Nor when the key expires: that is the record's, which the proxy keeps (core/stored_headers.hpp).
+  response.erase(core::kKeyExpiresHeader);
   frame_for_client(response, head_request);
 }
 
-Response replay_response(const core::StoredResponse& stored, unsigned version) {
+Response replay_response(const core::StoredResponse& stored, unsigned version, const core::RoutePolicy& policy) {
   Response response{static_cast<beast_http::status>(stored.status), version};
   for (const auto& [name, value] : stored.headers) response.insert(name, value);
-  response.set("Idempotent-Replay", "true");
+  // Stored by the first execution when the route announced it then; a reload may have turned it off.
+  if (!policy.key_expires_header) response.erase(core::kKeyExpiresHeader);
+  for (const std::string& name : policy.replay_headers) response.set(name, "true");
   response.body() = stored.body;
   frame_for_client(response, false);
   return response;

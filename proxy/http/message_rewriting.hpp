@@ -1,9 +1,12 @@
 #pragma once
 // Header rewriting at the proxy's two edges, and the responses the proxy builds itself.
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/problem.hpp"
 #include "core/record.hpp"
+#include "core/route.hpp"
 #include "http/message.hpp"
 
 namespace idem::http {
@@ -15,17 +18,19 @@ namespace idem::http {
 // replaces any value the client sent; it survives a Connection header that names it.
 void prepare_upstream_request(Request& request, std::string_view client_address);
 
-// The upstream's response as the client sees it: hop-by-hop fields and Idempotency-Transient
-// removed, framing recomputed (Content-Length) unless it answers a HEAD request.
-void prepare_client_response(Response& response, bool head_request);
+// The upstream's response as the client sees it: hop-by-hop fields, Idempotency-Transient and
+// `replay_headers` (the route's; only the proxy says what is a replay) removed, framing
+// recomputed (Content-Length) unless it answers a HEAD request.
+void prepare_client_response(Response& response, bool head_request, const std::vector<std::string>& replay_headers);
 
 // Whether the message leaves its connection open, reading every Connection line (Beast's
 // keep_alive() reads only the first: `Connection: X-A` then `Connection: close` would stay open).
 bool keeps_connection_open(const Request& request);
 bool keeps_connection_open(const Response& response);
 
-// Status, headers and body from the record, plus `Idempotent-Replay: true`.
-Response replay_response(const core::StoredResponse& stored, unsigned version);
+// Status, headers and body from the record, plus each of the route's replay headers set to
+// `true`; the stored Idempotency-Key-Expires only while the route still announces it.
+Response replay_response(const core::StoredResponse& stored, unsigned version, const core::RoutePolicy& policy);
 
 // application/problem+json response, with Retry-After when the problem carries one.
 Response problem_response(const core::Problem& problem, unsigned version);

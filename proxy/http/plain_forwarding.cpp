@@ -8,7 +8,7 @@ namespace idem::http {
 namespace asio = boost::asio;
 
 asio::awaitable<Response> forward_plain(WorkerServices& services, Request& request, std::string_view client_address,
-                                        RequestTrace& trace) {
+                                        RequestTrace& trace, const std::vector<std::string>& replay_headers) {
   const bool head = request.method() == beast_http::verb::head;
   const unsigned version = request.version();
   prepare_upstream_request(request, client_address);
@@ -17,7 +17,7 @@ asio::awaitable<Response> forward_plain(WorkerServices& services, Request& reque
   if (result.failure != core::UpstreamFailure::none) {
     co_return problem_response(core::upstream_failure_problem(result.failure), version);
   }
-  prepare_client_response(result.response, head);
+  prepare_client_response(result.response, head, replay_headers);
   co_return std::move(result.response);
 }
 

@@ -1,11 +1,13 @@
 #include "http/request_handler.hpp"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "core/idempotency_key.hpp"
+#include "core/key_source.hpp"
 #include "core/problem.hpp"
 #include "core/route.hpp"
 #include "http/message_rewriting.hpp"
@@ -28,23 +30,33 @@ asio::awaitable<Response> handle_request(WorkerServices& services, Request& requ
 
   const core::Route* route = config->routes.match(method, path);
   if (route != nullptr) trace.route = route->policy.name;
+  static const std::vector<std::string> kUnroutedReplayHeaders = core::RoutePolicy{}.replay_headers;
+  const std::vector<std::string>& replay_headers =
+      route != nullptr ? route->policy.replay_headers : kUnroutedReplayHeaders;
   if (route == nullptr || core::is_safe_method(method) || route->policy.key == core::KeyRequirement::off) {
-    co_return co_await forward_plain(services, request, client_address, trace);
+    co_return co_await forward_plain(services, request, client_address, trace, replay_headers);
   }
   const core::RoutePolicy& policy = route->policy;
 
   std::vector<std::string_view> key_fields;
   auto [first, last] = request.equal_range(policy.key_header);
   for (auto it = first; it != last; ++it) key_fields.push_back(it->value());
+  if (core::key_origin(policy.key_source, !key_fields.empty()) == core::KeyOrigin::json_body) {
+    // The exchange reads the key with the fingerprint's parse of the body. (A named value: see the
+    // note on co_await arguments in idempotent_exchange.cpp.)
+    std::optional<std::string> read_from_body;
+    co_return co_await run_idempotent_exchange(services, policy, request, client_address, std::move(read_from_body),
+                                               path, query, trace);
+  }
   auto parsed = core::parse_idempotency_key(key_fields, policy.max_key_length);
   if (const auto* error = std::get_if<core::KeyError>(&parsed)) {
     if (*error == core::KeyError::missing && policy.key == core::KeyRequirement::optional) {
-      co_return co_await forward_plain(services, request, client_address, trace);
+      co_return co_await forward_plain(services, request, client_address, trace, replay_headers);
     }
     trace.decision = *error == core::KeyError::missing ? decision::missing_key : decision::invalid_key;
     co_return problem_response(core::key_problem(*error, policy.key_header, policy.max_key_length), request.version());
   }
-  std::string key = std::move(std::get<std::string>(parsed));
+  std::optional<std::string> key = std::move(std::get<std::string>(parsed));
   co_return co_await run_idempotent_exchange(services, policy, request, client_address, std::move(key), path, query,
                                              trace);
 }

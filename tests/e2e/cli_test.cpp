@@ -39,9 +39,9 @@ class Cli : public ::testing::Test {
   // The e2e config, valid, pointing at ports nothing listens on and at dsn.
   std::string valid_config(std::string_view dsn) const {
     return render_template(default_config_template(), {{"PROXY_PORT", std::to_string(free_port())},
-                                                        {"UPSTREAM_PORT", std::to_string(free_port())},
-                                                        {"UPSTREAM_TIMEOUT", "5s"},
-                                                        {"PG_DSN", yaml_quoted(dsn)}});
+                                                       {"UPSTREAM_PORT", std::to_string(free_port())},
+                                                       {"UPSTREAM_TIMEOUT", "5s"},
+                                                       {"PG_DSN", yaml_quoted(dsn)}});
   }
 
   TempDir dir_{"idem-cli"};
@@ -68,8 +68,9 @@ TEST_F(Cli, CheckPrintsTheReplicationModeOfAReachableStore) {
   const auto result = run({"--config", path.string(), "--check"});
   ASSERT_TRUE(result.exit_status.has_value()) << "--check did not finish";
   EXPECT_EQ(*result.exit_status, 0) << output_of(result);
-  EXPECT_NE(result.stdout_text.find("store: asynchronous replication (synchronous_commit=on, synchronous_standby_names='')"),
-            std::string::npos)
+  EXPECT_NE(
+      result.stdout_text.find("store: asynchronous replication (synchronous_commit=on, synchronous_standby_names='')"),
+      std::string::npos)
       << output_of(result);
   EXPECT_NE(result.stdout_text.find("can be lost on failover"), std::string::npos) << output_of(result);
 }
@@ -77,7 +78,7 @@ TEST_F(Cli, CheckPrintsTheReplicationModeOfAReachableStore) {
 // --check: every problem is reported as file:line:col: message, and the exit status is non-zero.
 TEST_F(Cli, CheckReportsEveryProblemWithFileLineAndColumn) {
   const auto path = write_config("bad.yaml",
-                                 "listen: 127.0.0.1:18080\n"                                   // 1
+                                 "listen: 127.0.0.1:18080\n"                                  // 1
                                  "upstream: { url: \"http://127.0.0.1:18081\" }\n"            // 2
                                  "store: { postgres: { dsn: \"host=127.0.0.1 port=1\" } }\n"  // 3
                                  "defaults: { ttl: forever, lease: 10s }\n"                   // 4: bad duration
@@ -109,27 +110,74 @@ TEST_F(Cli, CheckReportsEveryProblemWithFileLineAndColumn) {
 // 30 s timeout and a 1 s connect timeout under a 31 s lease, is refused with the budget spelled
 // out at the lease's position.
 TEST_F(Cli, CheckRefusesALeaseShorterThanTheLongestExchangeWithItsFormula) {
-  const auto path = write_config("lease.yaml",
-                                 "listen: 127.0.0.1:18080\n"                                                           // 1
-                                 "upstream: { url: \"https://127.0.0.1:18081\", timeout: 30s, tls: { verify: false } }\n"  // 2
-                                 "store: { postgres: { dsn: \"host=127.0.0.1 port=1\" } }\n"                          // 3
-                                 "routes:\n"                                                                         // 4
-                                 "  - name: pay\n"                                                                   // 5
-                                 "    match: { method: POST, path: /pay }\n"                                        // 6
-                                 "    scope: { headers: [X-Tenant-Id] }\n"                                          // 7
-                                 "    lease: 31s\n");                                                               // 8
+  const auto path =
+      write_config("lease.yaml",
+                   "listen: 127.0.0.1:18080\n"                                                               // 1
+                   "upstream: { url: \"https://127.0.0.1:18081\", timeout: 30s, tls: { verify: false } }\n"  // 2
+                   "store: { postgres: { dsn: \"host=127.0.0.1 port=1\" } }\n"                               // 3
+                   "routes:\n"                                                                               // 4
+                   "  - name: pay\n"                                                                         // 5
+                   "    match: { method: POST, path: /pay }\n"                                               // 6
+                   "    scope: { headers: [X-Tenant-Id] }\n"                                                 // 7
+                   "    lease: 31s\n");                                                                      // 8
   const auto result = run({"--config", path.string(), "--check"});
   ASSERT_TRUE(result.exit_status.has_value()) << "--check did not finish";
   EXPECT_NE(*result.exit_status, 0) << output_of(result);
-  EXPECT_NE(output_of(result).find(path.string() +
-                                   ":8:12: route \"pay\": lease (31s) must be at least the longest exchange plus a 1s margin "
-                                   "(38s = 2 × store.postgres.query_timeout 2s + store.postgres.acquire_timeout 1s + "
-                                   "2 × upstream.connect_timeout 1s + upstream.timeout 30s + margin 1s)"),
-            std::string::npos)
+  EXPECT_NE(
+      output_of(result).find(path.string() +
+                             ":8:12: route \"pay\": lease (31s) must be at least the longest exchange plus a 1s margin "
+                             "(38s = 2 × store.postgres.query_timeout 2s + store.postgres.acquire_timeout 1s + "
+                             "2 × upstream.connect_timeout 1s + upstream.timeout 30s + margin 1s)"),
+      std::string::npos)
       << output_of(result);
 }
 
 // --check: an unreadable file is an error too.
+// --check --against OLD: the new file checked as a reload over OLD, with a warning at each route
+// whose stored keys the change makes unreachable; a warning does not fail the check.
+TEST_F(Cli, CheckAgainstAnOlderConfigWarnsAtEachRouteWhoseKeysItForgets) {
+  const std::string old_text = valid_config("host=127.0.0.1 port=1 user=nobody dbname=none");
+  std::string new_text = old_text;
+  const auto replace = [&](std::string_view from, std::string_view to) {
+    const auto at = new_text.find(from);
+    ASSERT_NE(at, std::string::npos) << from << "\n" << new_text;
+    new_text.replace(at, from.size(), to);
+  };
+  replace("path: /orders }\n    scope: { headers: [X-Tenant-Id] }",
+          "path: /orders }\n    scope: { headers: [X-Tenant-Id, X-User-Id] }");
+  replace("- name: refunds\n", "- name: refund-order\n");
+  const auto old_path = write_config("old.yaml", old_text);
+  const auto new_path = write_config("new.yaml", new_text);
+  // Where the two routes start in new.yaml (the position of their first key).
+  const auto line_of = [&](std::string_view needle) {
+    const auto at = new_text.find(needle);
+    return std::to_string(1 + std::count(new_text.begin(), new_text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+  };
+  const std::string suffix =
+      ": keys stored before are not found any more, so retries that straddle the change execute again";
+
+  const auto result = run({"--config", new_path.string(), "--check", "--against", old_path.string()});
+  ASSERT_TRUE(result.exit_status.has_value()) << "--check did not finish";
+  EXPECT_EQ(*result.exit_status, 0) << output_of(result);
+  EXPECT_NE(result.stderr_text.find(new_path.string() + ":" + line_of("- name: orders") +
+                                    ":5: warning: route \"orders\" scope.headers changed from [X-Tenant-Id] to "
+                                    "[X-Tenant-Id, X-User-Id]" +
+                                    suffix),
+            std::string::npos)
+      << output_of(result);
+  EXPECT_NE(result.stderr_text.find(new_path.string() + ":" + line_of("- name: refund-order") +
+                                    ":5: warning: route \"refund-order\" renamed from refunds" + suffix),
+            std::string::npos)
+      << output_of(result);
+
+  // Without --against there is nothing to compare; --against alone is refused.
+  const auto plain = run({"--config", new_path.string(), "--check"});
+  EXPECT_EQ(plain.stderr_text.find("straddle"), std::string::npos) << output_of(plain);
+  const auto alone = run({"--config", new_path.string(), "--against", old_path.string()});
+  ASSERT_TRUE(alone.exit_status.has_value());
+  EXPECT_EQ(*alone.exit_status, 2) << output_of(alone);
+}
+
 TEST_F(Cli, CheckFailsOnAMissingFile) {
   const auto result = run({"--config", (dir_.path() / "missing.yaml").string(), "--check"});
   ASSERT_TRUE(result.exit_status.has_value());

@@ -2,8 +2,8 @@
 // Input: a JSON text, optionally followed by '\0' and JSON Pointers to ignore, '\0'-separated
 // (a JSON text never holds a raw NUL, so the split is unambiguous for valid documents).
 // Invariants: no exception escapes (an uncaught one aborts: a finding), the canonical form is
-// canonical (canonicalizing it again changes nothing), valid JSON to an independent parser, and
-// ignoring members only ever removes text.
+// canonical (canonicalizing it again changes nothing), valid JSON to an independent parser,
+// ignoring members only ever removes text, and looking a key up (key_from_json) changes nothing.
 #include <algorithm>
 #include <string>
 
@@ -45,6 +45,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::optional<std::string> unfiltered = ignore.empty() ? canonical : canonicalize_json(json);
   // Whether a body is JSON does not depend on the pointers.
   IDEM_FUZZ_CHECK(canonical.has_value() == unfiltered.has_value());
+  // key_from_json reads its key in the same parse: the lookup changes nothing canonical, and a
+  // document that parses says what the pointer addresses (at worst: nothing).
+  if (!ignore.empty() && !ignore.front().empty()) {
+    idem::core::BodyKeyLookup key;
+    const std::optional<std::string> with_key =
+        canonicalize_json(json, ignore, idem::fingerprint::JsonNumbers::ieee_double, ignore.front(), key);
+    IDEM_FUZZ_CHECK(with_key == canonical);
+    IDEM_FUZZ_CHECK((key.kind == idem::core::JsonKind::not_json) == !canonical.has_value());
+    IDEM_FUZZ_CHECK(key.kind == idem::core::JsonKind::string || key.value.empty());
+  }
   if (!canonical) return 0;
 
   // Empty only when the pointer "" ignored the whole document.

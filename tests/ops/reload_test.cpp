@@ -80,7 +80,8 @@ TEST_F(OpsReload, ChangedFileIsPickedUpWithoutASignal) {
       << process.stderr_text();
   EXPECT_LE(std::chrono::steady_clock::now() - written, kReloadWithin + std::chrono::milliseconds(500));
   // The new routes serve before the reload's log line is written (the swap comes first).
-  EXPECT_TRUE(eventually([&] { return reload_count(process, "reloaded", "file_changed") >= 1; }, std::chrono::seconds(2)))
+  EXPECT_TRUE(
+      eventually([&] { return reload_count(process, "reloaded", "file_changed") >= 1; }, std::chrono::seconds(2)))
       << process.stderr_text();
   EXPECT_EQ(reload_count(process, "reloaded", "file_changed"), 1u) << process.stderr_text();
 }
@@ -97,7 +98,8 @@ TEST_F(OpsReload, ConfigMapStyleSymlinkSwapIsPickedUp) {
   fs::create_symlink(volume / "..data" / "idemproxy.yaml", staged_link);
   fs::rename(staged_link, proxy().config_path());
   // The path now resolves to another file (another mtime): one reload, same routes.
-  ASSERT_TRUE(eventually([&] { return reload_count(process, "reloaded", "file_changed") == 1; }, std::chrono::seconds(5)))
+  ASSERT_TRUE(
+      eventually([&] { return reload_count(process, "reloaded", "file_changed") == 1; }, std::chrono::seconds(5)))
       << process.stderr_text();
   ASSERT_EQ(send(new_path_without_key()).status, 200);
 
@@ -130,7 +132,8 @@ TEST_F(OpsReload, InvalidFileIsRejectedWithFileLineColumnAndTheOldRoutesKeepWork
   ASSERT_TRUE(eventually([&] { return reload_count(process, "reload_rejected", "file_changed") == 1; },
                          std::chrono::seconds(5)))
       << process.stderr_text();
-  const std::string where = proxy().config_path().string() + ":" + std::to_string(line) + ":" + std::to_string(column) + ": ";
+  const std::string where =
+      proxy().config_path().string() + ":" + std::to_string(line) + ":" + std::to_string(column) + ": ";
   bool located = false;
   for (const auto& issue : events(process.stderr_text(), "config_issue")) {
     const std::string message = string_field(issue, "issue").value_or("");
@@ -140,7 +143,8 @@ TEST_F(OpsReload, InvalidFileIsRejectedWithFileLineColumnAndTheOldRoutesKeepWork
 
   // A signal on the same bad file is rejected too; nothing was ever applied.
   ASSERT_TRUE(process.signal(SIGHUP));
-  ASSERT_TRUE(eventually([&] { return reload_count(process, "reload_rejected", "signal") == 1; }, std::chrono::seconds(5)))
+  ASSERT_TRUE(
+      eventually([&] { return reload_count(process, "reload_rejected", "signal") == 1; }, std::chrono::seconds(5)))
       << process.stderr_text();
   EXPECT_TRUE(events(process.stderr_text(), "reloaded").empty()) << process.stderr_text();
 
@@ -173,16 +177,54 @@ TEST_F(OpsReload, RoutesAreCheckedAgainstTheRunningUpstreamNotTheFiles) {
   bool named = false;
   for (const auto& issue : events(process.stderr_text(), "config_issue")) {
     const std::string message = string_field(issue, "issue").value_or("");
-    named |= message.find("route \"new-path\": lease (6s) must be at least the longest exchange of the running upstream "
-                          "and store plus a 1s margin (9500ms = 2 × store.postgres.query_timeout 1s + "
-                          "store.postgres.acquire_timeout 500ms + upstream.connect_timeout 1s + upstream.timeout 5s + "
-                          "margin 1s)") != std::string::npos;
+    named |= message.find(
+                 "route \"new-path\": lease (6s) must be at least the longest exchange of the running upstream "
+                 "and store plus a 1s margin (9500ms = 2 × store.postgres.query_timeout 1s + "
+                 "store.postgres.acquire_timeout 500ms + upstream.connect_timeout 1s + upstream.timeout 5s + "
+                 "margin 1s)") != std::string::npos;
   }
   EXPECT_TRUE(named) << process.stderr_text();
   EXPECT_EQ(send(new_path_without_key()).status, 200) << "the refused route is in force";
   const std::string metrics = admin_get(admin_port_of(process), "/metrics").body;
   EXPECT_EQ(metric_value(metrics, "idemproxy_config_reloads_rejected_total"), 1.0) << metrics;
   EXPECT_EQ(metric_value(metrics, "idemproxy_config_reloads_applied_total"), 0.0) << metrics;
+}
+
+// A reload that changes a route's scope headers forgets the keys stored under the old scope: it is
+// applied, the route is named (a config_issue warning at file:line:col and a key_space_changed
+// event), and, as the README warns, a retry that straddles it executes again.
+TEST_F(OpsReload, AReloadThatChangesAScopeNamesTheRouteAndItsRetryExecutesAgain) {
+  Process& process = *proxy().proxy_process();
+  const std::string key = unique_key("straddles-reload");
+  const HttpResponse first = send(e2e::order(key));
+  ASSERT_EQ(first.status, 200) << describe(first);
+
+  std::string text = proxy().config_text();
+  const std::string orders_scope = "path: /orders }\n    scope: { headers: [X-Tenant-Id] }";
+  ASSERT_NE(text.find(orders_scope), std::string::npos) << text;
+  text.replace(text.find(orders_scope), orders_scope.size(),
+               "path: /orders }\n    scope: { headers: [X-Tenant-Id, X-Region] }");
+  write_file(proxy().config_path(), text);
+  ASSERT_TRUE(
+      eventually([&] { return reload_count(process, "reloaded", "file_changed") == 1; }, std::chrono::seconds(5)))
+      << process.stderr_text();
+
+  const auto changes = events(process.stderr_text(), "key_space_changed");
+  ASSERT_EQ(changes.size(), 1u) << process.stderr_text();
+  EXPECT_EQ(string_field(changes[0], "route"), "orders");
+  EXPECT_EQ(string_field(changes[0], "change"), "scope.headers changed from [X-Tenant-Id] to [X-Tenant-Id, X-Region]");
+  bool located = false;
+  for (const auto& issue : events(process.stderr_text(), "config_issue")) {
+    const std::string message = string_field(issue, "issue").value_or("");
+    located |= message.find(proxy().config_path().string() +
+                            ":11:5: warning: route \"orders\" scope.headers changed") != std::string::npos;
+  }
+  EXPECT_TRUE(located) << process.stderr_text();
+
+  const HttpResponse retry = send(e2e::order(key));
+  EXPECT_EQ(retry.status, 200) << describe(retry);
+  EXPECT_FALSE(e2e::is_replay(retry)) << "the old scope's record is not found";
+  EXPECT_EQ(upstream_count(key), 2u);
 }
 
 }  // namespace

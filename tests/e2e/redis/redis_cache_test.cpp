@@ -64,6 +64,9 @@ routes:
     match: { method: POST, path: /short }
     lease: 5s
     ttl: 5500ms
+  - name: expiring
+    match: { method: POST, path: /expiring }
+    key_expires_header: true
 limits: { max_request_body: 1MiB }
 )";
 constexpr auto kShortTtl = 5500ms;  // the `short` route's ttl
@@ -140,8 +143,7 @@ class RedisReplayCache : public ::testing::Test {
   void start_pair() {
     a_.emplace(settings_, std::nullopt);
     b_.emplace(settings_, a_->harness().upstream_port());
-    ASSERT_TRUE(eventually([&] { return a_->redis_up() && b_->redis_up(); }, 10s))
-        << a_->metrics() << b_->metrics();
+    ASSERT_TRUE(eventually([&] { return a_->redis_up() && b_->redis_up(); }, 10s)) << a_->metrics() << b_->metrics();
   }
   void TearDown() override {
     if (HasFailure()) {
@@ -194,7 +196,8 @@ TEST_F(RedisReplayCache, SecondProxyReplaysFromRedisWithoutAClaim) {
   EXPECT_EQ(metric_in(b_metrics, "idemproxy_redis_cache_hits_total"), 1.0) << b_metrics;
   EXPECT_EQ(metric_in(b_metrics, "idemproxy_store_duration_seconds_count{operation=\"claim\"}"), b_claims)
       << "Postgres was not asked";
-  EXPECT_EQ(metric_in(b_metrics, "idemproxy_requests_total{route=\"orders\",decision=\"replay_redis\"}"), 1.0) << b_metrics;
+  EXPECT_EQ(metric_in(b_metrics, "idemproxy_requests_total{route=\"orders\",decision=\"replay_redis\"}"), 1.0)
+      << b_metrics;
 
   // The Redis hit filled B's in-process cache: the next replay needs no network at all.
   const HttpResponse again = b_->send(order(key));
@@ -209,9 +212,32 @@ TEST_F(RedisReplayCache, SecondProxyReplaysFromRedisWithoutAClaim) {
 
   // The access log labels the Redis-served replay.
   ASSERT_TRUE(eventually(
-      [&] { return b_->harness().proxy_process()->stderr_text().find("\"decision\":\"replay_redis\"") != std::string::npos; },
+      [&] {
+        return b_->harness().proxy_process()->stderr_text().find("\"decision\":\"replay_redis\"") != std::string::npos;
+      },
       5s))
       << b_->harness().proxy_process()->stderr_text();
+}
+
+// key_expires_header: B's replay from Redis carries A's first answer's Idempotency-Key-Expires
+// (the value is stored with the response, so every tier repeats it).
+TEST_F(RedisReplayCache, KeyExpiresFromRedisIsTheFirstAnswersValue) {
+  start_pair();
+  const std::string key = unique_key("redis-expires");
+  const auto request = HttpRequest::post("/expiring", "{}").with("Idempotency-Key", key);
+  const double writes = a_->redis_writes();
+  const HttpResponse first = a_->send(request);
+  ASSERT_EQ(first.status, 200) << describe(first);
+  const std::vector<std::string> expires = first.header_values("Idempotency-Key-Expires");
+  ASSERT_EQ(expires.size(), 1u) << describe(first);
+  ASSERT_TRUE(eventually([&] { return a_->redis_writes() >= writes + 1; }, 5s)) << a_->metrics();
+
+  const HttpResponse replay = b_->send(request);
+  EXPECT_TRUE(is_replay(replay)) << describe(replay);
+  EXPECT_EQ(replay.header_values("Idempotency-Key-Expires"), expires) << describe(replay);
+  expect_same_stored_response(first, replay);
+  EXPECT_EQ(b_->redis_hits(), 1.0) << "the replay came from Redis";
+  EXPECT_EQ(a_->harness().upstream_count(key), 1u);
 }
 
 // The Redis families in the exposition pass `promtool check metrics`, every fallback reason
@@ -221,8 +247,10 @@ TEST_F(RedisReplayCache, MetricsPassPromtool) {
   execute_on_a(unique_key("redis-metrics"));
   const std::string text = a_->metrics();
   for (const std::string_view reason : {"timeout", "disconnected", "error", "corrupt"}) {
-    EXPECT_TRUE(ops::metric_value(text, "idemproxy_redis_cache_fallbacks_total{reason=\"" + std::string(reason) + "\"}"))
-        << reason << "\n" << text;
+    EXPECT_TRUE(
+        ops::metric_value(text, "idemproxy_redis_cache_fallbacks_total{reason=\"" + std::string(reason) + "\"}"))
+        << reason << "\n"
+        << text;
   }
   EXPECT_EQ(ops::metric_type(text, "idemproxy_redis_up"), "gauge");
   EXPECT_EQ(ops::metric_type(text, "idemproxy_redis_cache_hits_total"), "counter");
@@ -233,13 +261,13 @@ TEST_F(RedisReplayCache, MetricsPassPromtool) {
     std::ofstream out(exposition, std::ios::binary);
     out << text;
   }
-  const RunResult check = run_to_exit(ProcessSpec{"/bin/sh",
-                                                  {"-c", "exec \"$0\" check metrics < \"$1\"", ops::promtool_binary(),
-                                                   exposition.string()},
-                                                  {},
-                                                  redis_dir_.path(),
-                                                  "promtool"},
-                                      30s);
+  const RunResult check =
+      run_to_exit(ProcessSpec{"/bin/sh",
+                              {"-c", "exec \"$0\" check metrics < \"$1\"", ops::promtool_binary(), exposition.string()},
+                              {},
+                              redis_dir_.path(),
+                              "promtool"},
+                  30s);
   EXPECT_EQ(check.exit_status, 0) << check.stdout_text << check.stderr_text;
 }
 
@@ -428,13 +456,14 @@ TEST_F(RedisReplayCache, CopyExpiresNoLaterThanTheRecord) {
   ASSERT_EQ(stored.size(), 1u);
   const std::int64_t pttl = client.command({"PTTL", stored[0]}).integer;
 
-  const HttpResponse inspected =
-      ops::admin_get(a_->admin_port(), "/admin/keys/orders/" + key + "?host=127.0.0.1", std::nullopt, {{"X-Tenant-Id", "t1"}});
+  const HttpResponse inspected = ops::admin_get(a_->admin_port(), "/admin/keys/orders/" + key + "?host=127.0.0.1",
+                                                std::nullopt, {{"X-Tenant-Id", "t1"}});
   ASSERT_EQ(inspected.status, 200) << describe(inspected);
   const auto record = boost::json::parse(inspected.body).as_object();
   const std::int64_t expires_at_ms = record.at("expires_at_ms").as_int64();
   const std::int64_t now_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   EXPECT_GT(pttl, 3'500'000) << "about the route's ttl of 1h";
   EXPECT_LE(pttl, expires_at_ms - now_ms) << "Redis keeps the copy no longer than Postgres keeps the record";
 
@@ -498,8 +527,8 @@ TEST_F(RedisReplayCache, OperatorReleaseNeedsNothingDeletedFromRedis) {
   EXPECT_TRUE(redis_keys(client).empty());
   expect_problem(b_->send(order(key)), 502, "outcome-unknown");
 
-  const HttpResponse released =
-      ops::admin_post(b_->admin_port(), "/admin/keys/orders/" + key + "/release?host=127.0.0.1", std::nullopt, {{"X-Tenant-Id", "t1"}});
+  const HttpResponse released = ops::admin_post(
+      b_->admin_port(), "/admin/keys/orders/" + key + "/release?host=127.0.0.1", std::nullopt, {{"X-Tenant-Id", "t1"}});
   ASSERT_EQ(released.status, 200) << describe(released);
   const HttpResponse executed = execute_on_a(key);
   EXPECT_EQ(a_->harness().upstream_count(key), 2u) << "released, so the retry executed";

@@ -260,7 +260,8 @@ TEST(ConfigLoad, TlsRedisAndPreparedStatementOptions) {
   const std::string file = "/proc/self/cmdline";
   const LoadResult result = load(R"yaml(
 listen: 0.0.0.0:8443
-tls: { cert_file: )yaml" + file + ", key_file: " + file + R"yaml(, min_version: "1.3" }
+tls: { cert_file: )yaml" + file +
+                                 ", key_file: " + file + R"yaml(, min_version: "1.3" }
 upstream:
   url: https://payments.internal
   tls:
@@ -323,10 +324,12 @@ TEST(ConfigLoad, TlsAndRedisAreOffByDefaultAndHttpsDefaultsToPort443) {
 }
 
 TEST(ConfigWarnings, UpstreamTlsOptionsWithPlainHttpUrlWarn) {
-  const LoadResult result = load("upstream:\n  url: http://backend:8080\n  tls: { verify: false }\nstore: { postgres: { dsn: x } }\n");
+  const LoadResult result =
+      load("upstream:\n  url: http://backend:8080\n  tls: { verify: false }\nstore: { postgres: { dsn: x } }\n");
   ASSERT_TRUE(result.config) << all_issues(result);
   ASSERT_EQ(result.issues.size(), 1u) << all_issues(result);
-  EXPECT_EQ(result.issues[0].to_string(), "test.yaml:3:3: warning: upstream.tls is ignored: upstream.url is not https://");
+  EXPECT_EQ(result.issues[0].to_string(),
+            "test.yaml:3:3: warning: upstream.tls is ignored: upstream.url is not https://");
 }
 
 TEST(ConfigLoad, RepeatedMethodsAndStatusesAreKeptOnce) {
@@ -341,6 +344,77 @@ routes:
   ASSERT_TRUE(result.config) << all_issues(result);
   EXPECT_EQ(result.config->routes[0].match.methods, (Strings{"POST", "PATCH"}));
   EXPECT_EQ(result.config->routes[0].policy.release_statuses, (std::vector<int>{503, 429}));
+}
+
+TEST(ConfigLoad, ReplayHeaderTakesOneNameOrAListAndDefaultsToIdempotentReplay) {
+  const LoadResult result = load(R"yaml(
+store: { postgres: { dsn: x } }
+defaults: { scope: { headers: [X-Tenant-Id] } }
+routes:
+  - name: ours
+    match: { path: /a }
+  - name: stripe-clients
+    match: { path: /b }
+    replay_header: Idempotent-Replayed
+  - name: both
+    match: { path: /c }
+    replay_header: [Idempotent-Replay, Idempotent-Replayed, Idempotency-Replayed]
+)yaml");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  EXPECT_TRUE(result.issues.empty()) << all_issues(result);
+  EXPECT_EQ(result.config->routes[0].policy.replay_headers, Strings{"Idempotent-Replay"});
+  EXPECT_EQ(result.config->routes[1].policy.replay_headers, Strings{"Idempotent-Replayed"});
+  EXPECT_EQ(result.config->routes[2].policy.replay_headers,
+            (Strings{"Idempotent-Replay", "Idempotent-Replayed", "Idempotency-Replayed"}));
+}
+
+TEST(ConfigLoad, KeyFromJsonReadsTheBodyWhenNoHeaderIsSentUnlessKeySourceSaysOtherwise) {
+  const LoadResult result = load(R"yaml(
+store: { postgres: { dsn: x } }
+defaults: { scope: { headers: [X-Tenant-Id] } }
+routes:
+  - name: header-only
+    match: { path: /a }
+  - name: events
+    match: { path: /b }
+    key_from_json: /id
+  - name: queue
+    match: { path: /c }
+    key_from_json: /detail/message_id
+    key_source: json
+  - name: header-wins
+    match: { path: /d }
+    key_from_json: "/meta/request~1id"
+    key_source: header
+)yaml");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  EXPECT_TRUE(result.issues.empty()) << all_issues(result);
+  const auto& routes = result.config->routes;
+  EXPECT_EQ(routes[0].policy.key_source, core::KeySource::header);
+  EXPECT_EQ(routes[0].policy.key_from_json, "");
+  EXPECT_EQ(routes[1].policy.key_source, core::KeySource::header_then_json);
+  EXPECT_EQ(routes[1].policy.key_from_json, "/id");
+  EXPECT_EQ(routes[2].policy.key_source, core::KeySource::json);
+  EXPECT_EQ(routes[2].policy.key_from_json, "/detail/message_id");
+  EXPECT_EQ(routes[3].policy.key_source, core::KeySource::header);
+  EXPECT_EQ(routes[3].policy.key_from_json, "/meta/request~1id");
+}
+
+TEST(ConfigLoad, KeyExpiresHeaderIsOffByDefaultAndSetPerRouteOrInDefaults) {
+  const LoadResult result = load(R"yaml(
+store: { postgres: { dsn: x } }
+defaults: { key_expires_header: true, scope: { headers: [X-Tenant-Id] } }
+routes:
+  - name: told
+    match: { path: /a }
+  - name: quiet
+    match: { path: /b }
+    key_expires_header: false
+)yaml");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  EXPECT_FALSE(core::RoutePolicy{}.key_expires_header);
+  EXPECT_TRUE(result.config->routes[0].policy.key_expires_header);
+  EXPECT_FALSE(result.config->routes[1].policy.key_expires_header);
 }
 
 // ---- warnings -------------------------------------------------------------------------------
@@ -360,9 +434,11 @@ routes:
   EXPECT_TRUE(issue.warning);
   EXPECT_EQ(issue.line, 3);
   EXPECT_EQ(issue.column, 5);
-  EXPECT_EQ(issue.message, "route \"shared\" declares no scope headers: every caller of this route shares one key space");
+  EXPECT_EQ(issue.message,
+            "route \"shared\" declares no scope headers: every caller of this route shares one key space");
   EXPECT_EQ(issue.to_string(),
-            "test.yaml:3:5: warning: route \"shared\" declares no scope headers: every caller of this route shares one key space");
+            "test.yaml:3:5: warning: route \"shared\" declares no scope headers: every caller of this route shares one "
+            "key space");
 }
 
 TEST(ConfigWarnings, SafeMethodAndShadowedRouteWarn) {
@@ -380,8 +456,9 @@ routes:
   EXPECT_EQ(result.issues[0].to_string(),
             "test.yaml:4:29: warning: route \"first\" matches GET, which is never subject to idempotency keys "
             "(GET, HEAD and OPTIONS pass through)");
-  EXPECT_EQ(result.issues[1].to_string(),
-            "test.yaml:6:5: warning: route \"second\" is never used: route \"first\" before it matches the same requests");
+  EXPECT_EQ(
+      result.issues[1].to_string(),
+      "test.yaml:6:5: warning: route \"second\" is never used: route \"first\" before it matches the same requests");
 }
 
 // ---- ${VAR} expansion -----------------------------------------------------------------------
@@ -412,19 +489,23 @@ TEST(ConfigEnv, VariableValueIsUsedOverItsDefault) {
 }
 
 TEST(ConfigEnv, ExpandedValueIsValidatedLikeAWrittenOne) {
-  const LoadResult result = load("store: { postgres: { dsn: x } }\ndefaults:\n  ttl: ${TTL}\n", fake_env({{"TTL", "soon"}}));
-  ASSERT_FALSE(result.config);
-  ASSERT_EQ(result.issues.size(), 1u) << all_issues(result);
-  EXPECT_EQ(result.issues[0].to_string(), "test.yaml:3:8: bad duration \"soon\" for defaults.ttl (expected e.g. 250ms, 30s, 5m, 24h)");
-}
-
-TEST(ConfigEnv, UnsetVariableWithoutDefaultIsAnErrorAtTheValue) {
-  const LoadResult result = load("listen: 127.0.0.1:8080\nstore:\n  postgres:\n    dsn: \"host=${PG_HOST} port=${PG_PORT}\"\n",
-                                 fake_env({{"PG_HOST", "db"}}));
+  const LoadResult result =
+      load("store: { postgres: { dsn: x } }\ndefaults:\n  ttl: ${TTL}\n", fake_env({{"TTL", "soon"}}));
   ASSERT_FALSE(result.config);
   ASSERT_EQ(result.issues.size(), 1u) << all_issues(result);
   EXPECT_EQ(result.issues[0].to_string(),
-            "test.yaml:4:10: unknown variable ${PG_PORT} in store.postgres.dsn (set it or give a default with ${PG_PORT:-value})");
+            "test.yaml:3:8: bad duration \"soon\" for defaults.ttl (expected e.g. 250ms, 30s, 5m, 24h)");
+}
+
+TEST(ConfigEnv, UnsetVariableWithoutDefaultIsAnErrorAtTheValue) {
+  const LoadResult result =
+      load("listen: 127.0.0.1:8080\nstore:\n  postgres:\n    dsn: \"host=${PG_HOST} port=${PG_PORT}\"\n",
+           fake_env({{"PG_HOST", "db"}}));
+  ASSERT_FALSE(result.config);
+  ASSERT_EQ(result.issues.size(), 1u) << all_issues(result);
+  EXPECT_EQ(result.issues[0].to_string(),
+            "test.yaml:4:10: unknown variable ${PG_PORT} in store.postgres.dsn (set it or give a default with "
+            "${PG_PORT:-value})");
 }
 
 TEST(ConfigEnv, MalformedReferencesAreErrors) {
@@ -432,16 +513,19 @@ TEST(ConfigEnv, MalformedReferencesAreErrors) {
   ASSERT_FALSE(result.config);
   ASSERT_EQ(result.issues.size(), 2u) << all_issues(result);
   EXPECT_EQ(result.issues[0].to_string(),
-            "test.yaml:1:9: bad variable reference \"${1HOST}\" in listen (expected ${NAME} or ${NAME:-default}; write $$ for a "
+            "test.yaml:1:9: bad variable reference \"${1HOST}\" in listen (expected ${NAME} or ${NAME:-default}; write "
+            "$$ for a "
             "literal $)");
   EXPECT_EQ(result.issues[1].to_string(),
-            "test.yaml:4:10: unterminated \"${PG_HOST\" in store.postgres.dsn (expected ${NAME} or ${NAME:-default}; write $$ "
+            "test.yaml:4:10: unterminated \"${PG_HOST\" in store.postgres.dsn (expected ${NAME} or ${NAME:-default}; "
+            "write $$ "
             "for a literal $)");
 }
 
 TEST(ConfigEnv, ProcessEnvironmentReadsTheRealEnvironment) {
   ASSERT_EQ(::setenv("IDEMPROXY_CONFIG_TEST_DSN", "dbname=from_process_env", 1), 0);
-  const LoadResult result = load("store: { postgres: { dsn: \"${IDEMPROXY_CONFIG_TEST_DSN}\" } }\n", process_environment());
+  const LoadResult result =
+      load("store: { postgres: { dsn: \"${IDEMPROXY_CONFIG_TEST_DSN}\" } }\n", process_environment());
   ::unsetenv("IDEMPROXY_CONFIG_TEST_DSN");
   ASSERT_TRUE(result.config) << all_issues(result);
   EXPECT_EQ(result.config->store.postgres.dsn, "dbname=from_process_env");
@@ -500,6 +584,10 @@ TEST(ConfigFile, ShippedExampleLoadsWithoutAnyIssue) {
   EXPECT_EQ(refund.fingerprint_headers, defaults.fingerprint_headers);
   EXPECT_EQ(refund.ignore_json, defaults.ignore_json);
   EXPECT_EQ(refund.release_statuses, defaults.release_statuses);
+  EXPECT_EQ(refund.replay_headers, defaults.replay_headers);
+  EXPECT_EQ(refund.key_expires_header, defaults.key_expires_header);
+  EXPECT_EQ(refund.key_source, defaults.key_source);
+  EXPECT_EQ(refund.key_from_json, defaults.key_from_json);
   EXPECT_EQ(refund.ttl, defaults.ttl);
   EXPECT_EQ(refund.lease, defaults.lease);
   EXPECT_EQ(refund.max_stored_body, defaults.max_stored_body);
@@ -515,7 +603,8 @@ TEST(ConfigFile, MalformedStreamThatHungYamlCppLoadAllIsAnError) {
   const LoadResult result = load(",");
   EXPECT_FALSE(result.config);
   ASSERT_FALSE(result.issues.empty());
-  EXPECT_EQ(result.issues[0].to_string(), "test.yaml:1:1: a config file holds one YAML document; found a second one here");
+  EXPECT_EQ(result.issues[0].to_string(),
+            "test.yaml:1:1: a config file holds one YAML document; found a second one here");
 }
 
 TEST(ConfigFile, ConfigFileThatIsNotARegularFileIsRefused) {
@@ -546,7 +635,8 @@ TEST(ConfigFile, IssuesInAFileNameTheFile) {
   std::filesystem::remove(path);
   ASSERT_FALSE(result.config);
   ASSERT_EQ(result.issues.size(), 1u) << all_issues(result);
-  EXPECT_EQ(result.issues[0].to_string(), path.string() + ":2:10: bad number \"many\" for workers (expected an integer from 0 to 1024)");
+  EXPECT_EQ(result.issues[0].to_string(),
+            path.string() + ":2:10: bad number \"many\" for workers (expected an integer from 0 to 1024)");
 }
 
 }  // namespace

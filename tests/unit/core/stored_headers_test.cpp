@@ -8,8 +8,8 @@ namespace idem::core {
 namespace {
 
 TEST(HopByHop, FixedSetIsCaseInsensitive) {
-  for (const char* name : {"Connection", "keep-alive", "PROXY-CONNECTION", "te", "Trailer", "transfer-encoding",
-                           "Upgrade"}) {
+  for (const char* name :
+       {"Connection", "keep-alive", "PROXY-CONNECTION", "te", "Trailer", "transfer-encoding", "Upgrade"}) {
     EXPECT_TRUE(is_hop_by_hop(name, "")) << name;
   }
   EXPECT_FALSE(is_hop_by_hop("Content-Type", ""));
@@ -25,8 +25,11 @@ TEST(HopByHop, FieldsNamedInConnectionAreHopByHop) {
 }
 
 TEST(FilterForStorage, KeepsEndToEndFieldsInOrderAndCase) {
-  const HeaderList headers = {{"Content-Type", "application/json"}, {"x-request-id", "r1"}, {"ETag", "\"v1\""},
-                              {"Vary", "Accept"}, {"x-request-id", "r2"}};
+  const HeaderList headers = {{"Content-Type", "application/json"},
+                              {"x-request-id", "r1"},
+                              {"ETag", "\"v1\""},
+                              {"Vary", "Accept"},
+                              {"x-request-id", "r2"}};
   EXPECT_EQ(filter_for_storage(headers, RoutePolicy{}), headers);
 }
 
@@ -50,6 +53,19 @@ TEST(FilterForStorage, DropsHopByHopCredentialsAndRecomputedFields) {
   EXPECT_EQ(filter_for_storage(headers, RoutePolicy{}), expected);
 }
 
+// The route's replay headers and Idempotency-Key-Expires are the proxy's to say: an upstream's own
+// are never stored (the proxy adds its own on replay, and its expiry after this filter).
+TEST(FilterForStorage, DropsTheRoutesReplayHeadersAndAnUpstreamsKeyExpiry) {
+  RoutePolicy policy;
+  policy.replay_headers = {"Idempotent-Replay", "Idempotent-Replayed"};
+  const HeaderList headers = {{"idempotent-replayed", "true"},
+                              {"Idempotency-Replayed", "true"},  // not listed: the upstream's own header
+                              {"idempotency-key-expires", "Thu, 01 Jan 1970 00:00:00 GMT"},
+                              {"X-Kept", "yes"}};
+  const HeaderList expected = {{"Idempotency-Replayed", "true"}, {"X-Kept", "yes"}};
+  EXPECT_EQ(filter_for_storage(headers, policy), expected);
+}
+
 TEST(FilterForStorage, ConnectionSpreadOverSeveralLinesNamesEveryField) {
   const HeaderList headers = {{"X-A", "1"}, {"Connection", "X-A"}, {"X-B", "2"}, {"Connection", "x-b"}, {"X-C", "3"}};
   const HeaderList expected = {{"X-C", "3"}};
@@ -67,15 +83,20 @@ TEST(FilterForStorage, SetCookieIsKeptOnlyWhenThePolicyAllowsIt) {
 TEST(FilterForStorage, CredentialsAreDroppedEvenWhenSetCookieIsAllowed) {
   RoutePolicy policy;
   policy.store_set_cookie = true;
-  EXPECT_TRUE(filter_for_storage({{"Authorization", "x"}, {"Cookie", "y"}, {"Proxy-Authorization", "z"}}, policy)
-                  .empty());
+  EXPECT_TRUE(
+      filter_for_storage({{"Authorization", "x"}, {"Cookie", "y"}, {"Proxy-Authorization", "z"}}, policy).empty());
 }
 
 TEST(FilterForStorage, CredentialsAreDroppedWhateverTheirCase) {
   RoutePolicy policy;
-  const HeaderList headers = {{"AUTHORIZATION", "Bearer a"}, {"authorization", "Bearer b"}, {"COOKIE", "c=1"},
-                              {"Cookie", "c=2"},            {"proxy-authorization", "Basic p"},
-                              {"PROXY-AUTHORIZATION", "Basic q"}, {"SET-COOKIE", "s=1"}, {"set-cookie", "s=2"},
+  const HeaderList headers = {{"AUTHORIZATION", "Bearer a"},
+                              {"authorization", "Bearer b"},
+                              {"COOKIE", "c=1"},
+                              {"Cookie", "c=2"},
+                              {"proxy-authorization", "Basic p"},
+                              {"PROXY-AUTHORIZATION", "Basic q"},
+                              {"SET-COOKIE", "s=1"},
+                              {"set-cookie", "s=2"},
                               {"X-Kept", "k"}};
   const HeaderList expected = {{"X-Kept", "k"}};
   EXPECT_EQ(filter_for_storage(headers, policy), expected);
@@ -115,15 +136,15 @@ TEST(HeaderBlock, EmptyBlockIsAnEmptyList) {
 
 TEST(HeaderBlock, MalformedBlocksAreRejected) {
   for (const char* block : {
-           "Content-Type: text/plain",              // no CRLF at the end
-           "Content-Type:text/plain\r\n",           // no ": "
-           "Content-Type text/plain\r\n",           // no separator at all
-           ": value\r\n",                           // empty name
-           "A: 1\r\n\r\n",                          // empty line
-           "A: 1\nB: 2\r\n",                        // bare LF inside
-           "A: 1\rB: 2\r\n",                        // bare CR inside
-           "A: 1\r\nB: 2",                          // last line unterminated
-           "A: 1\r\n\n",                            // stray LF
+           "Content-Type: text/plain",     // no CRLF at the end
+           "Content-Type:text/plain\r\n",  // no ": "
+           "Content-Type text/plain\r\n",  // no separator at all
+           ": value\r\n",                  // empty name
+           "A: 1\r\n\r\n",                 // empty line
+           "A: 1\nB: 2\r\n",               // bare LF inside
+           "A: 1\rB: 2\r\n",               // bare CR inside
+           "A: 1\r\nB: 2",                 // last line unterminated
+           "A: 1\r\n\n",                   // stray LF
        }) {
     EXPECT_FALSE(decode_header_block(block).has_value()) << testing::PrintToString(std::string(block));
   }

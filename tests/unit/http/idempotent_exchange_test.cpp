@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "core/clock.hpp"
+#include "core/http_date.hpp"
 #include "core/request_target.hpp"
 #include "fingerprint/fingerprint.hpp"
 #include "http/pending_settlements.hpp"
@@ -153,7 +154,8 @@ class MapSharedCache final : public idem::cache::SharedReplayCache {
     ++lookups;
     handler(std::move(answer));
   }
-  void put(std::string_view scope, std::string_view key, std::shared_ptr<const idem::cache::CachedRecord> record) override {
+  void put(std::string_view scope, std::string_view key,
+           std::shared_ptr<const idem::cache::CachedRecord> record) override {
     entries[std::string(scope) + '\n' + std::string(key)] = std::move(record);
   }
   std::map<std::string, std::shared_ptr<const idem::cache::CachedRecord>> entries;
@@ -170,12 +172,18 @@ class Exchange : public ::testing::Test {
   Exchange() { policy.name = "orders"; }
 
   // A fresh in-process cache (0: off), as a proxy with a cold cache or none would have.
-  void use_local_cache(std::size_t bytes) { cache = std::make_unique<idem::cache::ReplayCache>(bytes); rewire(); }
-  void use_shared_cache(idem::cache::SharedReplayCache* redis) { shared = redis; rewire(); }
+  void use_local_cache(std::size_t bytes) {
+    cache = std::make_unique<idem::cache::ReplayCache>(bytes);
+    rewire();
+  }
+  void use_shared_cache(idem::cache::SharedReplayCache* redis) {
+    shared = redis;
+    rewire();
+  }
   // The services a worker would pass, over the current caches (between runs only).
   void rewire() {
-    services_ = std::make_unique<http::WorkerServices>(
-        http::WorkerServices{config, store_, upstream, background, waiting, connections, *cache, metrics, pending, shared});
+    services_ = std::make_unique<http::WorkerServices>(http::WorkerServices{
+        config, store_, upstream, background, waiting, connections, *cache, metrics, pending, shared});
   }
 
   http::Request request(std::string body = R"({"amount":100})", std::string host = "shop.example") {
@@ -189,15 +197,16 @@ class Exchange : public ::testing::Test {
   }
 
   // Starts one exchange on the io_context; its answer is filled in once it ran (see run()).
-  std::shared_ptr<Answer> start(http::Request r, std::string key = "k-1") {
+  std::shared_ptr<Answer> start(http::Request r, std::optional<std::string> key = "k-1") {
     auto answer = std::make_shared<Answer>();
     start_into(answer, std::move(r), std::move(key));
     return answer;
   }
-  void start_into(const std::shared_ptr<Answer>& answer, http::Request r, std::string key) {
+  void start_into(const std::shared_ptr<Answer>& answer, http::Request r, std::optional<std::string> key) {
     auto request_held = std::make_shared<http::Request>(std::move(r));
-    asio::co_spawn(io, http::run_idempotent_exchange(*services_, policy, *request_held, "192.0.2.1", std::move(key),
-                                                     "/orders", "", answer->trace),
+    asio::co_spawn(io,
+                   http::run_idempotent_exchange(*services_, policy, *request_held, "192.0.2.1", std::move(key),
+                                                 "/orders", "", answer->trace),
                    [answer, request_held](std::exception_ptr error, http::Response response) {
                      if (error) std::rethrow_exception(error);
                      answer->response = std::move(response);
@@ -222,11 +231,13 @@ class Exchange : public ::testing::Test {
     io.restart();
     io.run();
   }
-  Answer send(http::Request r, std::string key = "k-1") {
+  Answer send(http::Request r, std::optional<std::string> key = "k-1") {
     auto answer = start(std::move(r), std::move(key));
     run();
     return *answer;
   }
+  // The route reads the key from the body (key_from_json): the handler passes no header key.
+  Answer send_keyed_by_body(http::Request r) { return send(std::move(r), std::nullopt); }
 
   // A record as a proxy before fingerprint v2 made it: claimed with the request's "v1:" fingerprint
   // (numbers as doubles), then completed with `body` unless `completed` is false (left in flight).
@@ -248,7 +259,9 @@ class Exchange : public ::testing::Test {
                                     .lease = policy.lease};
     ASSERT_EQ(claim.fingerprint.substr(0, 3), "v1:");
     bool claimed = false;
-    store_.memory.claim(claim, [&](StoreError error, core::ClaimResult result) { claimed = error == StoreError::ok && result.claimed; });
+    store_.memory.claim(claim, [&](StoreError error, core::ClaimResult result) {
+      claimed = error == StoreError::ok && result.claimed;
+    });
     ASSERT_TRUE(claimed);
     if (!completed) return;
     store::CompleteRequest completion{.scope = scope,
@@ -280,8 +293,8 @@ class Exchange : public ::testing::Test {
   http::ProxyMetrics metrics;
   idem::cache::SharedReplayCache* shared = nullptr;
   http::PendingSettlements pending;
-  std::unique_ptr<http::WorkerServices> services_ = std::make_unique<http::WorkerServices>(
-      http::WorkerServices{config, store_, upstream, background, waiting, connections, *cache, metrics, pending, shared});
+  std::unique_ptr<http::WorkerServices> services_ = std::make_unique<http::WorkerServices>(http::WorkerServices{
+      config, store_, upstream, background, waiting, connections, *cache, metrics, pending, shared});
 };
 
 TEST_F(Exchange, NewKeyExecutesOnceAndReturnsTheUpstreamsResponseStoredBeforeItIsReturned) {
@@ -318,6 +331,142 @@ TEST_F(Exchange, SameKeySameRequestReplaysStatusHeadersAndBodyFromEveryTierWitho
     EXPECT_EQ(answer->response.body(), "created-1");
     EXPECT_EQ(field(answer->response, "Idempotent-Replay"), "true");
   }
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+// replay_header lists several spellings: every one is `true` on every replay, from every tier, and
+// none on the first execution, even when the upstream sets them itself (it is never stored).
+TEST_F(Exchange, EveryReplayHeaderOfTheRouteIsTrueOnReplaysAndAbsentOnTheFirstExecution) {
+  policy.replay_headers = {"Idempotent-Replay", "Idempotent-Replayed"};
+  http::UpstreamResult upstream_says;
+  upstream_says.response.result(201);
+  upstream_says.response.set("Idempotent-Replayed", "true");
+  upstream_says.response.set("Idempotent-Replay", "true");
+  upstream_says.response.body() = "created";
+  upstream.script.push_back(std::move(upstream_says));
+  const Answer first = send(request());
+  EXPECT_EQ(first.response.result_int(), 201u);
+  EXPECT_EQ(first.response.count("Idempotent-Replay"), 0u);
+  EXPECT_EQ(first.response.count("Idempotent-Replayed"), 0u);
+  const Answer local = send(request());
+  EXPECT_TRUE(local.trace.cache_hit);
+  use_local_cache(0);
+  const Answer stored = send(request());
+  EXPECT_FALSE(stored.trace.cache_hit);
+  for (const Answer* replay : {&local, &stored}) {
+    EXPECT_EQ(replay->trace.decision, http::decision::replay);
+    EXPECT_EQ(replay->response.body(), "created");
+    EXPECT_EQ(replay->response.count("Idempotent-Replay"), 1u);
+    EXPECT_EQ(replay->response.count("Idempotent-Replayed"), 1u);
+    EXPECT_EQ(field(replay->response, "Idempotent-Replay"), "true");
+    EXPECT_EQ(field(replay->response, "Idempotent-Replayed"), "true");
+  }
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+// key_from_json: the key is the body's /id, read by the fingerprint's parse; the same event again
+// is a replay, another id a new execution.
+TEST_F(Exchange, AKeyReadFromTheJsonBodyClaimsReplaysAndSeparatesLikeAHeaderKey) {
+  policy.key_source = core::KeySource::header_then_json;
+  policy.key_from_json = "/id";
+  const std::string event = R"({"id":"evt_1","type":"charge.succeeded","data":{"amount":100}})";
+  const Answer first = send_keyed_by_body(request(event));
+  EXPECT_EQ(first.response.result_int(), 201u);
+  EXPECT_EQ(first.trace.decision, http::decision::executed);
+  EXPECT_FALSE(first.trace.key_sha256.empty());
+  use_local_cache(0);
+  const Answer again = send_keyed_by_body(request(R"({"type":"charge.succeeded","data":{"amount":100},"id":"evt_1"})"));
+  EXPECT_EQ(again.trace.decision, http::decision::replay);
+  EXPECT_EQ(again.response.body(), first.response.body());
+  // The same key under the header names the same record.
+  const Answer by_header = send(request(event), "evt_1");
+  EXPECT_EQ(by_header.trace.decision, http::decision::replay);
+  EXPECT_EQ(upstream.executions, 1);
+  const Answer other = send_keyed_by_body(request(R"({"id":"evt_2","type":"charge.succeeded","data":{"amount":100}})"));
+  EXPECT_EQ(other.trace.decision, http::decision::executed);
+  EXPECT_EQ(upstream.executions, 2);
+  // Another body under the same id is another request: 422, as for a header key.
+  const Answer reused = send_keyed_by_body(request(R"({"id":"evt_1","type":"charge.refunded"})"));
+  EXPECT_EQ(reused.response.result_int(), 422u);
+  EXPECT_EQ(upstream.executions, 2);
+}
+
+// A body without a usable key is refused with the header key's 400 family, before any claim; on a
+// key: optional route, a body without the member is proxied plainly.
+TEST_F(Exchange, ABodyWithoutAUsableKeyIs400NamingWhatIsWrongAndNothingIsClaimed) {
+  policy.key_source = core::KeySource::json;
+  policy.key_from_json = "/id";
+  const auto refused = [&](std::string body, std::string_view type, std::string_view detail_part,
+                           std::string content_type = "application/json") {
+    http::Request r = request(std::move(body));
+    r.set(beast_http::field::content_type, content_type);
+    const Answer answer = send_keyed_by_body(std::move(r));
+    EXPECT_EQ(answer.response.result_int(), 400u) << answer.response.body();
+    EXPECT_NE(answer.response.body().find("urn:idemproxy:problem:" + std::string(type)), std::string::npos)
+        << answer.response.body();
+    EXPECT_NE(answer.response.body().find(detail_part), std::string::npos) << answer.response.body();
+  };
+  refused(R"({"type":"x"})", "key-missing", "the JSON body's /id holds the idempotency key");
+  refused(R"({"id":12345})", "key-malformed", "is a number, not a string");
+  refused(R"({"id":""})", "key-empty", "is empty");
+  refused(R"({"id":")" + std::string(300, 'k') + R"("})", "key-too-long", "longer than 255 bytes");
+  refused(R"({"id":"evt_1",)", "key-malformed", "the body is not JSON");
+  refused(R"({"id":"evt_1"})", "key-malformed", "the body is not JSON", "text/plain");
+  EXPECT_EQ(store_.claims, 0);
+  EXPECT_EQ(upstream.executions, 0);
+
+  policy.key = core::KeyRequirement::optional;
+  const Answer plain = send_keyed_by_body(request(R"({"type":"x"})"));
+  EXPECT_EQ(plain.response.result_int(), 201u);
+  EXPECT_EQ(plain.trace.decision, http::decision::passthrough);
+  EXPECT_EQ(store_.claims, 0);
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+// key_expires_header: the first answer and every replay (in-process cache, store) carry the same
+// Idempotency-Key-Expires, the claim's time plus the ttl as an HTTP-date; an upstream's own is
+// never passed on nor stored.
+TEST_F(Exchange, KeyExpiresIsTheSameHttpDateOnTheFirstAnswerAndEveryReplay) {
+  policy.key_expires_header = true;
+  policy.ttl = std::chrono::hours(6);
+  http::UpstreamResult upstream_says;
+  upstream_says.response.result(201);
+  upstream_says.response.set("Idempotency-Key-Expires", "Thu, 01 Jan 1970 00:00:00 GMT");
+  upstream_says.response.body() = "created";
+  upstream.script.push_back(std::move(upstream_says));
+  const auto before = std::chrono::system_clock::now();
+  const Answer first = send(request());
+  const auto after = std::chrono::system_clock::now();
+  const std::string expires = field(first.response, "Idempotency-Key-Expires");
+  EXPECT_TRUE(expires == core::http_date(before + policy.ttl) || expires == core::http_date(after + policy.ttl))
+      << expires;
+  EXPECT_EQ(first.response.count("Idempotency-Key-Expires"), 1u);
+  const Answer local = send(request());
+  EXPECT_TRUE(local.trace.cache_hit);
+  use_local_cache(0);
+  const Answer stored = send(request());
+  EXPECT_FALSE(stored.trace.cache_hit);
+  for (const Answer* replay : {&local, &stored}) {
+    EXPECT_EQ(replay->trace.decision, http::decision::replay);
+    EXPECT_EQ(replay->response.count("Idempotency-Key-Expires"), 1u);
+    EXPECT_EQ(field(replay->response, "Idempotency-Key-Expires"), expires);
+  }
+  // Turned off (a reload): replays stop announcing it.
+  policy.key_expires_header = false;
+  const Answer quiet = send(request());
+  EXPECT_EQ(quiet.trace.decision, http::decision::replay);
+  EXPECT_EQ(quiet.response.count("Idempotency-Key-Expires"), 0u);
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+// Off (the default): no Idempotency-Key-Expires at all, not even the upstream's.
+TEST_F(Exchange, KeyExpiresIsNeverSentWhenTheRouteDoesNotAnnounceIt) {
+  http::UpstreamResult upstream_says;
+  upstream_says.response.result(201);
+  upstream_says.response.set("Idempotency-Key-Expires", "Thu, 01 Jan 1970 00:00:00 GMT");
+  upstream.script.push_back(std::move(upstream_says));
+  EXPECT_EQ(send(request()).response.count("Idempotency-Key-Expires"), 0u);
+  EXPECT_EQ(send(request()).response.count("Idempotency-Key-Expires"), 0u);
   EXPECT_EQ(upstream.executions, 1);
 }
 
@@ -567,8 +716,8 @@ TEST_F(Exchange, AnUpstreamTimeoutUnderRetryStaysInFlightThenTheRetryAfterTheLea
 }
 
 TEST_F(Exchange, ABrokenResponseAfterTheRequestWentOutIs502AndTheOutcomeUnknown) {
-  for (UpstreamFailure failure : {UpstreamFailure::connection_lost, UpstreamFailure::bad_response,
-                                  UpstreamFailure::switched_protocols}) {
+  for (UpstreamFailure failure :
+       {UpstreamFailure::connection_lost, UpstreamFailure::bad_response, UpstreamFailure::switched_protocols}) {
     const std::string key = std::string(core::upstream_failure_name(failure));
     upstream.fail(failure);
     const Answer first = send(request(), key);
