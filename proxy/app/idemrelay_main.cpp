@@ -24,6 +24,7 @@
 #include "pg/replication_watch.hpp"
 #include "pg/session_options.hpp"
 #include "relay/http_sink.hpp"
+#include "relay/nats_jetstream_sink.hpp"
 #include "relay/migrations.hpp"
 #include "relay/notify_listener.hpp"
 #include "relay/outbox_source.hpp"
@@ -160,6 +161,15 @@ std::optional<Options> parse_arguments(int argc, char** argv) {
   return options;
 }
 
+std::chrono::milliseconds publish_timeout(const config::SinkConfig& sink) {
+  switch (sink.kind) {
+    case config::SinkKind::redis_streams: return sink.redis.command_timeout;
+    case config::SinkKind::http: return sink.http.timeout;
+    case config::SinkKind::nats_jetstream: return sink.nats.publish_timeout;
+  }
+  return sink.http.timeout;
+}
+
 relay::RelayOptions relay_options(const config::RelayConfig& config) {
   const auto& loop = config.relay;
   return relay::RelayOptions{
@@ -167,8 +177,7 @@ relay::RelayOptions relay_options(const config::RelayConfig& config) {
       .concurrency = loop.concurrency,
       .poll_interval = loop.poll_interval,
       .lease = loop.lease,
-      .publish_timeout = config.sink.kind == config::SinkKind::redis_streams ? config.sink.redis.command_timeout
-                                                                             : config.sink.http.timeout,
+      .publish_timeout = publish_timeout(config.sink),
       .settle_reserve = 2 * config.postgres.query_timeout,
       .query_timeout = config.postgres.query_timeout,
       .max_attempts = loop.max_attempts,
@@ -205,6 +214,10 @@ int run(const config::RelayConfig& config, const std::string& config_path,
       case config::SinkKind::http:
         http_sink = std::make_shared<relay::HttpSink>(io, config.sink.http);
         sink = http_sink;
+        break;
+      case config::SinkKind::nats_jetstream:
+        sink = std::make_shared<relay::NatsJetStreamSink>(io, config.sink.nats,
+                                                          config.relay.lease + config.relay.backoff_max);
         break;
     }
   } catch (const std::exception& error) {

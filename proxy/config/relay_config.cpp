@@ -36,7 +36,8 @@ const Keys kRelayKeys = {"batch_size",   "concurrency", "poll_interval",    "not
                          "max_attempts", "backoff",     "shutdown_timeout", "stats_interval"};
 const Keys kBackoffKeys = {"initial", "max"};
 const Keys kRetentionKeys = {"max_age", "batch", "interval"};
-const Keys kSinkKeys = {"type", "redis_streams", "http"};
+const Keys kSinkKeys = {"type", "redis_streams", "http", "nats_jetstream"};
+const Keys kNatsKeys = {"url", "stream", "subject", "connect_timeout", "publish_timeout", "max_in_flight"};
 const Keys kRedisKeys = {"address", "password", "database",     "connect_timeout", "command_timeout",
                          "stream",  "maxlen",   "dedup_window", "dedup_prefix",    "wait"};
 const Keys kWaitKeys = {"replicas", "timeout"};
@@ -72,6 +73,7 @@ class RelayConfigReader {
   void read_redis(const Field* field, const YAML::Mark& parent, RedisSinkConfig& redis);
   void read_http(const Field* field, const YAML::Mark& parent, HttpSinkConfig& http);
   void read_secrets(const Fields& fields, HttpSinkConfig& http);
+  void read_nats(const Field* field, const YAML::Mark& parent, NatsSinkConfig& nats);
   std::optional<MessageTemplate> read_template(const Field& field, std::string_view path);
   void check_lease(const RelayConfig& config, const YAML::Mark& at);
 
@@ -84,6 +86,7 @@ RelayConfig RelayConfigReader::read(const YAML::Node& root) {
   RelayConfig config;
   std::string unused;
   config.sink.redis.stream = *parse_message_template("outbox.{aggregate_type}", unused);
+  config.sink.nats.subject = *parse_message_template("outbox.{aggregate_type}", unused);
   const YAML::Mark start = root.IsNull() ? YAML::Mark() : root.Mark();
   const std::optional<Fields> top = yaml_.mapping(root, start, "", kTopLevelKeys);
   if (!top) return config;
@@ -168,11 +171,13 @@ void RelayConfigReader::read_sink(const Field* field, const YAML::Mark& top, Sin
   if (!fields) return;
   const Field* type = fields->find("type");
   if (!type) {
-    issues_.error(fields->mark(), "sink.type is required (redis_streams | http)");
+    issues_.error(fields->mark(), "sink.type is required (redis_streams | http | nats_jetstream)");
     return;
   }
   const auto kind = yaml_.one_of<SinkKind>(*type, "sink.type",
-                                           {{"redis_streams", SinkKind::redis_streams}, {"http", SinkKind::http}});
+                                           {{"redis_streams", SinkKind::redis_streams},
+                                            {"http", SinkKind::http},
+                                            {"nats_jetstream", SinkKind::nats_jetstream}});
   if (!kind) return;
   sink.kind = *kind;
   switch (*kind) {
@@ -188,6 +193,29 @@ void RelayConfigReader::read_sink(const Field* field, const YAML::Mark& top, Sin
       }
       read_http(fields->find("http"), fields->mark(), sink.http);
       return;
+    case SinkKind::nats_jetstream: read_nats(fields->find("nats_jetstream"), fields->mark(), sink.nats); return;
+  }
+}
+
+void RelayConfigReader::read_nats(const Field* field, const YAML::Mark& parent, NatsSinkConfig& nats) {
+  const std::optional<Fields> fields =
+      field ? yaml_.mapping(field->value, field->key.Mark(), "sink.nats_jetstream", kNatsKeys)
+            : std::optional<Fields>(Fields(parent));
+  if (!fields) return;
+  if (const Field* f = fields->find("url")) assign(yaml_.string(*f, "sink.nats_jetstream.url"), nats.url);
+  if (auto stream =
+          yaml_.required_string(*fields, "stream", "sink.nats_jetstream.stream",
+                                "sink.nats_jetstream.stream is required (the JetStream stream to publish to)")) {
+    nats.stream = std::move(*stream);
+  }
+  if (const Field* f = fields->find("subject")) assign(read_template(*f, "sink.nats_jetstream.subject"), nats.subject);
+  if (const Field* f = fields->find("connect_timeout"))
+    assign(yaml_.duration(*f, "sink.nats_jetstream.connect_timeout", false), nats.connect_timeout);
+  if (const Field* f = fields->find("publish_timeout"))
+    assign(yaml_.duration(*f, "sink.nats_jetstream.publish_timeout", false), nats.publish_timeout);
+  if (const Field* f = fields->find("max_in_flight")) {
+    if (const auto n = yaml_.integer(*f, "sink.nats_jetstream.max_in_flight", 1, 4'096))
+      nats.max_in_flight = static_cast<std::size_t>(*n);
   }
 }
 
@@ -366,8 +394,12 @@ std::optional<MessageTemplate> RelayConfigReader::read_template(const Field& fie
 void RelayConfigReader::check_lease(const RelayConfig& config, const YAML::Mark& at) {
   // A batch must be published and settled well inside its lease, or another relay may claim the
   // rows while they are still in hand (safe, thanks to the fence and the dedup, but wasteful).
-  const std::chrono::milliseconds publish =
-      config.sink.kind == SinkKind::redis_streams ? config.sink.redis.command_timeout : config.sink.http.timeout;
+  std::chrono::milliseconds publish = config.sink.http.timeout;
+  switch (config.sink.kind) {
+    case SinkKind::redis_streams: publish = config.sink.redis.command_timeout; break;
+    case SinkKind::http: break;
+    case SinkKind::nats_jetstream: publish = config.sink.nats.publish_timeout; break;
+  }
   const std::chrono::milliseconds needed = publish + 2 * config.postgres.query_timeout;
   if (config.relay.lease <= needed) {
     issues_.error(at, "relay.lease (" + detail::format_duration(config.relay.lease) +

@@ -72,12 +72,24 @@ struct HttpSinkConfig {
   std::vector<std::string> secret_files;  // where they were read from (secret_file[s]), watched for changes
 };
 
-enum class SinkKind { redis_streams, http };
+// sink.nats_jetstream: one JetStream publish per row, Nats-Msg-Id = the event id (the stream's
+// duplicate window deduplicates a re-publish; it must cover relay.lease + relay.backoff.max).
+struct NatsSinkConfig {
+  std::string url = "nats://127.0.0.1:4222";
+  std::string stream;       // the JetStream stream the subjects belong to
+  MessageTemplate subject;  // default "outbox.{aggregate_type}"
+  std::chrono::milliseconds connect_timeout{2'000};
+  std::chrono::milliseconds publish_timeout{5'000};  // a round of publishes waits this long for acks
+  std::size_t max_in_flight = 256;                   // publishes awaiting their ack at once
+};
+
+enum class SinkKind { redis_streams, http, nats_jetstream };
 
 struct SinkConfig {
   SinkKind kind = SinkKind::redis_streams;
   RedisSinkConfig redis;
   HttpSinkConfig http;
+  NatsSinkConfig nats;
 };
 
 struct RelayConfig {

@@ -116,7 +116,12 @@ std::string render_config(const RelaySettings& s) {
   text += "retention: { max_age: " + s.retention + ", batch: " + std::to_string(s.retention_batch) +
           ", interval: " + s.retention_interval + " }\n";
   text += "sink:\n";
-  if (s.http) {
+  if (!s.nats_url.empty()) {
+    text += "  type: nats_jetstream\n";
+    text += "  nats_jetstream: { url: " + yaml_quoted(s.nats_url) + ", stream: " + yaml_quoted(s.nats_stream) +
+            ", subject: " + yaml_quoted(s.stream_prefix + ".{aggregate_type}") +
+            ", publish_timeout: " + s.command_timeout + " }\n";
+  } else if (s.http) {
     text += "  type: http\n";
     text += "  http: { url: " + yaml_quoted(s.http_url) + ", timeout: " + s.command_timeout +
             ", connect_timeout: 500ms, " +

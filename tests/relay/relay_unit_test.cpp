@@ -129,6 +129,27 @@ TEST(RelayConfig, WebhookSecretsForARotationComeFromTheEnvironmentOrFiles) {
   EXPECT_EQ(messages(bad).find("hunter2"), std::string::npos) << "the secret is never echoed";
 }
 
+// sink.nats_jetstream: the stream is required; the rest has defaults; the lease check counts its
+// publish_timeout.
+TEST(RelayConfig, NatsSinkNeedsItsStream) {
+  const std::string base =
+      "postgres: { dsn: x }\nsink:\n  type: nats_jetstream\n  nats_jetstream: { url: nats://h:4222";
+  const auto missing = config::load_relay_config_text(base + " }\n", "a.yaml", env({}));
+  EXPECT_NE(messages(missing).find("sink.nats_jetstream.stream is required"), std::string::npos) << messages(missing);
+  const auto good =
+      config::load_relay_config_text(base + ", stream: OUTBOX, publish_timeout: 2s }\n", "b.yaml", env({}));
+  ASSERT_TRUE(good.config) << messages(good);
+  EXPECT_EQ(good.config->sink.kind, config::SinkKind::nats_jetstream);
+  EXPECT_EQ(good.config->sink.nats.stream, "OUTBOX");
+  EXPECT_EQ(good.config->sink.nats.subject.text, "outbox.{aggregate_type}");
+  EXPECT_EQ(good.config->sink.nats.publish_timeout, 2s);
+  EXPECT_EQ(good.config->sink.nats.max_in_flight, 256u);
+  const auto slow = config::load_relay_config_text(
+      "relay: { lease: 5s }\n" + base + ", stream: OUTBOX, publish_timeout: 10s }\n", "c.yaml", env({}));
+  EXPECT_NE(messages(slow).find("relay.lease (5s) must exceed the sink's timeout"), std::string::npos)
+      << messages(slow);
+}
+
 // https:// turns TLS on (port 443 by default); sink.http.tls tunes it like idemproxy's upstream.tls,
 // and a file it names must be readable at load, reported at its line and column.
 TEST(RelayConfig, HttpsSinkUrlTurnsTlsOnAndItsFilesAreCheckedAtLoad) {
