@@ -20,20 +20,13 @@ using HeaderValues = std::vector<std::pair<std::string_view, std::optional<std::
 // {"amount":1e2,"currency":"EUR"}). If one of these fails, stored records would stop matching
 // their retries after an upgrade: change a pre-image only together with a new version prefix. v1
 // stays computable: records made before v2 are compared in v1 during their ttl.
-constexpr const char* kGoldenJsonFingerprintV1 =
-    "v1:b2a17f5348ace0cbbffa571e8210d277f661867fc370cb2a5f25bea8020617f8";
-constexpr const char* kGoldenRawFingerprintV1 =
-    "v1:5acf3e1d13fecbd247d305afbf1b1acb787897fcfee8150934f181affd70a336";
-constexpr const char* kGoldenEmptyFingerprintV1 =
-    "v1:a8a3035d97b30e958e18cb6276c4cbc1696b7cada3553520a46de24ca625a3f3";
-constexpr const char* kGoldenJsonFingerprint =
-    "v2:f0637161d913c6961437be62d7503db23b42fa2cc0171b0c5c4c1c1db71e2202";
-constexpr const char* kGoldenRawFingerprint =
-    "v2:47e336488c18b6168486b6ad38f489846c6fb674534907f521771f9eebcbcd21";
-constexpr const char* kGoldenEmptyFingerprint =
-    "v2:5a98a42e42f4aed3b961808720ee81d1631cac7a12b3a438233e7e3d50a6c3be";
-constexpr const char* kGoldenScope =
-    "create-order/v1:a4432e49486fc09cb23baf3ca91a83b8a75f072562774b710b96b6a812cfdd40";
+constexpr const char* kGoldenJsonFingerprintV1 = "v1:b2a17f5348ace0cbbffa571e8210d277f661867fc370cb2a5f25bea8020617f8";
+constexpr const char* kGoldenRawFingerprintV1 = "v1:5acf3e1d13fecbd247d305afbf1b1acb787897fcfee8150934f181affd70a336";
+constexpr const char* kGoldenEmptyFingerprintV1 = "v1:a8a3035d97b30e958e18cb6276c4cbc1696b7cada3553520a46de24ca625a3f3";
+constexpr const char* kGoldenJsonFingerprint = "v2:f0637161d913c6961437be62d7503db23b42fa2cc0171b0c5c4c1c1db71e2202";
+constexpr const char* kGoldenRawFingerprint = "v2:47e336488c18b6168486b6ad38f489846c6fb674534907f521771f9eebcbcd21";
+constexpr const char* kGoldenEmptyFingerprint = "v2:5a98a42e42f4aed3b961808720ee81d1631cac7a12b3a438233e7e3d50a6c3be";
+constexpr const char* kGoldenScope = "create-order/v1:a4432e49486fc09cb23baf3ca91a83b8a75f072562774b710b96b6a812cfdd40";
 
 RequestFacts order_request() {
   RequestFacts facts;
@@ -111,8 +104,9 @@ TEST(FingerprintNumbers, DistinctDecimalsDiffer) {
 TEST(FingerprintNumbers, EqualValuesSpelledDifferentlyMatch) {
   RequestFacts base = order_request();
   base.body = R"({"amount":1,"fee":0,"rate":0.25})";
-  for (const char* body : {R"({"amount":1.0,"fee":-0,"rate":0.250})", R"({"rate":25e-2,"fee":0.0,"amount":1e0})",
-                           R"({"amount":10e-1,"fee":0e10,"rate":2.5E-1})", R"({"amount":0.1e1,"fee":-0.0,"rate":0.025e1})"}) {
+  for (const char* body :
+       {R"({"amount":1.0,"fee":-0,"rate":0.250})", R"({"rate":25e-2,"fee":0.0,"amount":1e0})",
+        R"({"amount":10e-1,"fee":0e10,"rate":2.5E-1})", R"({"amount":0.1e1,"fee":-0.0,"rate":0.025e1})"}) {
     RequestFacts spelled = order_request();
     spelled.body = body;
     EXPECT_EQ(fingerprint(spelled), fingerprint(base)) << body;
@@ -134,8 +128,9 @@ TEST(FingerprintNumbers, NumbersBeyondTheBoundsHashTheRawBody) {
 }
 
 TEST(ScopeGolden, TwoScopeHeaders) {
-  EXPECT_EQ(record_scope("create-order", {{"Authorization", std::string("Bearer t0k3n")}, {"X-Tenant-Id", std::nullopt}}),
-            kGoldenScope);
+  EXPECT_EQ(
+      record_scope("create-order", {{"Authorization", std::string("Bearer t0k3n")}, {"X-Tenant-Id", std::nullopt}}),
+      kGoldenScope);
 }
 
 TEST(Fingerprint, HasVersionPrefixAndSixtyFourHexDigits) {
@@ -185,9 +180,8 @@ TEST(Fingerprint, HeaderValuePresenceAndNameCount) {
   RequestFacts not_configured = present;
   not_configured.headers.clear();
 
-  const std::vector<std::string> all = {fingerprint(present),     fingerprint(other_value), fingerprint(empty_value),
-                                        fingerprint(absent),      fingerprint(other_name),
-                                        fingerprint(not_configured)};
+  const std::vector<std::string> all = {fingerprint(present), fingerprint(other_value), fingerprint(empty_value),
+                                        fingerprint(absent),  fingerprint(other_name),  fingerprint(not_configured)};
   for (std::size_t i = 0; i < all.size(); ++i) {
     for (std::size_t j = i + 1; j < all.size(); ++j) EXPECT_NE(all[i], all[j]) << i << " vs " << j;
   }
@@ -314,15 +308,24 @@ TEST(Fingerprint, LargeBinaryBody) {
   EXPECT_NE(fingerprint(facts), first);
 }
 
-TEST(Scope, RouteWithoutScopeHeaders) {
-  EXPECT_EQ(record_scope("webhooks", {}), "webhooks/-");
+// A body too large to gather with the other frames is hashed where it lies: the digest is still
+// that of the whole pre-image, frames before and after it included.
+TEST(Fingerprint, LargeBodyHashesTheSamePreimage) {
+  RequestFacts facts = order_request();
+  facts.content_type = "application/octet-stream";
+  const std::string body(10000, 'x');
+  facts.body = body;
+  const std::string preimage = "idemproxy-fingerprint-v2" + std::string("4:POST,7:/orders,13:dry_run=false,") +
+                               "2:h+,12:content-type,16:application/json," + "3:raw,10000:" + body + ",";
+  EXPECT_EQ(fingerprint(facts), "v2:" + crypto::to_hex(crypto::sha256(preimage)));
 }
+
+TEST(Scope, RouteWithoutScopeHeaders) { EXPECT_EQ(record_scope("webhooks", {}), "webhooks/-"); }
 
 TEST(Scope, SameValuesSameScope) {
   const HeaderValues tenant_a = {{"X-Tenant-Id", std::string("a")}};
   EXPECT_EQ(record_scope("create-order", tenant_a), record_scope("create-order", tenant_a));
-  EXPECT_EQ(record_scope("create-order", tenant_a),
-            record_scope("create-order", {{"x-tenant-id", std::string("a")}}));
+  EXPECT_EQ(record_scope("create-order", tenant_a), record_scope("create-order", {{"x-tenant-id", std::string("a")}}));
 }
 
 TEST(Scope, DifferentValuesIsolateTenants) {
@@ -386,9 +389,9 @@ TEST(Scope, DiffersFromFingerprintOfSameValues) {
 }
 
 TEST(JsonMediaType, RecognizesJsonAndJsonSuffix) {
-  for (const char* type : {"application/json", "Application/JSON", "application/json; charset=utf-8",
-                           "  application/json ;charset=UTF-8", "application/problem+json",
-                           "application/vnd.api+json", "application/merge-patch+JSON", "text/x+json"}) {
+  for (const char* type :
+       {"application/json", "Application/JSON", "application/json; charset=utf-8", "  application/json ;charset=UTF-8",
+        "application/problem+json", "application/vnd.api+json", "application/merge-patch+JSON", "text/x+json"}) {
     EXPECT_TRUE(is_json_media_type(type)) << type;
   }
 }
