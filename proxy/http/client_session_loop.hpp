@@ -17,6 +17,7 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
 #include "core/problem.hpp"
@@ -26,6 +27,7 @@
 #include "http/message_rewriting.hpp"
 #include "http/proxy_metrics.hpp"
 #include "http/request_handler.hpp"
+#include "tls/http_head.hpp"
 #include "tls/tls_session.hpp"
 #include "log/log.hpp"
 
@@ -75,6 +77,18 @@ asio::awaitable<void> linger_close(Stream& stream, beast::tcp_stream& tcp) {
   tcp.socket().close(ignored);  // done with this connection (and with its TLS session, if any)
 }
 
+// Writes a response from `head`, a buffer the connection keeps (tls/http_head.hpp); a response
+// with a transfer coding goes through Beast's serializer, which applies it.
+template <class Stream>
+asio::awaitable<std::tuple<boost::system::error_code, std::size_t>> write_response(Stream& stream,
+                                                                                   const Response& response,
+                                                                                   std::string& head) {
+  if (!tls::body_sent_as_is(response)) co_return co_await beast_http::async_write(stream, response, use_tuple);
+  tls::write_head(response, head);
+  const std::array<asio::const_buffer, 2> message{asio::buffer(head), asio::buffer(response.body())};
+  co_return co_await asio::async_write(stream, message, use_tuple);
+}
+
 // A request the proxy refuses before reading it whole: answered, then the connection is closed
 // (the unread rest of the request would otherwise be taken for the next one).
 template <class Stream>
@@ -85,7 +99,8 @@ asio::awaitable<void> refuse(Stream& stream, ClientConnection& connection, core:
   Response response = problem_response(problem, version);
   response.keep_alive(false);
   connection.stream.expires_after(write_timeout);
-  auto [write_ec, written] = co_await beast_http::async_write(stream, response, use_tuple);
+  std::string head;
+  auto [write_ec, written] = co_await write_response(stream, response, head);
   if (write_ec) co_return;
   co_await linger_close(stream, connection.stream);
 }
@@ -123,6 +138,7 @@ template <class Stream>
 asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, WorkerServices& services,
                                  const bool& draining, const std::string& address) {
   beast::flat_buffer buffer;
+  std::string response_head;  // reused by every response on this connection
   for (;;) {
     // Limits come from the configuration snapshot current when each request starts.
     const config::LimitsConfig limits = services.config->config.limits;
@@ -234,7 +250,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     const bool keep_alive = client_keep_alive && !draining;
     response.keep_alive(keep_alive);
     connection.stream.expires_after(limits.write_timeout);
-    auto [write_ec, written] = co_await beast_http::async_write(stream, response, use_tuple);
+    auto [write_ec, written] = co_await write_response(stream, response, response_head);
     connection.in_request = false;
     if (write_ec || !keep_alive) co_return;
   }

@@ -2,10 +2,13 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <array>
 #include <iterator>
 
+#include "tls/http_head.hpp"
 #include "tls/tls_session.hpp"
 
 namespace idem::tls {
@@ -29,8 +32,15 @@ boost::asio::awaitable<std::optional<std::string>> ClientStream::handshake(const
 }
 
 boost::asio::awaitable<ClientStream::Result> ClientStream::write(const OutgoingRequest& request) {
-  if (tls) co_return co_await boost::beast::http::async_write(*tls, request, use_tuple);
-  co_return co_await boost::beast::http::async_write(tcp, request, use_tuple);
+  if (!body_sent_as_is(request)) {
+    if (tls) co_return co_await boost::beast::http::async_write(*tls, request, use_tuple);
+    co_return co_await boost::beast::http::async_write(tcp, request, use_tuple);
+  }
+  write_head(request, head_);
+  const std::array<boost::asio::const_buffer, 2> message{boost::asio::buffer(head_),
+                                                         boost::asio::buffer(request.body())};
+  if (tls) co_return co_await boost::asio::async_write(*tls, message, use_tuple);
+  co_return co_await boost::asio::async_write(tcp, message, use_tuple);
 }
 
 boost::asio::awaitable<ClientStream::Result> ClientStream::read_final_response(boost::beast::flat_buffer& buffer,
