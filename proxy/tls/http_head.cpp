@@ -1,7 +1,5 @@
 #include "tls/http_head.hpp"
 
-#include <boost/beast/http/status.hpp>
-
 namespace idem::tls {
 namespace beast_http = boost::beast::http;
 namespace {
@@ -51,8 +49,7 @@ void write_head(const HeadResponse& response, std::string& out) {
   out += static_cast<char>('0' + status / 10 % 10);
   out += static_cast<char>('0' + status % 10);
   out += ' ';
-  const boost::beast::string_view reason = response.reason();
-  append(out, reason.empty() ? beast_http::obsolete_reason(static_cast<beast_http::status>(status)) : reason);
+  append(out, response.reason());  // the standard phrase when the message has none
   out += "\r\n";
   append_fields(out, response.base());
 }
