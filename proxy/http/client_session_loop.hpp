@@ -26,6 +26,7 @@
 #include "http/client_session.hpp"
 #include "http/message_rewriting.hpp"
 #include "http/proxy_metrics.hpp"
+#include "http/record_settlement.hpp"
 #include "http/request_handler.hpp"
 #include "tls/http_head.hpp"
 #include "tls/tls_session.hpp"
@@ -117,7 +118,7 @@ inline void log_request(std::string_view method, std::string_view target, const 
                         {"upstream_us", static_cast<std::int64_t>(trace.upstream.count())},
                         {"store_us", static_cast<std::int64_t>(trace.store.count())},
                         {"cache_hit", trace.cache_hit ? "true" : "false"},
-                        {"key_sha256", trace.key_sha256}});
+                        {"key_sha256", trace.key.empty() ? std::string() : key_hash(trace.key)}});
 }
 
 // A client or a deadline ended the connection: nothing to answer.

@@ -16,7 +16,6 @@
 #include "core/problem.hpp"
 #include "core/request_target.hpp"
 #include "core/stored_headers.hpp"
-#include "crypto/sha256.hpp"
 #include "fingerprint/fingerprint.hpp"
 #include "http/message_rewriting.hpp"
 #include "http/plain_forwarding.hpp"
@@ -112,13 +111,12 @@ class IdempotentExchange {
     facts_.content_type = request_[beast_http::field::content_type];
     facts_.body = request_.body();
     claim_.fingerprint = fingerprint::request_fingerprint(facts_, policy_.ignore_json);
-    claim_.owner = crypto::random_token();
     claim_.ttl = policy_.ttl;
     claim_.lease = policy_.lease;
     claim_.take_over_lapsed_lease = policy_.unknown_outcome == core::UnknownOutcome::retry;
     // lock: a record nobody settles (we die mid-exchange) is an unknown outcome and lasts as long.
     if (!claim_.take_over_lapsed_lease) claim_.unsettled_retention = policy_.unknown_retention;
-    trace_.key_sha256 = key_hash(claim_.key);
+    trace_.key = claim_.key;
   }
 
   // This request's fingerprint in the scheme of the record the claim found, for decide(): the
@@ -281,7 +279,7 @@ class IdempotentExchange {
         // an unknown outcome is what an operator must reconcile.
         trace_.decision = decision::unknown;
         log::error("outcome_unknown", {{"route", policy_.name},
-                                       {"key_sha256", trace_.key_sha256},
+                                       {"key_sha256", key_hash(trace_.key)},
                                        {"upstream_failure", core::upstream_failure_name(result.failure)}});
         const OwnerWriteRequest mark = owner_write(core::OwnerWrite::mark_unknown);
         co_await settle(mark);
@@ -331,7 +329,7 @@ class IdempotentExchange {
     const bool retry = next == core::OwnerWriteNext::retry;
     log::write(retry ? log::Level::warn : log::Level::error, std::string(core::owner_write_name(write)) + "_failed",
                {{"route", policy_.name},
-                {"key_sha256", trace_.key_sha256},
+                {"key_sha256", key_hash(trace_.key)},
                 {"error", store::store_error_name(error)},
                 {"next", retry ? "retry_in_background" : "give_up"}});
     if (retry) settle_later(owned);
