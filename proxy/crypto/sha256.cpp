@@ -1,5 +1,6 @@
 #include "crypto/sha256.hpp"
 
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -92,9 +93,22 @@ Digest sha256(std::string_view bytes) {
 std::string to_hex(const Digest& digest) { return hex_encode(digest.data(), digest.size()); }
 
 std::string random_token() {
-  std::array<std::uint8_t, 16> bytes{};
-  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) die("RAND_bytes");
-  return hex_encode(bytes.data(), bytes.size());
+  // Drawn from the CSPRNG 64 tokens at a time, per thread: one RAND_bytes call (the DRBG's
+  // locking and AES-CTR set-up) cost more than everything else a first request does in this
+  // process outside Postgres's driver. Each token's bytes are handed out once and wiped.
+  constexpr std::size_t kTokenBytes = 16;
+  constexpr std::size_t kBatchBytes = 64 * kTokenBytes;
+  thread_local std::array<std::uint8_t, kBatchBytes> batch{};
+  thread_local std::size_t used = kBatchBytes;
+  if (used == kBatchBytes) {
+    if (RAND_bytes(batch.data(), static_cast<int>(batch.size())) != 1) die("RAND_bytes");
+    used = 0;
+  }
+  std::uint8_t* token = batch.data() + used;
+  used += kTokenBytes;
+  std::string hex = hex_encode(token, kTokenBytes);
+  OPENSSL_cleanse(token, kTokenBytes);
+  return hex;
 }
 
 }  // namespace idem::crypto
