@@ -28,6 +28,7 @@
 #include "http/proxy_metrics.hpp"
 #include "http/record_settlement.hpp"
 #include "http/request_handler.hpp"
+#include "tls/buffered_parse.hpp"
 #include "tls/http_head.hpp"
 #include "tls/tls_session.hpp"
 #include "log/log.hpp"
@@ -213,7 +214,13 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     }
 
     connection.stream.expires_after(limits.body_timeout);
-    auto [body_ec, body_bytes] = co_await beast_http::async_read(stream, buffer, parser, use_tuple);
+    beast::error_code body_ec;
+    std::size_t parsed = 0;
+    if (!tls::parse_buffered(parser, buffer, body_ec, parsed)) {
+      // Bound to names, not assigned through std::tie: GCC 12 mishandles temporaries in co_await.
+      auto [read_ec, read_bytes] = co_await beast_http::async_read(stream, buffer, parser, use_tuple);
+      body_ec = read_ec;
+    }
     if (body_ec) {
       if (body_ec == beast_http::error::body_limit) {
         core::Problem problem = core::request_too_large_problem(limits.max_request_body);

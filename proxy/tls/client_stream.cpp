@@ -8,6 +8,7 @@
 #include <array>
 #include <iterator>
 
+#include "tls/buffered_parse.hpp"
 #include "tls/http_head.hpp"
 #include "tls/tls_session.hpp"
 
@@ -58,8 +59,16 @@ boost::asio::awaitable<ClientStream::Result> ClientStream::read_final_response(b
     if (ec) co_return Result{ec, total};
     const auto header_fields = std::distance(parser->get().begin(), parser->get().end());
     if (!parser->is_done()) {
-      auto [body_ec, body_bytes] = tls ? co_await boost::beast::http::async_read(*tls, buffer, *parser, use_tuple)
-                                       : co_await boost::beast::http::async_read(tcp, buffer, *parser, use_tuple);
+      boost::system::error_code body_ec;
+      std::size_t body_bytes = 0;
+      if (!parse_buffered(*parser, buffer, body_ec, body_bytes)) {
+        total += body_bytes;
+        // Bound to names, not assigned through std::tie: GCC 12 mishandles temporaries in co_await.
+        auto [read_ec, read_bytes] = tls ? co_await boost::beast::http::async_read(*tls, buffer, *parser, use_tuple)
+                                         : co_await boost::beast::http::async_read(tcp, buffer, *parser, use_tuple);
+        body_ec = read_ec;
+        body_bytes = read_bytes;
+      }
       total += body_bytes;
       if (body_ec) co_return Result{body_ec, total};
       auto& message = parser->get();
