@@ -70,18 +70,16 @@ bool has_transfer_coding(const Request& request) {
 }
 
 // prepare_payload() for the upstream's request: a length for a body, or for an empty one where the
-// method usually has one; otherwise only a chunked coding dropped (there is none without a
-// Transfer-Encoding field).
+// method usually has one; otherwise it only drops a chunked coding, and there is none without a
+// Transfer-Encoding field. TRACE goes to prepare_payload() itself, which refuses a body as before.
 void frame_for_upstream(Request& request) {
   const beast_http::verb method = request.method();
   const bool states_length = !request.body().empty() || method == beast_http::verb::options ||
                              method == beast_http::verb::put || method == beast_http::verb::post;
-  if (method == beast_http::verb::trace) {
-    request.prepare_payload();  // refuses a TRACE body, as it always did
+  if (method == beast_http::verb::trace || (!states_length && has_transfer_coding(request))) {
+    request.prepare_payload();
   } else if (states_length) {
     set_length_last(request);
-  } else if (has_transfer_coding(request)) {
-    request.prepare_payload();
   }
 }
 
