@@ -30,7 +30,8 @@ class Sha256 {
 
 Digest sha256(std::string_view bytes);
 std::string to_hex(const Digest& digest);  // lower-case, 64 characters
-// 16 random bytes from OpenSSL's CSPRNG, hex encoded (32 characters): claim owner tokens.
+// 16 random bytes from OpenSSL's CSPRNG, hex encoded (32 characters): claim owner tokens. The
+// bytes come from a per-thread batch drawn from the CSPRNG (no process forks after start-up).
 std::string random_token();
 
 }  // namespace idem::crypto

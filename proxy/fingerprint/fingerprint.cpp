@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <optional>
 
 #include "crypto/sha256.hpp"
 #include "fingerprint/canonical_json.hpp"
@@ -36,40 +37,58 @@ constexpr std::string_view kBodyJson = "json";
 constexpr std::string_view kBodyRaw = "raw";
 
 // SHA-256 over a sequence of netstring-like frames "<decimal length>:<bytes>,": the lengths make
-// the encoding injective, so different field sequences never share a pre-image.
+// the encoding injective, so different field sequences never share a pre-image. The pre-image is
+// gathered and hashed at once: one digest update per frame part cost more than the hashing.
 class FramedDigest {
  public:
-  explicit FramedDigest(std::string_view domain) { hasher_.update(domain); }
+  explicit FramedDigest(std::string_view domain) : preimage_(domain) {}
 
   void frame(std::string_view field) {
-    std::array<char, 24> length{};
-    const auto [end, error] = std::to_chars(length.data(), length.data() + length.size(), field.size());
-    (void)error;  // 24 characters hold any size_t
-    hasher_.update(std::string_view(length.data(), static_cast<std::size_t>(end - length.data())));
-    hasher_.update(":");
-    hasher_.update(field);
-    hasher_.update(",");
+    open_frame(field.size());
+    if (field.size() > kGatheredFieldMax) {
+      // A large body is hashed where it lies, not copied.
+      if (!hasher_) hasher_.emplace();
+      hasher_->update(preimage_);
+      hasher_->update(field);
+      preimage_.clear();
+    } else {
+      preimage_.append(field);
+    }
+    preimage_ += ',';
   }
 
   void header(std::string_view name, const std::optional<std::string>& value) {
     frame(value ? kHeaderPresent : kHeaderAbsent);
-    frame(ascii_lower(name));
+    // Header names are case-insensitive (RFC 9110 section 5.1): framed in lower case.
+    open_frame(name.size());
+    const std::size_t start = preimage_.size();
+    preimage_.append(name);
+    for (char* c = preimage_.data() + start; c != preimage_.data() + preimage_.size(); ++c) {
+      if (*c >= 'A' && *c <= 'Z') *c = static_cast<char>(*c - 'A' + 'a');
+    }
+    preimage_ += ',';
     if (value) frame(*value);
   }
 
-  std::string finish_hex() { return crypto::to_hex(hasher_.finish()); }
-
- private:
-  // Header names are case-insensitive (RFC 9110 section 5.1).
-  static std::string ascii_lower(std::string_view text) {
-    std::string lower(text);
-    for (char& c : lower) {
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    }
-    return lower;
+  std::string finish_hex() {
+    if (!hasher_) return crypto::to_hex(crypto::sha256(preimage_));
+    hasher_->update(preimage_);
+    return crypto::to_hex(hasher_->finish());
   }
 
-  crypto::Sha256 hasher_;
+ private:
+  // "<decimal length>:" of a frame about to be appended.
+  void open_frame(std::size_t size) {
+    std::array<char, 24> length{};
+    const auto [end, error] = std::to_chars(length.data(), length.data() + length.size(), size);
+    (void)error;  // 24 characters hold any size_t
+    preimage_.append(length.data(), end);
+    preimage_ += ':';
+  }
+
+  static constexpr std::size_t kGatheredFieldMax = 4096;
+  std::string preimage_;                  // not yet hashed
+  std::optional<crypto::Sha256> hasher_;  // once a large field was hashed in place
 };
 
 bool iequals_ascii(std::string_view a, std::string_view b) {

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
 #include "core/problem.hpp"
@@ -27,7 +28,10 @@
 #include "http/client_session.hpp"
 #include "http/message_rewriting.hpp"
 #include "http/proxy_metrics.hpp"
+#include "http/record_settlement.hpp"
 #include "http/request_handler.hpp"
+#include "tls/buffered_parse.hpp"
+#include "tls/http_head.hpp"
 #include "tls/tls_session.hpp"
 #include "log/log.hpp"
 
@@ -77,6 +81,18 @@ asio::awaitable<void> linger_close(Stream& stream, beast::tcp_stream& tcp) {
   tcp.socket().close(ignored);  // done with this connection (and with its TLS session, if any)
 }
 
+// Writes a response from `head`, a buffer the connection keeps (tls/http_head.hpp); a response
+// with a transfer coding goes through Beast's serializer, which applies it.
+template <class Stream>
+asio::awaitable<std::tuple<boost::system::error_code, std::size_t>> write_response(Stream& stream,
+                                                                                   const Response& response,
+                                                                                   std::string& head) {
+  if (!tls::body_sent_as_is(response)) co_return co_await beast_http::async_write(stream, response, use_tuple);
+  tls::write_head(response, head);
+  const std::array<asio::const_buffer, 2> message{asio::buffer(head), asio::buffer(response.body())};
+  co_return co_await asio::async_write(stream, message, use_tuple);
+}
+
 // A request the proxy refuses before reading it whole: answered, then the connection is closed
 // (the unread rest of the request would otherwise be taken for the next one).
 template <class Stream>
@@ -87,7 +103,8 @@ asio::awaitable<void> refuse(Stream& stream, ClientConnection& connection, core:
   Response response = problem_response(problem, version);
   response.keep_alive(false);
   connection.stream.expires_after(write_timeout);
-  auto [write_ec, written] = co_await beast_http::async_write(stream, response, use_tuple);
+  std::string head;
+  auto [write_ec, written] = co_await write_response(stream, response, head);
   if (write_ec) co_return;
   co_await linger_close(stream, connection.stream);
 }
@@ -104,7 +121,7 @@ inline void log_request(std::string_view method, std::string_view target, const 
                         {"upstream_us", static_cast<std::int64_t>(trace.upstream.count())},
                         {"store_us", static_cast<std::int64_t>(trace.store.count())},
                         {"cache_hit", trace.cache_hit ? "true" : "false"},
-                        {"key_sha256", trace.key_sha256},
+                        {"key_sha256", trace.key.empty() ? std::string() : key_hash(trace.key)},
                         {"traceparent", trace.traceparent}});
 }
 
@@ -126,6 +143,7 @@ template <class Stream>
 asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, WorkerServices& services,
                                  const bool& draining, const std::string& address) {
   beast::flat_buffer buffer;
+  std::string response_head;  // reused by every response on this connection
   for (;;) {
     // Limits come from the configuration snapshot current when each request starts.
     const config::LimitsConfig limits = services.config->config.limits;
@@ -199,7 +217,13 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     }
 
     connection.stream.expires_after(limits.body_timeout);
-    auto [body_ec, body_bytes] = co_await beast_http::async_read(stream, buffer, parser, use_tuple);
+    beast::error_code body_ec;
+    std::size_t parsed = 0;
+    if (!tls::parse_buffered(parser, buffer, body_ec, parsed)) {
+      // Bound to names, not assigned through std::tie: GCC 12 mishandles temporaries in co_await.
+      auto [read_ec, read_bytes] = co_await beast_http::async_read(stream, buffer, parser, use_tuple);
+      body_ec = read_ec;
+    }
     if (body_ec) {
       if (body_ec == beast_http::error::body_limit) {
         core::Problem problem = core::request_too_large_problem(limits.max_request_body);
@@ -246,7 +270,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     const bool keep_alive = client_keep_alive && !draining;
     response.keep_alive(keep_alive);
     connection.stream.expires_after(limits.write_timeout);
-    auto [write_ec, written] = co_await beast_http::async_write(stream, response, use_tuple);
+    auto [write_ec, written] = co_await write_response(stream, response, response_head);
     connection.in_request = false;
     if (write_ec || !keep_alive) co_return;
   }

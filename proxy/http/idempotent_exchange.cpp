@@ -19,7 +19,6 @@
 #include "core/problem.hpp"
 #include "core/request_target.hpp"
 #include "core/stored_headers.hpp"
-#include "crypto/sha256.hpp"
 #include "fingerprint/fingerprint.hpp"
 #include "http/message_rewriting.hpp"
 #include "http/plain_forwarding.hpp"
@@ -134,13 +133,12 @@ class IdempotentExchange {
         policy_, core::scope_host(request_[beast_http::field::host]), collect_headers(request_, policy_.scope_headers));
     claim_.scope = std::move(scope.scope);
     claim_.legacy_scope = std::move(scope.legacy_scope);
-    claim_.owner = crypto::random_token();
     claim_.ttl = policy_.ttl;
     claim_.lease = policy_.lease;
     claim_.take_over_lapsed_lease = policy_.unknown_outcome == core::UnknownOutcome::retry;
     // lock: a record nobody settles (we die mid-exchange) is an unknown outcome and lasts as long.
     if (!claim_.take_over_lapsed_lease) claim_.unsettled_retention = policy_.unknown_retention;
-    trace_.key_sha256 = key_hash(claim_.key);
+    trace_.key = claim_.key;
     claimed_at_ = std::chrono::system_clock::now();
     return std::nullopt;
   }
@@ -312,7 +310,7 @@ class IdempotentExchange {
         // an unknown outcome is what an operator must reconcile.
         trace_.decision = decision::unknown;
         log::error("outcome_unknown", {{"route", policy_.name},
-                                       {"key_sha256", trace_.key_sha256},
+                                       {"key_sha256", key_hash(trace_.key)},
                                        {"upstream_failure", core::upstream_failure_name(result.failure)}});
         const OwnerWriteRequest mark = owner_write(core::OwnerWrite::mark_unknown);
         co_await settle(mark);
@@ -367,7 +365,7 @@ class IdempotentExchange {
     const bool retry = next == core::OwnerWriteNext::retry;
     log::write(retry ? log::Level::warn : log::Level::error, std::string(core::owner_write_name(write)) + "_failed",
                {{"route", policy_.name},
-                {"key_sha256", trace_.key_sha256},
+                {"key_sha256", key_hash(trace_.key)},
                 {"error", store::store_error_name(error)},
                 {"next", retry ? "retry_in_background" : "give_up"}});
     if (retry) settle_later(owned);

@@ -1,64 +1,130 @@
 #include "http/message_rewriting.hpp"
 
+#include <boost/beast/core/string.hpp>
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <iterator>
 #include <string>
-#include <vector>
 
 #include "core/stored_headers.hpp"
 
 namespace idem::http {
 namespace {
 
-// Every line of a field, as one comma-separated list (RFC 9110 §5.3: several lines of a list
+// Beast's lookups by name (count, operator[], erase(name), set) each walk a case-insensitive tree
+// of names: several of them cost more than a whole pass over a message's few fields. So the
+// rewriting below walks the field list, comparing the field enum where Beast knows the name.
+
+bool named(const Request::value_type& field, std::string_view name) {
+  return boost::beast::iequals(field.name_string(), name);
+}
+
+// Every Connection line, as one comma-separated list (RFC 9110 §5.3: several lines of a list
 // field are one field; a proxy that reads only the first drops the rest).
 template <class Message>
-std::string joined_field(const Message& message, std::string_view name) {
+std::string connection_list(const Message& message) {
   std::string joined;
-  const auto [first, last] = message.equal_range(name);
-  for (auto line = first; line != last; ++line) {
-    if (line->value().empty()) continue;
+  for (const auto& field : message) {
+    if (field.name() != beast_http::field::connection || field.value().empty()) continue;
     if (!joined.empty()) joined += ", ";
-    joined.append(line->value());
+    joined.append(field.value());
   }
   return joined;
 }
 
-// Removes every field that is hop-by-hop for this message (RFC 9110 §7.6.1), including the
-// fields any Connection line names.
-template <class Message>
-void strip_hop_by_hop(Message& message) {
-  const std::string connection = joined_field(message, "Connection");
-  std::vector<std::string> doomed;
-  for (const auto& field : message) {
-    if (core::is_hop_by_hop(field.name_string(), connection)) doomed.emplace_back(field.name_string());
+// Erases every field that is hop-by-hop for this message (RFC 9110 §7.6.1), including the fields
+// any Connection line names, and every other field `also_erase` picks (in the list's order).
+template <class Message, class AlsoErase>
+void erase_fields(Message& message, AlsoErase also_erase) {
+  const std::string connection = connection_list(message);
+  for (auto field = message.begin(); field != message.end();) {
+    const bool doomed = core::is_hop_by_hop(field->name_string(), connection) || also_erase(*field);
+    field = doomed ? message.erase(field) : std::next(field);
   }
-  for (const auto& name : doomed) message.erase(name);
+}
+
+// Content-Length as prepare_payload() sets it for a body of known size when there is no transfer
+// coding: every Content-Length line replaced by one, last, with the body's length. A message with a
+// transfer coding goes to prepare_payload() itself.
+template <class Message>
+void set_length_last(Message& message) {
+  for (auto field = message.begin(); field != message.end();) {
+    if (field->name() == beast_http::field::transfer_encoding) {
+      message.prepare_payload();
+      return;
+    }
+    field = field->name() == beast_http::field::content_length ? message.erase(field) : std::next(field);
+  }
+  std::array<char, 24> digits{};
+  const auto [end, error] = std::to_chars(digits.data(), digits.data() + digits.size(), message.body().size());
+  (void)error;  // 24 characters hold any size_t
+  message.insert(beast_http::field::content_length,
+                 boost::beast::string_view(digits.data(), static_cast<std::size_t>(end - digits.data())));
+}
+
+bool has_transfer_coding(const Request& request) {
+  for (const auto& field : request) {
+    if (field.name() == beast_http::field::transfer_encoding) return true;
+  }
+  return false;
+}
+
+// prepare_payload() for the upstream's request: a length for a body, or for an empty one where the
+// method usually has one; otherwise it only drops a chunked coding, and there is none without a
+// Transfer-Encoding field. TRACE goes to prepare_payload() itself, which refuses a body as before.
+void frame_for_upstream(Request& request) {
+  const beast_http::verb method = request.method();
+  const bool states_length = !request.body().empty() || method == beast_http::verb::options ||
+                             method == beast_http::verb::put || method == beast_http::verb::post;
+  if (method == beast_http::verb::trace || (!states_length && has_transfer_coding(request))) {
+    request.prepare_payload();
+  } else if (states_length) {
+    set_length_last(request);
+  }
 }
 
 }  // namespace
 
 bool keeps_connection_open(const Request& request) {
-  return core::keeps_connection_open(request.version(), joined_field(request, "Connection"));
+  return core::keeps_connection_open(request.version(), connection_list(request));
 }
 
 bool keeps_connection_open(const Response& response) {
-  return core::keeps_connection_open(response.version(), joined_field(response, "Connection"));
+  return core::keeps_connection_open(response.version(), connection_list(response));
 }
 
 void prepare_upstream_request(Request& request, std::string_view client_address) {
   // The connection layer set X-Forwarded-Proto (it alone knows the transport); a client's
-  // Connection header naming it must not take it away.
-  const std::string proto{request["X-Forwarded-Proto"]};
-  strip_hop_by_hop(request);
-  if (!proto.empty()) request.set("X-Forwarded-Proto", proto);
-  request.erase(beast_http::field::expect);  // the proxy has read the whole body already
-  // Every X-Forwarded-For line the client (or a proxy before us, HAProxy adds a line) sent,
-  // then this hop.
-  std::string chained = joined_field(request, "X-Forwarded-For");
+  // Connection header naming it must not take it away. It is moved after the client's fields.
+  std::string proto;
+  for (const auto& field : request) {
+    if (named(field, "X-Forwarded-Proto")) {
+      proto = field.value();
+      break;
+    }
+  }
+  // Every X-Forwarded-For line the client (or a proxy before us, HAProxy adds a line) sent, then
+  // this hop; collected as its lines are erased.
+  std::string chained;
+  erase_fields(request, [&](const Request::value_type& field) {
+    if (field.name() == beast_http::field::expect) return true;            // the proxy has read the whole body already
+    if (!proto.empty() && named(field, "X-Forwarded-Proto")) return true;  // inserted again below
+    if (!named(field, "X-Forwarded-For")) return false;
+    if (!field.value().empty()) {
+      if (!chained.empty()) chained += ", ";
+      chained.append(field.value());
+    }
+    return true;
+  });
+  if (!proto.empty()) request.insert("X-Forwarded-Proto", proto);
   if (!chained.empty()) chained += ", ";
   chained += client_address;
-  request.set("X-Forwarded-For", chained);
-  request.keep_alive(true);
-  request.prepare_payload();
+  request.insert("X-Forwarded-For", chained);
+  // Keep-alive towards the upstream: HTTP/1.1 is persistent without a Connection field, and every
+  // Connection field is gone.
+  if (request.version() < 11) request.keep_alive(true);
+  frame_for_upstream(request);
 }
 
 namespace {
@@ -74,19 +140,20 @@ void frame_for_client(Response& response, bool head_request) {
     return;
   }
   if (status == 304 || head_request) return;
-  response.prepare_payload();
+  set_length_last(response);
 }
 
 }  // namespace
 
 void prepare_client_response(Response& response, bool head_request, const std::vector<std::string>& replay_headers) {
-  strip_hop_by_hop(response);
-  response.erase("Idempotency-Transient");
-  // Only the proxy says whether an answer is a replay: an upstream's own header never reaches
-  // the client on a first execution.
-  for (const std::string& name : replay_headers) response.erase(name);
-  // Nor when the key expires: that is the record's, which the proxy keeps (core/stored_headers.hpp).
-  response.erase(core::kKeyExpiresHeader);
+  erase_fields(response, [&](const Response::value_type& field) {
+    // Only the proxy says whether an answer is a replay: an upstream's own header never reaches
+    // the client on a first execution. Nor when the key expires: that is the record's, which the
+    // proxy keeps (core/stored_headers.hpp).
+    if (named(field, "Idempotency-Transient") || named(field, core::kKeyExpiresHeader)) return true;
+    return std::any_of(replay_headers.begin(), replay_headers.end(),
+                       [&](const std::string& name) { return named(field, name); });
+  });
   frame_for_client(response, head_request);
 }
 

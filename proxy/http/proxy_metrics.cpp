@@ -1,11 +1,73 @@
 #include "http/proxy_metrics.hpp"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <string>
+#include <vector>
 
 namespace idem::http {
+namespace {
 
-ProxyMetrics::ProxyMetrics() {
+std::atomic<std::uint64_t> next_metrics_id{1};
+
+// Beyond this many label sets a thread stops caching and asks the registry each time (an
+// unbounded number of routes would otherwise grow the cache without bound).
+constexpr std::size_t kCachedLabelSets = 64;
+
+}  // namespace
+
+struct ProxyMetrics::RequestChildren {
+  std::uint64_t metrics_id = 0;
+  std::string route;
+  std::string decision;
+  metrics::Counter* requests = nullptr;
+  metrics::Histogram* upstream = nullptr;                  // created with the route's first upstream exchange
+  metrics::Histogram* added = nullptr;                     // proxy-added latency of the route
+  std::array<metrics::Histogram*, 6> duration_by_class{};  // whole request, by status / 100
+  std::array<metrics::Counter*, 2> replays{};              // by cache_hit (local or from the store)
+};
+
+ProxyMetrics::RequestChildren& ProxyMetrics::request_children(std::string_view route, std::string_view decision) {
+  // Per thread: each worker reads and extends its own list without a lock. Entries of a registry
+  // since destroyed are never matched again (ids are not reused).
+  thread_local std::vector<RequestChildren> cached;
+  for (RequestChildren& children : cached) {
+    if (children.metrics_id == id_ && children.decision == decision && children.route == route) return children;
+  }
+  RequestChildren children{id_, std::string(route), std::string(decision), nullptr, nullptr, nullptr, {}, {}};
+  children.requests = &registry_.counter("idemproxy_requests_total", {children.route, children.decision});
+  if (cached.size() >= kCachedLabelSets) {
+    std::erase_if(cached, [this](const RequestChildren& entry) { return entry.metrics_id != id_; });
+  }
+  if (cached.size() >= kCachedLabelSets) {
+    thread_local RequestChildren uncached;
+    uncached = std::move(children);
+    return uncached;
+  }
+  cached.push_back(std::move(children));
+  return cached.back();
+}
+
+metrics::Histogram& ProxyMetrics::store_histogram(std::string_view operation) {
+  struct StoreChild {
+    std::uint64_t metrics_id;
+    std::string operation;
+    metrics::Histogram* histogram;
+  };
+  thread_local std::vector<StoreChild> cached;
+  for (const StoreChild& child : cached) {
+    if (child.metrics_id == id_ && child.operation == operation) return *child.histogram;
+  }
+  metrics::Histogram& histogram = registry_.histogram("idemproxy_store_duration_seconds", {std::string(operation)});
+  if (cached.size() >= kCachedLabelSets) {
+    std::erase_if(cached, [this](const StoreChild& entry) { return entry.metrics_id != id_; });
+  }
+  if (cached.size() < kCachedLabelSets) cached.push_back({id_, std::string(operation), &histogram});
+  return histogram;
+}
+
+ProxyMetrics::ProxyMetrics() : id_(next_metrics_id.fetch_add(1)) {
   registry_.add_counter("idemproxy_requests_total", "Requests by route and idempotency decision.",
                         {"route", "decision"});
   registry_.add_counter("idemproxy_responses_total", "Responses by status class.", {"class"});
@@ -30,27 +92,56 @@ ProxyMetrics::ProxyMetrics() {
 }
 
 void ProxyMetrics::record(const RequestTrace& trace, unsigned status) {
-  registry_.counter("idemproxy_requests_total", {trace.route, std::string(trace.decision)}).inc();
-  const std::string status_class = std::to_string(status / 100) + "xx";
-  registry_.counter("idemproxy_responses_total", {status_class}).inc();
+  RequestChildren& children = request_children(trace.route, trace.decision);
+  children.requests->inc();
+  const unsigned status_class = status / 100;
+  if (status_class < std::size(responses_by_class_)) {
+    metrics::Counter* counter = responses_by_class_[status_class].load(std::memory_order_acquire);
+    if (counter == nullptr) {
+      // Created with the class's first response; every worker that races here gets the same child.
+      counter = &registry_.counter("idemproxy_responses_total", {std::to_string(status_class) + "xx"});
+      responses_by_class_[status_class].store(counter, std::memory_order_release);
+    }
+    counter->inc();
+  } else {
+    registry_.counter("idemproxy_responses_total", {std::to_string(status_class) + "xx"}).inc();
+  }
   if (trace.upstream.count() > 0) {
-    registry_.histogram("idemproxy_upstream_duration_seconds", {trace.route}).observe_micros(trace.upstream.count());
+    if (children.upstream == nullptr) {
+      children.upstream = &registry_.histogram("idemproxy_upstream_duration_seconds", {children.route});
+    }
+    children.upstream->observe_micros(trace.upstream.count());
   }
-  if (trace.decision == decision::replay) {
-    registry_.counter("idemproxy_replays_total", {trace.route, trace.cache_hit ? "local" : "postgres"}).inc();
-  } else if (trace.decision == decision::replay_redis) {
-    registry_.counter("idemproxy_replays_total", {trace.route, "redis"}).inc();
+  if (trace.decision == decision::replay || trace.decision == decision::replay_redis) {
+    metrics::Counter*& replays = children.replays[trace.cache_hit ? 1 : 0];
+    if (replays == nullptr) {
+      const char* source = trace.decision == decision::replay_redis ? "redis" : trace.cache_hit ? "local" : "postgres";
+      replays = &registry_.counter("idemproxy_replays_total", {children.route, source});
+    }
+    replays->inc();
   }
-  registry_.histogram("idemproxy_request_duration_seconds", {trace.route, status_class})
-      .observe_micros(trace.handled.count());
+  if (status_class < children.duration_by_class.size()) {
+    metrics::Histogram*& duration = children.duration_by_class[status_class];
+    if (duration == nullptr) {
+      duration = &registry_.histogram("idemproxy_request_duration_seconds",
+                                      {children.route, std::to_string(status_class) + "xx"});
+    }
+    duration->observe_micros(trace.handled.count());
+  } else {
+    registry_.histogram("idemproxy_request_duration_seconds", {trace.route, std::to_string(status_class) + "xx"})
+        .observe_micros(trace.handled.count());
+  }
   // A response whose upstream exchange overlapped nothing else the proxy did adds nothing, never
   // a negative time (the two clocks are read at different points).
   const auto added = std::max(trace.handled - trace.upstream, std::chrono::microseconds{0});
-  registry_.histogram("idemproxy_added_latency_seconds", {trace.route}).observe_micros(added.count());
+  if (children.added == nullptr) {
+    children.added = &registry_.histogram("idemproxy_added_latency_seconds", {children.route});
+  }
+  children.added->observe_micros(added.count());
 }
 
 void ProxyMetrics::observe_store(std::string_view operation, std::chrono::microseconds elapsed) {
-  registry_.histogram("idemproxy_store_duration_seconds", {std::string(operation)}).observe_micros(elapsed.count());
+  store_histogram(operation).observe_micros(elapsed.count());
 }
 
 void ProxyMetrics::track_redis_cache(unsigned connections) {

@@ -31,7 +31,15 @@ class ProxyMetrics final : public cache::SharedCacheObserver {
   std::atomic<std::int64_t> in_flight_records{0};  // claims this process holds while executing
 
  private:
+  // The registry's children a request updates, looked up once per thread and label set
+  // (proxy_metrics.cpp): the registry's own lookup takes a lock and builds label vectors.
+  struct RequestChildren;
+  RequestChildren& request_children(std::string_view route, std::string_view decision);
+  metrics::Histogram& store_histogram(std::string_view operation);
+
   metrics::Registry registry_;
+  const std::uint64_t id_;                                     // tells this registry's cached children from another's
+  std::atomic<metrics::Counter*> responses_by_class_[6] = {};  // by status / 100, created on first use
   // Children looked up once (see registry.hpp); null until track_redis_cache.
   metrics::Counter* redis_hits_ = nullptr;
   metrics::Counter* redis_misses_ = nullptr;

@@ -7,6 +7,7 @@
 #include "http/pending_settlements.hpp"
 #include "http/proxy_metrics.hpp"
 #include "cache/shared_replay_cache.hpp"
+#include "crypto/sha256.hpp"
 #include "store/store_awaitable.hpp"
 
 // Note for every co_await in this file: arguments are named values, never braced temporaries
@@ -40,7 +41,7 @@ FoundRecord from_cache(const std::shared_ptr<const cache::CachedRecord>& cached,
 
 }  // namespace
 
-RecordLookup::RecordLookup(WorkerServices& services, const store::ClaimRequest& claim, RequestTrace& trace)
+RecordLookup::RecordLookup(WorkerServices& services, store::ClaimRequest& claim, RequestTrace& trace)
     : services_(services), claim_(claim), trace_(trace) {}
 
 asio::awaitable<FoundRecord> RecordLookup::find() {
@@ -68,6 +69,7 @@ asio::awaitable<FoundRecord> RecordLookup::claim_in_store(bool share) {
     pending.settle_pending = true;
     co_return pending;
   }
+  if (claim_.owner.empty()) claim_.owner = crypto::random_token();
   claim_sent_at_ = Clock::now();
   auto [error, claimed] = co_await store::async_claim(services_.store, claim_, use_awaitable);
   const auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - claim_sent_at_);

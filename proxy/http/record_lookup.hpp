@@ -40,8 +40,9 @@ class RecordLookup {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `claim` and `trace` must outlive the lookup; store time is added to `trace.store`.
-  RecordLookup(WorkerServices& services, const store::ClaimRequest& claim, RequestTrace& trace);
+  // `claim` and `trace` must outlive the lookup; store time is added to `trace.store`. The claim's
+  // owner token is drawn here, when the claim first goes to the store: a cache hit needs none.
+  RecordLookup(WorkerServices& services, store::ClaimRequest& claim, RequestTrace& trace);
 
   // In-process cache, Redis (which answers within its deadline or not at all: either way the store
   // decides next), then the claim, unless this process is still settling the key. A finished record the claim returns
@@ -62,7 +63,7 @@ class RecordLookup {
   void remember_if_finished(const core::ClaimResult& claimed, bool share);
 
   WorkerServices& services_;
-  const store::ClaimRequest& claim_;
+  store::ClaimRequest& claim_;
   RequestTrace& trace_;
   Clock::time_point claim_sent_at_{};
 };

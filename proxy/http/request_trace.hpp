@@ -30,7 +30,9 @@ inline constexpr std::string_view refused = "refused";  // 400/413/431 before th
 struct RequestTrace {
   std::string route = "-";  // "-" when no route matched
   std::string_view decision = decision::passthrough;
-  std::string key_sha256;  // first 16 hex digits of SHA-256(key); never the key itself
+  // The idempotency key, empty without one. Logged only as key_hash(key) (record_settlement.hpp),
+  // never as it is; hashed only when a line is written.
+  std::string key;
   bool cache_hit = false;
   std::chrono::microseconds upstream{0};  // time in the upstream exchange
   std::chrono::microseconds store{0};     // time in store operations

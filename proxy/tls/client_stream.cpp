@@ -2,10 +2,14 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <array>
 #include <iterator>
 
+#include "tls/buffered_parse.hpp"
+#include "tls/http_head.hpp"
 #include "tls/tls_session.hpp"
 
 namespace idem::tls {
@@ -29,8 +33,15 @@ boost::asio::awaitable<std::optional<std::string>> ClientStream::handshake(const
 }
 
 boost::asio::awaitable<ClientStream::Result> ClientStream::write(const OutgoingRequest& request) {
-  if (tls) co_return co_await boost::beast::http::async_write(*tls, request, use_tuple);
-  co_return co_await boost::beast::http::async_write(tcp, request, use_tuple);
+  if (!body_sent_as_is(request)) {
+    if (tls) co_return co_await boost::beast::http::async_write(*tls, request, use_tuple);
+    co_return co_await boost::beast::http::async_write(tcp, request, use_tuple);
+  }
+  write_head(request, head_);
+  const std::array<boost::asio::const_buffer, 2> message{boost::asio::buffer(head_),
+                                                         boost::asio::buffer(request.body())};
+  if (tls) co_return co_await boost::asio::async_write(*tls, message, use_tuple);
+  co_return co_await boost::asio::async_write(tcp, message, use_tuple);
 }
 
 boost::asio::awaitable<ClientStream::Result> ClientStream::read_final_response(boost::beast::flat_buffer& buffer,
@@ -48,8 +59,16 @@ boost::asio::awaitable<ClientStream::Result> ClientStream::read_final_response(b
     if (ec) co_return Result{ec, total};
     const auto header_fields = std::distance(parser->get().begin(), parser->get().end());
     if (!parser->is_done()) {
-      auto [body_ec, body_bytes] = tls ? co_await boost::beast::http::async_read(*tls, buffer, *parser, use_tuple)
-                                       : co_await boost::beast::http::async_read(tcp, buffer, *parser, use_tuple);
+      boost::system::error_code body_ec;
+      std::size_t body_bytes = 0;
+      if (!parse_buffered(*parser, buffer, body_ec, body_bytes)) {
+        total += body_bytes;
+        // Bound to names, not assigned through std::tie: GCC 12 mishandles temporaries in co_await.
+        auto [read_ec, read_bytes] = tls ? co_await boost::beast::http::async_read(*tls, buffer, *parser, use_tuple)
+                                         : co_await boost::beast::http::async_read(tcp, buffer, *parser, use_tuple);
+        body_ec = read_ec;
+        body_bytes = read_bytes;
+      }
       total += body_bytes;
       if (body_ec) co_return Result{body_ec, total};
       auto& message = parser->get();

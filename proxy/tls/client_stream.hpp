@@ -49,7 +49,8 @@ struct ClientStream {
   // its refusal arrives in place of the first response, and its application never saw the request.
   bool handshake_refused(const boost::system::error_code& ec, std::size_t bytes_read) const;
 
-  // Writes the whole request (both users send string bodies); bytes written.
+  // Writes the whole request (both users send string bodies); bytes written. The request must
+  // stay unchanged until the write completes.
   boost::asio::awaitable<Result> write(const OutgoingRequest& request);
 
   // Reads one final response into `parser` (emplaced anew for each message). Interim responses
@@ -64,6 +65,9 @@ struct ClientStream {
 
   boost::beast::tcp_stream tcp;
   std::optional<boost::asio::ssl::stream<boost::beast::tcp_stream&>> tls;
+
+ private:
+  std::string head_;  // the request head being written (http_head.hpp), its capacity kept
 };
 
 }  // namespace idem::tls

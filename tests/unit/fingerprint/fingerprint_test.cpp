@@ -308,6 +308,18 @@ TEST(Fingerprint, LargeBinaryBody) {
   EXPECT_NE(fingerprint(facts), first);
 }
 
+// A body too large to gather with the other frames is hashed where it lies: the digest is still
+// that of the whole pre-image, frames before and after it included.
+TEST(Fingerprint, LargeBodyHashesTheSamePreimage) {
+  RequestFacts facts = order_request();
+  facts.content_type = "application/octet-stream";
+  const std::string body(10000, 'x');
+  facts.body = body;
+  const std::string preimage = "idemproxy-fingerprint-v2" + std::string("4:POST,7:/orders,13:dry_run=false,") +
+                               "2:h+,12:content-type,16:application/json," + "3:raw,10000:" + body + ",";
+  EXPECT_EQ(fingerprint(facts), "v2:" + crypto::to_hex(crypto::sha256(preimage)));
+}
+
 TEST(Scope, RouteWithoutScopeHeaders) { EXPECT_EQ(record_scope("webhooks", {}), "webhooks/-"); }
 
 TEST(Scope, SameValuesSameScope) {

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <set>
+#include <thread>
+#include <vector>
 #include <string>
 
 #include "crypto/sha256.hpp"
@@ -63,15 +65,32 @@ TEST(Sha256, HexIsLowerCaseAndSixtyFourCharacters) {
 TEST(RandomToken, IsThirtyTwoLowerCaseHexCharacters) {
   const std::string token = random_token();
   ASSERT_EQ(token.size(), 32u);
-  EXPECT_TRUE(std::all_of(token.begin(), token.end(),
-                          [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
-      << token;
+  EXPECT_TRUE(std::all_of(token.begin(), token.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  })) << token;
 }
 
 TEST(RandomToken, TokensDoNotRepeat) {
   std::set<std::string> tokens;
   for (int i = 0; i < 1000; ++i) tokens.insert(random_token());
   EXPECT_EQ(tokens.size(), 1000u);
+}
+
+// Each thread draws its own batches from the CSPRNG: no two threads hand out the same bytes.
+TEST(RandomToken, ThreadsDrawDifferentTokens) {
+  std::vector<std::string> first;
+  std::vector<std::string> second;
+  std::thread a([&] {
+    for (int i = 0; i < 200; ++i) first.push_back(random_token());
+  });
+  std::thread b([&] {
+    for (int i = 0; i < 200; ++i) second.push_back(random_token());
+  });
+  a.join();
+  b.join();
+  std::set<std::string> tokens(first.begin(), first.end());
+  tokens.insert(second.begin(), second.end());
+  EXPECT_EQ(tokens.size(), 400u);
 }
 
 }  // namespace
