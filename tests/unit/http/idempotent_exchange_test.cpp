@@ -373,7 +373,7 @@ TEST_F(Exchange, AKeyReadFromTheJsonBodyClaimsReplaysAndSeparatesLikeAHeaderKey)
   const Answer first = send_keyed_by_body(request(event));
   EXPECT_EQ(first.response.result_int(), 201u);
   EXPECT_EQ(first.trace.decision, http::decision::executed);
-  EXPECT_FALSE(first.trace.key_sha256.empty());
+  EXPECT_EQ(first.trace.key, "evt_1");
   use_local_cache(0);
   const Answer again = send_keyed_by_body(request(R"({"type":"charge.succeeded","data":{"amount":100},"id":"evt_1"})"));
   EXPECT_EQ(again.trace.decision, http::decision::replay);
