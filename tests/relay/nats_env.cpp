@@ -3,6 +3,7 @@
 #include <nats/nats.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "support/config_text.hpp"
@@ -36,6 +37,16 @@ struct Client {
 std::string header(natsMsg* msg, const char* name) {
   const char* value = nullptr;
   return natsMsgHeader_Get(msg, name, &value) == NATS_OK && value != nullptr ? value : "";
+}
+
+std::vector<std::string> header_names(natsMsg* msg) {
+  const char** keys = nullptr;
+  int count = 0;
+  std::vector<std::string> names;
+  if (natsMsgHeader_Keys(msg, &keys, &count) != NATS_OK) return names;  // NATS_NOT_FOUND: no headers
+  for (int i = 0; i < count; ++i) names.emplace_back(keys[i]);
+  free(static_cast<void*>(keys));
+  return names;
 }
 
 }  // namespace
@@ -95,6 +106,8 @@ std::vector<NatsMessage> read_stream_messages(const std::string& url, const std:
     messages.push_back(NatsMessage{.subject = natsMsg_GetSubject(msg),
                                    .msg_id = header(msg, "Nats-Msg-Id"),
                                    .traceparent = header(msg, "traceparent"),
+                                   .tracestate = header(msg, "tracestate"),
+                                   .header_names = header_names(msg),
                                    .body = std::string(natsMsg_GetData(msg), natsMsg_GetDataLength(msg))});
     natsMsg_Destroy(msg);
   }

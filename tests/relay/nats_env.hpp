@@ -34,6 +34,8 @@ struct NatsMessage {
   std::string subject;
   std::string msg_id;  // Nats-Msg-Id
   std::string traceparent;
+  std::string tracestate;
+  std::vector<std::string> header_names;  // every header the message carries, as stored
   std::string body;
 };
 

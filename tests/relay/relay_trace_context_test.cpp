@@ -1,13 +1,17 @@
 // W3C trace context from the outbox row's headers to the consumer: the writer puts traceparent
-// (and tracestate) in `headers`; the relay copies them, checked, to the stream entry's fields and
-// the webhook's headers. A malformed one is dropped (counted, logged), never passed on, and the
-// event is published all the same.
+// (and tracestate) in `headers`; the relay copies them, checked, to the stream entry's fields, the
+// webhook's headers and the JetStream message's headers. A malformed one is dropped (counted, logged), never passed on,
+// and the event is published all the same.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
+#include "relay/nats_env.hpp"
 #include "relay/relay_env.hpp"
 #include "relay/relay_fixture.hpp"
 #include "support/eventually.hpp"
@@ -115,6 +119,39 @@ TEST_F(RelayTraceContext, WebhooksCarryTheWritersTraceContextAndNeverAMalformedO
   EXPECT_NE(head_of("t3").find("\r\ntraceparent: " + kTraceparent + "\r\n"), std::string::npos) << head_of("t3");
   EXPECT_EQ(head_of("t3").find("tracestate"), std::string::npos) << head_of("t3");
   EXPECT_EQ(received.find("\r\nX-Injected"), std::string::npos) << "no header line injected";
+}
+
+// Read back from the stream with libnats: the headers a JetStream consumer sees on each message.
+TEST_F(RelayTraceContext, NatsMessagesCarryTheWritersTraceContextAndNeverAMalformedOne) {
+  NatsServer server(dir_->path());
+  settings_.nats_url = server.url();
+  settings_.nats_stream = "S" + prefix_;
+  create_stream(server.url(), settings_.nats_stream, prefix_ + ".>", 60s);
+  const Rows rows = insert_rows();
+  const RelayRunner runner(dir_->path(), settings_);
+  Process relay = runner.start("relay");
+  ASSERT_TRUE(drained(10s)) << relay.describe();
+  EXPECT_EQ(relay.terminate(10s), 0) << relay.describe();
+
+  const std::vector<NatsMessage> messages = read_stream_messages(server.url(), settings_.nats_stream);
+  ASSERT_EQ(messages.size(), 5u) << "every event is published, traced or not";
+  std::map<std::int64_t, const NatsMessage*> by_id;
+  for (const NatsMessage& message : messages) by_id[std::stoll(message.msg_id)] = &message;
+  const auto names = [&](std::int64_t id) {
+    std::vector<std::string> sorted = by_id.at(id)->header_names;
+    std::sort(sorted.begin(), sorted.end());
+    return sorted;
+  };
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(by_id.at(rows.traced)->traceparent, kTraceparent);
+  EXPECT_EQ(by_id.at(rows.traced)->tracestate, kTracestate);
+  EXPECT_EQ(names(rows.traced), (Names{"Nats-Msg-Id", "traceparent", "tracestate"}));
+  EXPECT_EQ(names(rows.bad_parent), Names{"Nats-Msg-Id"}) << "a malformed traceparent and its tracestate dropped";
+  EXPECT_EQ(by_id.at(rows.bad_state)->traceparent, kTraceparent);
+  EXPECT_EQ(names(rows.bad_state), (Names{"Nats-Msg-Id", "traceparent"})) << "no tracestate, no injected header";
+  EXPECT_EQ(names(rows.state_alone), Names{"Nats-Msg-Id"});
+  EXPECT_EQ(names(rows.untraced), Names{"Nats-Msg-Id"});
+  EXPECT_NE(by_id.at(rows.traced)->body.find(kTraceparent), std::string::npos) << "headers kept as written in the body";
 }
 
 }  // namespace
