@@ -1,22 +1,26 @@
 // idemrelay benchmark: drives the real idemrelay binary against a Postgres outbox and Redis on this
 // machine and prints a markdown report.
-//   1. throughput: a pre-filled backlog drained with batch sizes 1, 100, 500 (rows/s);
+//   1. throughput: a pre-filled backlog drained with batch sizes 1, 100, 500 (rows/s), into Redis
+//      Streams and (with --nats-url) into a JetStream stream, read back and checked: each event
+//      exactly once, each aggregate in id order;
 //   2. latency: rows inserted at a fixed rate (default 2,000/s, single-row autocommit INSERTs from
 //      two writer threads) while the relay runs; commit-to-XADD lag = stream entry id (Redis clock,
 //      ms) - created_at (the inserting transaction's now(), i.e. its commit within a millisecond);
 //      retention runs meanwhile and the table's size and dead tuples are sampled (a mini soak);
 //   3. the upper bound: the claim + mark SQL alone under pgbench, same batch sizes, same 2 clients;
 //   4. bursts into an idle relay on a never-analyzed outbox: 30,000 rows committed at once, as
-//      30,000 one-row aggregates and as 40 aggregates of 750 rows (rows/s from commit to drained);
+//      30,000 one-row aggregates and as 40 aggregates of 750 rows (rows/s from commit to drained),
+//      into Redis Streams and (with --nats-url) into JetStream, each read back and checked;
 //   5. a 1,000,000-row backlog over 100 aggregates drained by 1, 2 and 4 relays: rows/s, the claim
 //      statement's server time (p50/p99, from the Postgres log: log_min_duration_statement = 0 on the
 //      relays' sessions), and with one relay the commit-to-XADD lag of new rows inserted at
 //      --rate rows/s into other aggregates meanwhile. Every run checks what reached the stream:
 //      each event exactly once, each aggregate in id order.
 // Usage: idemrelay-bench --pg DSN --pg-log FILE --redis-port P --relay BIN --work DIR [--rate N]
-//        [--seconds S] [--only throughput|latency|burst|backlog]
+//        [--seconds S] [--nats-url nats://127.0.0.1:PORT] [--only throughput|latency|burst|backlog]
 #include <hiredis/hiredis.h>
 #include <libpq-fe.h>
+#include <nats/nats.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,6 +29,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -59,6 +64,7 @@ struct Options {
   int seconds = 10;
   std::string only;  // "throughput" | "latency" | "burst" | "backlog": run that part alone
   std::filesystem::path pg_log;  // the server's log, for statement durations
+  std::string nats_url;          // a nats-server with JetStream: the NATS sink's runs (none when empty)
 };
 
 struct PgDeleter {
@@ -185,16 +191,96 @@ void fill(const std::string& dsn, int rows, int aggregates, bool analyze = true)
   if (analyze) Pg(dsn).query("ANALYZE outbox");
 }
 
+enum class Sink { redis, nats };
+
+// Redis: streams "<stream>.<aggregate_type>"; NATS: JetStream stream `stream`, subjects
+// "<stream>.<aggregate_type>".
 std::filesystem::path write_config(const Options& o, const std::string& dsn, const std::string& stream, int batch,
-                                   const std::string& extra, const std::string& name = {}) {
+                                   const std::string& extra, const std::string& name = {}, Sink sink = Sink::redis) {
   const auto path = o.work / ("relay-" + stream + name + ".yaml");
   std::ofstream out(path);
   out << "postgres: { dsn: \"" << dsn << "\" }\n"
       << "relay: { batch_size: " << batch << ", concurrency: 2, poll_interval: 1s, lease: 30s, stats_interval: 1s }\n"
-      << extra << "sink:\n  type: redis_streams\n  redis_streams:\n    address: 127.0.0.1:" << o.redis_port << "\n"
-      << "    stream: \"" << stream << ".{aggregate_type}\"\n    dedup_prefix: \"" << stream << ":pub:\"\n";
+      << extra;
+  if (sink == Sink::nats) {
+    out << "sink:\n  type: nats_jetstream\n  nats_jetstream:\n    url: \"" << o.nats_url << "\"\n"
+        << "    stream: \"" << stream << "\"\n    subject: \"" << stream << ".{aggregate_type}\"\n";
+  } else {
+    out << "sink:\n  type: redis_streams\n  redis_streams:\n    address: 127.0.0.1:" << o.redis_port << "\n"
+        << "    stream: \"" << stream << ".{aggregate_type}\"\n    dedup_prefix: \"" << stream << ":pub:\"\n";
+  }
   return path;
 }
+
+// A libnats connection and JetStream context for the bench's own calls (the stream's creation,
+// reading it back, deleting it).
+class JetStream {
+ public:
+  explicit JetStream(const std::string& url) {
+    check(natsConnection_ConnectTo(&connection_, url.c_str()), "connect " + url);
+    check(natsConnection_JetStream(&js_, connection_, nullptr), "JetStream context");
+  }
+  ~JetStream() {
+    if (js_ != nullptr) jsCtx_Destroy(js_);
+    if (connection_ != nullptr) natsConnection_Destroy(connection_);
+  }
+  JetStream(const JetStream&) = delete;
+  JetStream& operator=(const JetStream&) = delete;
+
+  // File storage; a duplicate window of 10 minutes, over the relay's lease (30 s) + backoff max (5 m).
+  void add_stream(const std::string& name) {
+    jsStreamConfig config;
+    jsStreamConfig_Init(&config);
+    config.Name = name.c_str();
+    const std::string subjects = name + ".>";
+    const char* subject_list[] = {subjects.c_str()};
+    config.Subjects = subject_list;
+    config.SubjectsLen = 1;
+    config.Storage = js_FileStorage;
+    config.Duplicates = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::minutes(10)).count();
+    jsStreamInfo* info = nullptr;
+    jsErrCode code = static_cast<jsErrCode>(0);
+    check(js_AddStream(&info, js_, &config, nullptr, &code), "add stream " + name);
+    jsStreamInfo_Destroy(info);
+  }
+  void delete_stream(const std::string& name) {
+    jsErrCode code = static_cast<jsErrCode>(0);
+    js_DeleteStream(js_, name.c_str(), nullptr, &code);
+  }
+  // Calls `each(event id, aggregate id)` for every message of `name`, in stream order.
+  void for_each_message(const std::string& name, const std::function<void(std::int64_t, const std::string&)>& each) {
+    jsStreamInfo* info = nullptr;
+    jsErrCode code = static_cast<jsErrCode>(0);
+    check(js_GetStreamInfo(&info, js_, name.c_str(), nullptr, &code), "stream info " + name);
+    const std::uint64_t first = info->State.FirstSeq;
+    const std::uint64_t last = info->State.LastSeq;
+    jsStreamInfo_Destroy(info);
+    for (std::uint64_t seq = first; seq != 0 && seq <= last; ++seq) {
+      natsMsg* msg = nullptr;
+      check(js_GetMsg(&msg, js_, name.c_str(), seq, nullptr, &code), "get message " + std::to_string(seq));
+      const char* id = nullptr;
+      const bool has_id = natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr;
+      const std::string body(natsMsg_GetData(msg), static_cast<std::size_t>(natsMsg_GetDataLength(msg)));
+      const std::string event = has_id ? id : "";
+      natsMsg_Destroy(msg);
+      // The body is the webhook body: {..., "aggregate_id":"<id>", ...}; the bench's ids need no escaping.
+      const std::string key = "\"aggregate_id\":\"";
+      const std::size_t at = body.find(key);
+      if (event.empty() || at == std::string::npos) {
+        throw std::runtime_error("message " + std::to_string(seq) + " unreadable");
+      }
+      const std::size_t from = at + key.size();
+      each(std::stoll(event), body.substr(from, body.find('"', from) - from));
+    }
+  }
+
+ private:
+  static void check(natsStatus status, const std::string& what) {
+    if (status != NATS_OK) throw std::runtime_error("nats: " + what + ": " + natsStatus_GetText(status));
+  }
+  natsConnection* connection_ = nullptr;
+  jsCtx* js_ = nullptr;
+};
 
 void drop_stream(Redis& redis, const std::string& prefix) {
   // Markers expire on their own (24 h); the bench removes its streams and markers right away.
@@ -209,11 +295,56 @@ void drop_stream(Redis& redis, const std::string& prefix) {
   } while (cursor != "0");
 }
 
-double throughput(const Options& o, Redis& redis, int batch, int rows) {
+// Every event once, each aggregate in id order, `expected` in all; throws otherwise.
+class OrderCheck {
+ public:
+  void see(std::int64_t event, const std::string& aggregate) {
+    if (event < 0) throw std::runtime_error("an entry without event_id");
+    const auto index = static_cast<std::size_t>(event);
+    if (index >= seen_.size()) seen_.resize(index * 2 + 1);
+    if (seen_[index]++ != 0) throw std::runtime_error("event " + std::to_string(event) + " twice");
+    auto [at, inserted] = last_.try_emplace(aggregate, event);
+    if (!inserted) {
+      if (event < at->second) throw std::runtime_error("aggregate " + aggregate + " out of order");
+      at->second = event;
+    }
+    ++entries_;
+  }
+  void expect(const std::string& where, std::int64_t expected) const {
+    if (entries_ != expected) {
+      throw std::runtime_error(where + ": " + std::to_string(entries_) + " entries, expected " +
+                               std::to_string(expected));
+    }
+  }
+
+ private:
+  std::vector<std::uint8_t> seen_;
+  std::map<std::string, std::int64_t> last_;
+  std::int64_t entries_ = 0;
+};
+
+// What reached JetStream stream `name`: every event once, each aggregate in id order, `expected`
+// in all (throws otherwise); then the stream is deleted.
+void verify_nats_stream(JetStream& nats, const std::string& name, std::int64_t expected) {
+  OrderCheck check;
+  nats.for_each_message(name, [&](std::int64_t event, const std::string& aggregate) { check.see(event, aggregate); });
+  check.expect("JetStream stream " + name, expected);
+  nats.delete_stream(name);
+}
+
+// A pre-filled, analyzed backlog of `rows` over 1,000 aggregates drained by one relay into `sink`:
+// rows/s from the relay's start until nothing is unpublished. The NATS run reads the stream back
+// and checks it (each event once, in order per aggregate).
+double throughput(const Options& o, Redis& redis, int batch, int rows, Sink sink = Sink::redis) {
   Schema schema(o.pg, o.relay, o.work);
   fill(schema.dsn, rows, 1'000);
-  const std::string stream = "bench" + std::to_string(batch) + "x" + random_suffix();
-  const auto config = write_config(o, schema.dsn, stream, batch, "retention: { max_age: 0 }\n");
+  const std::string stream = (sink == Sink::nats ? "NATS" : "bench") + std::to_string(batch) + "x" + random_suffix();
+  std::optional<JetStream> nats;
+  if (sink == Sink::nats) {
+    nats.emplace(o.nats_url);
+    nats->add_stream(stream);
+  }
+  const auto config = write_config(o, schema.dsn, stream, batch, "retention: { max_age: 0 }\n", {}, sink);
   Pg pg(schema.dsn);
   const auto start = Clock::now();
   Child relay({o.relay, "--config", config.string()}, o.work / (stream + ".log"));
@@ -224,7 +355,11 @@ double throughput(const Options& o, Redis& redis, int batch, int rows) {
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   relay.stop();
-  drop_stream(redis, stream);
+  if (nats) {
+    verify_nats_stream(*nats, stream, rows);
+  } else {
+    drop_stream(redis, stream);
+  }
   return rows / seconds;
 }
 
@@ -380,28 +515,15 @@ double sql_bound(const Options& o, int batch, int transactions_per_client) {
 // commit-to-XADD lags (ms) of the entries whose aggregate_id starts with `lag_prefix` (if given).
 std::vector<std::int64_t> verify_stream(Redis& redis, const std::string& key, std::int64_t expected,
                                         const std::string& lag_prefix = {}) {
-  std::vector<std::uint8_t> seen;
-  std::map<std::string, std::int64_t> last;
+  OrderCheck check;
   std::vector<std::int64_t> lags;
-  std::int64_t entries = 0;
   for_each_entry(redis, key, [&](const Entry& entry) {
-    if (entry.event < 0) throw std::runtime_error("stream entry without event_id");
-    const auto event = static_cast<std::size_t>(entry.event);
-    if (event >= seen.size()) seen.resize(event * 2 + 1);
-    if (seen[event]++ != 0) throw std::runtime_error("event " + std::to_string(entry.event) + " twice");
-    auto [at, inserted] = last.try_emplace(entry.aggregate, entry.event);
-    if (!inserted) {
-      if (entry.event < at->second) throw std::runtime_error("aggregate " + entry.aggregate + " out of order");
-      at->second = entry.event;
-    }
+    check.see(entry.event, entry.aggregate);
     if (!lag_prefix.empty() && entry.aggregate.rfind(lag_prefix, 0) == 0) {
       lags.push_back(entry.added_ms - rfc3339_ms(entry.created_at));
     }
-    ++entries;
   });
-  if (entries != expected) {
-    throw std::runtime_error(key + ": " + std::to_string(entries) + " entries, expected " + std::to_string(expected));
-  }
+  check.expect(key, expected);
   return lags;
 }
 
@@ -409,10 +531,16 @@ std::int64_t unpublished(Pg& pg) { return pg.scalar("SELECT count(*) FROM outbox
 
 // 30,000 rows committed at once into an idle relay's never-analyzed outbox: rows/s from the commit
 // until the last row is marked published.
-double burst(const Options& o, Redis& redis, int rows, int aggregates, int batch) {
+double burst(const Options& o, Redis& redis, int rows, int aggregates, int batch, Sink sink = Sink::redis) {
   Schema schema(o.pg, o.relay, o.work);
-  const std::string stream = "burst" + std::to_string(aggregates) + "x" + random_suffix();
-  const auto config = write_config(o, schema.dsn, stream, batch, "retention: { max_age: 0 }\n");
+  const std::string stream =
+      (sink == Sink::nats ? "NATSBURST" : "burst") + std::to_string(aggregates) + "x" + random_suffix();
+  std::optional<JetStream> nats;
+  if (sink == Sink::nats) {
+    nats.emplace(o.nats_url);
+    nats->add_stream(stream);
+  }
+  const auto config = write_config(o, schema.dsn, stream, batch, "retention: { max_age: 0 }\n", {}, sink);
   Child relay({o.relay, "--config", config.string()}, o.work / (stream + ".log"));
   std::this_thread::sleep_for(1s);  // idle: its claims found nothing
   Pg pg(schema.dsn);
@@ -424,8 +552,12 @@ double burst(const Options& o, Redis& redis, int rows, int aggregates, int batch
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - committed).count();
   relay.stop();
-  verify_stream(redis, stream + ".order", rows);
-  drop_stream(redis, stream);
+  if (nats) {
+    verify_nats_stream(*nats, stream, rows);
+  } else {
+    verify_stream(redis, stream + ".order", rows);
+    drop_stream(redis, stream);
+  }
   return rows / seconds;
 }
 
@@ -539,10 +671,11 @@ int main(int argc, char** argv) {
     else if (key == "--seconds") o.seconds = std::stoi(value);
     else if (key == "--only") o.only = value;
     else if (key == "--pg-log") o.pg_log = value;
+    else if (key == "--nats-url") o.nats_url = value;
   }
   if (o.pg.empty() || o.redis_port == 0 || o.relay.empty() || o.work.empty()) {
     std::cerr << "usage: idemrelay-bench --pg DSN --pg-log FILE --redis-port P --relay BIN --work DIR [--rate N] "
-                 "[--seconds S] [--only throughput|latency|burst|backlog]\n";
+                 "[--seconds S] [--nats-url URL] [--only throughput|latency|burst|backlog]\n";
     return 2;
   }
   std::filesystem::create_directories(o.work);
@@ -557,17 +690,23 @@ int main(int argc, char** argv) {
     const auto runs = [&](const char* part) { return o.only.empty() || o.only == part; };
     if (runs("burst")) {
       std::cout << "## bursts into an idle relay, never-analyzed outbox (30,000 rows committed at once; concurrency 2)\n\n"
-                << "| shape | batch | rows/s (commit to drained) |\n|---|---:|---:|\n";
+                << "| shape | batch | rows/s (commit to drained), Redis Streams | rows/s, NATS JetStream |\n"
+                << "|---|---:|---:|---:|\n";
+      const auto nats_burst = [&](int aggregates, int batch) {
+        return o.nats_url.empty() ? std::string("-")
+                                  : std::to_string(std::lround(burst(o, redis, 30'000, aggregates, batch, Sink::nats)));
+      };
       for (const int batch : {100, 500}) {
         const double flat = burst(o, redis, 30'000, 30'000, batch);
-        std::printf("| 30,000 aggregates x 1 row | %d | %.0f |\n", batch, flat);
+        std::printf("| 30,000 aggregates x 1 row | %d | %.0f | %s |\n", batch, flat, nats_burst(30'000, batch).c_str());
         std::fflush(stdout);
         const double deep = burst(o, redis, 30'000, 40, batch);
-        std::printf("| 40 aggregates x 750 rows | %d | %.0f (%.2fx the flat shape) |\n", batch, deep, deep / flat);
+        std::printf("| 40 aggregates x 750 rows | %d | %.0f (%.2fx the flat shape) | %s |\n", batch, deep, deep / flat,
+                    nats_burst(40, batch).c_str());
         std::fflush(stdout);
       }
       const double deep = burst(o, redis, 30'000, 40, 1'000);
-      std::printf("| 40 aggregates x 750 rows | 1000 | %.0f |\n\n", deep);
+      std::printf("| 40 aggregates x 750 rows | 1000 | %.0f | %s |\n\n", deep, nats_burst(40, 1'000).c_str());
       std::fflush(stdout);
     }
     if (runs("backlog")) {
@@ -593,13 +732,24 @@ int main(int argc, char** argv) {
     }
     if (runs("throughput")) {
       std::cout << "## idemrelay throughput (backlog drained; 1,000 aggregates; analyzed; concurrency 2)\n\n"
-                << "| batch | rows | relay rows/s | claim+mark SQL alone rows/s (pgbench, 2 clients) | relay / SQL |\n"
-                << "|---:|---:|---:|---:|---:|\n";
+                << "| batch | rows | relay rows/s, Redis Streams | relay rows/s, NATS JetStream "
+                   "| claim+mark SQL alone rows/s (pgbench, 2 clients) | Redis / SQL | NATS / SQL |\n"
+                << "|---:|---:|---:|---:|---:|---:|---:|\n";
       for (const Row& row : plan) {
         const double relay = throughput(o, redis, row.batch, row.rows);
+        const double nats = o.nats_url.empty() ? 0 : throughput(o, redis, row.batch, row.rows, Sink::nats);
         const double bound = sql_bound(o, row.batch, row.transactions);
-        std::printf("| %d | %d | %.0f | %.0f | %.0f%% |\n", row.batch, row.rows, relay, bound, 100.0 * relay / bound);
+        const auto share = [&](double rate) {
+          return rate > 0 ? std::to_string(static_cast<int>(100.0 * rate / bound + 0.5)) + "%" : std::string("-");
+        };
+        std::printf("| %d | %d | %.0f | %s | %.0f | %s | %s |\n", row.batch, row.rows, relay,
+                    nats > 0 ? std::to_string(static_cast<long>(nats + 0.5)).c_str() : "-", bound, share(relay).c_str(),
+                    share(nats).c_str());
         std::fflush(stdout);
+      }
+      if (!o.nats_url.empty()) {
+        std::cout << "\nNATS: one JetStream stream per run (file storage, duplicate window 10 m), read back after the "
+                     "drain: each event exactly once (Nats-Msg-Id), each aggregate in id order (checked).\n";
       }
     }
     if (runs("latency")) {
