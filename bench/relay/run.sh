@@ -2,7 +2,7 @@
 # The idemrelay benchmark, one command: builds idemrelay and idemrelay-bench, starts a private
 # Postgres 15, Redis and nats-server (JetStream, store in the work dir) on loopback (stopped on
 # exit, by PID), runs bench/relay/relay_bench.cpp and prints
-# its markdown report (also written to <build>/bench-relay/latest.md). About 8 minutes.
+# its markdown report (also written to <build>/bench-relay/latest.md). About 10 minutes.
 #
 #   IDEMPROXY_BUILD_DIR   build directory (default: build)
 #   IDEM_BENCH_RATE       insert rate of the lag run, rows/s (default 2000)
