@@ -26,7 +26,8 @@ IDEM_SANITIZER_DIR=$IDEM_REPO/tests/sanitizers
 IDEM_FUZZ_TARGETS=(idempotency_key canonical_json config_load route_match request_head)
 
 # Both sanitizers run the suite except what measures or validates rather than tests code (the
-# benchmark smoke: timing under a sanitizer means nothing; the offline manifest checks) and the
+# benchmark smoke: timing under a sanitizer means nothing; the offline manifest and monitoring-rule
+# checks, which run promtool and node, not our code) and the
 # scripts that run the same binaries again end to end (the chaos soak, the suite through PgBouncer,
 # the demo): they add minutes of waiting and no code path the tests do not already take.
 # ASan runs the failure suite (tests/failure: lost replies, crashes, outages), whose error paths
@@ -37,8 +38,8 @@ IDEM_FUZZ_TARGETS=(idempotency_key canonical_json config_load route_match reques
 # The HA formation tests (label ha: a minute of failovers, one at a time) run under TSan, where the
 # connect path's host switching meets the admin thread's connections (it found a descriptor race
 # there), and not under ASan, whose failure suite already takes the same error paths.
-IDEM_SANITIZED_CTEST_ARGS=(-LE '^(bench|deploy|soak|ha)$' -E '^(e2e_through_pgbouncer|demo_smoke)$')
-IDEM_TSAN_CTEST_ARGS=(-LE '^(bench|deploy|soak|e2e-failure)$' -E '^(e2e_through_pgbouncer|demo_smoke)$')
+IDEM_SANITIZED_CTEST_ARGS=(-LE '^(bench|deploy|monitoring|soak|ha)$' -E '^(e2e_through_pgbouncer|demo_smoke)$')
+IDEM_TSAN_CTEST_ARGS=(-LE '^(bench|deploy|monitoring|soak|e2e-failure)$' -E '^(e2e_through_pgbouncer|demo_smoke)$')
 
 # ":suppressions=FILE" for a sanitizer's *_OPTIONS when tests/sanitizers/NAME.supp exists.
 idem_suppressions() {
