@@ -50,6 +50,26 @@ std::uint16_t free_port() {
   return ntohs(address.sin_port);
 }
 
+PortReservation::PortReservation() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+  if (fd_ < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in address = loopback(0);
+  socklen_t length = sizeof address;
+  if (::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    const std::string error = std::strerror(errno);
+    ::close(fd_);
+    throw std::runtime_error("reserving a port on 127.0.0.1: " + error);
+  }
+  port_ = ntohs(address.sin_port);
+}
+
+PortReservation::~PortReservation() { release(); }
+
+void PortReservation::release() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
 bool port_accepts(std::uint16_t port) {
   Socket socket;
   sockaddr_in address = loopback(port);

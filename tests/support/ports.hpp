@@ -12,6 +12,23 @@ namespace idem::test {
 // Throws std::runtime_error when no socket can be bound.
 std::uint16_t free_port();
 
+// A free port held bound, not listening, on 127.0.0.1: no other socket can take it (not even a
+// listener bound to port 0, which the kernel gives a free port) and a connect to it is refused,
+// until release() or destruction. For "nothing listens there yet" without the port going free.
+class PortReservation {
+ public:
+  PortReservation();
+  ~PortReservation();
+  PortReservation(const PortReservation&) = delete;
+  PortReservation& operator=(const PortReservation&) = delete;
+  std::uint16_t port() const { return port_; }
+  void release();
+
+ private:
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+};
+
 // 127.0.0.1:port as the socket calls take it.
 sockaddr_in loopback(std::uint16_t port);
 

@@ -75,7 +75,12 @@ void ProxyHarness::start() {
     upstream_.emplace(start_test_upstream(work_dir_.path()));
     upstream_port_ = upstream_->port;
   } else {
-    upstream_port_ = options_.upstream_port != 0 ? options_.upstream_port : free_port();
+    if (options_.upstream_port != 0) {
+      upstream_port_ = options_.upstream_port;
+    } else {
+      upstream_reservation_.emplace();
+      upstream_port_ = upstream_reservation_->port();
+    }
   }
   configured_upstream_port_ = options_.route_upstream ? options_.route_upstream(upstream_port_) : upstream_port_;
   bool migrated = false;
@@ -106,6 +111,7 @@ void ProxyHarness::stop() {
 
 void ProxyHarness::start_upstream_now() {
   if (upstream_ && upstream_->process.running()) return;
+  if (upstream_reservation_) upstream_reservation_->release();
   upstream_.emplace(start_test_upstream(work_dir_.path(), upstream_port_, "late-upstream"));
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "support/http_client.hpp"
+#include "support/ports.hpp"
 #include "support/process.hpp"
 #include "support/proxy_launcher.hpp"
 #include "support/temp_dir.hpp"
@@ -83,6 +84,9 @@ class ProxyHarness {
   std::uint16_t proxy_port_ = 0;
   std::uint16_t upstream_port_ = 0;
   std::optional<TestUpstream> upstream_;
+  // With start_upstream == false and no upstream_port: the upstream's port, held until
+  // start_upstream_now() (a port merely found free went to the proxy's own admin listener once).
+  std::optional<PortReservation> upstream_reservation_;
   ProxyLauncher launcher_;  // declared after work_dir_: its processes go first
 };
 
