@@ -1,10 +1,14 @@
 // The test tools themselves: idem-test-upstream does what its headers ask and counts right, and
 // the process, port and HTTP helpers behave, so an e2e failure points at the proxy, not at them.
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <cerrno>
 #include <chrono>
 
 #include "support/blocking_pg.hpp"
@@ -164,6 +168,31 @@ TEST(Ports, FreePortIsNotListenedOn) {
   EXPECT_GT(port, 0);
   EXPECT_FALSE(port_accepts(port));
   EXPECT_FALSE(wait_for_port(port, std::chrono::milliseconds(100)));
+}
+
+// bind() of 127.0.0.1:port on a fresh socket: 0, or the errno it failed with.
+int bind_errno(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address = loopback(port);
+  const int result = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 ? 0 : errno;
+  ::close(fd);
+  return result;
+}
+
+// While reserved, nothing else can bind the port and a connect is refused (what an upstream that
+// is not started yet must look like); once released, a server can take it.
+TEST(Ports, AReservedPortRefusesConnectsAndCannotBeTakenUntilReleased) {
+  PortReservation reservation;
+  const std::uint16_t port = reservation.port();
+  ASSERT_GT(port, 0);
+  EXPECT_FALSE(port_accepts(port));
+  EXPECT_EQ(bind_errno(port), EADDRINUSE);
+  reservation.release();
+  EXPECT_EQ(bind_errno(port), 0);
+  TempDir dir("idem-reserved-port");
+  TestUpstream upstream = start_test_upstream(dir.path(), port, "after-release");
+  EXPECT_TRUE(wait_for_port(port, std::chrono::seconds(5)));
+  upstream.process.terminate(std::chrono::seconds(5));
 }
 
 TEST(ProxyConfig, TemplateReplacesOnlyKnownNames) {
