@@ -255,8 +255,9 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     connection.stream.expires_never();
     RequestTrace trace;
     const auto handling_started = std::chrono::steady_clock::now();
-    // Two traceparent fields make neither valid (W3C Trace Context §3.2).
-    if (const auto traceparent = request.find("traceparent");
+    // Only the access log reads it: no lookups by name when it is off. Two traceparent fields make
+    // neither valid (W3C Trace Context §3.2).
+    if (const auto traceparent = services.config->config.log.access ? request.find("traceparent") : request.end();
         traceparent != request.end() && request.count("traceparent") == 1) {
       const std::string_view value(traceparent->value().data(), traceparent->value().size());
       if (core::is_valid_traceparent(value)) trace.traceparent = std::string(value);
