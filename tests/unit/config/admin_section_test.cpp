@@ -1,11 +1,13 @@
 // The `admin:` section, read by one reader for both binaries: every form is accepted by idemproxy
 // and idemrelay alike, and problems keep their file:line:col.
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "config/config.hpp"
 #include "config/relay_config.hpp"
@@ -66,9 +68,11 @@ TEST_P(AdminSection, AnAddressEnablesTheListenerThere) {
 }
 
 TEST_P(AdminSection, TheTokenCanComeFromAFileWithoutItsTrailingNewline) {
-  const std::string path = ::testing::TempDir() + "admin_section_test_token";
+  // Both parameters run at once under tests/run.sh, so each process writes its own file.
+  const std::string path = ::testing::TempDir() + "admin_section_test_token." + std::to_string(::getpid());
   std::ofstream(path) << "s3cret\n";
   const AdminLoad loaded = load_admin(GetParam(), "admin: { listen: \"127.0.0.1:0\", token_file: \"" + path + "\" }\n");
+  std::filesystem::remove(path);
   ASSERT_TRUE(loaded.admin) << loaded.issues;
   EXPECT_EQ(loaded.admin->token, "s3cret");
 }
