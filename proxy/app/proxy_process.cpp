@@ -29,7 +29,9 @@ namespace idem::app {
 // Everything one io thread owns. Member order is destruction order reversed: the io_context
 // outlives every object that registered with it.
 struct WorkerSlot {
-  boost::asio::io_context io{1};
+  // One thread runs it and only that thread touches its sockets and timers (other threads post):
+  // no per-descriptor locking (two mutex round trips per I/O operation otherwise).
+  boost::asio::io_context io{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   std::unique_ptr<store::pg::PgStore> store;
   std::unique_ptr<store::Store> sealed;  // the encrypting decorator over `store`, when keys are configured
   std::unique_ptr<cache::RedisReplayCache> shared_cache;  // store.redis: this worker's own connection

@@ -15,12 +15,11 @@
 
 namespace idem::http {
 namespace asio = boost::asio;
-namespace beast = boost::beast;
 
 void ClientConnection::close() {
   boost::system::error_code ignored;
-  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-  stream.socket().close(ignored);
+  socket.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket.close(ignored);
 }
 
 namespace {
@@ -30,9 +29,9 @@ constexpr std::chrono::seconds kTlsShutdownTime{2};
 
 // Ends a TLS connection the proxy is done with: close_notify sent, the client's awaited for a
 // bounded time. Skipped when the socket is already gone (timeout, reset, drain).
-asio::awaitable<void> end_tls(TlsStream& stream, beast::tcp_stream& tcp) {
-  if (!tcp.socket().is_open()) co_return;
-  tcp.expires_after(kTlsShutdownTime);
+asio::awaitable<void> end_tls(TlsStream& stream, ClientConnection& connection) {
+  if (!connection.socket.is_open()) co_return;
+  connection.deadline.expires_after(kTlsShutdownTime);
   // The outcome changes nothing: the connection is closed either way.
   co_await stream.async_shutdown(use_tuple);
 }
@@ -46,11 +45,11 @@ asio::awaitable<void> over_client_transport(ClientConnection& connection, Worker
                                             const std::string& address, Serve serve) {
   const std::shared_ptr<tls::ListenerTls> listener_tls = services.config->listener_tls;
   if (!listener_tls) {
-    co_await serve(connection.stream);
+    co_await serve(connection.socket);
     co_return;
   }
-  TlsStream stream(connection.stream, listener_tls->context);
-  connection.stream.expires_after(services.config->config.limits.header_timeout);
+  TlsStream stream(connection.socket, listener_tls->context);
+  connection.deadline.expires_after(services.config->config.limits.header_timeout);
   auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server, use_tuple);
   if (ec) {
     // Plain HTTP sent to the TLS port, a protocol version below the minimum, a scanner: there is
@@ -63,12 +62,12 @@ asio::awaitable<void> over_client_transport(ClientConnection& connection, Worker
     co_return;
   }
   co_await serve(stream);
-  co_await end_tls(stream, connection.stream);
+  co_await end_tls(stream, connection);
 }
 
 std::string client_address(ClientConnection& connection) {
   boost::system::error_code ec;
-  const auto endpoint = connection.stream.socket().remote_endpoint(ec);
+  const auto endpoint = connection.socket.remote_endpoint(ec);
   return ec ? std::string("unknown") : endpoint.address().to_string();
 }
 

@@ -3,17 +3,18 @@
 // read and write and the configured bounds on headers and bodies.
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 
+#include "http/connection_deadline.hpp"
 #include "http/runtime.hpp"
 
 namespace idem::http {
 
 struct ClientConnection {
-  explicit ClientConnection(boost::asio::ip::tcp::socket socket) : stream(std::move(socket)) {}
+  explicit ClientConnection(boost::asio::ip::tcp::socket client) : socket(std::move(client)) {}
   void close();  // idempotent; cancels pending reads and writes
 
-  boost::beast::tcp_stream stream;
+  boost::asio::ip::tcp::socket socket;
+  ConnectionDeadline deadline{socket};  // of the phase under way: set on the TCP layer, under TLS too
   // From the first byte of a request until its response is written: a draining worker waits for
   // such connections and closes the others.
   bool in_request = false;

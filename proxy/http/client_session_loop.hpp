@@ -68,17 +68,17 @@ constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
 // discard what the client is still sending, for a bounded time. Over TLS the close_notify
 // exchange comes first, under the same deadline.
 template <class Stream>
-asio::awaitable<void> linger_close(Stream& stream, beast::tcp_stream& tcp) {
-  tcp.expires_after(kLingerTime);
+asio::awaitable<void> linger_close(Stream& stream, ClientConnection& connection) {
+  connection.deadline.expires_after(kLingerTime);
   if constexpr (kIsTls<Stream>) co_await stream.async_shutdown(use_tuple);
   boost::system::error_code ignored;
-  tcp.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  connection.socket.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
   std::array<char, 16 * 1024> sink;
   for (;;) {
-    auto [ec, n] = co_await tcp.async_read_some(asio::buffer(sink), use_tuple);
+    auto [ec, n] = co_await connection.socket.async_read_some(asio::buffer(sink), use_tuple);
     if (ec) break;
   }
-  tcp.socket().close(ignored);  // done with this connection (and with its TLS session, if any)
+  connection.socket.close(ignored);  // done with this connection (and with its TLS session, if any)
 }
 
 // Writes a response from `head`, a buffer the connection keeps (tls/http_head.hpp); a response
@@ -102,11 +102,11 @@ asio::awaitable<void> refuse(Stream& stream, ClientConnection& connection, core:
   log::info("request_refused", {{"status", problem.status}, {"detail", problem.detail}});
   Response response = problem_response(problem, version);
   response.keep_alive(false);
-  connection.stream.expires_after(write_timeout);
+  connection.deadline.expires_after(write_timeout);
   std::string head;
   auto [write_ec, written] = co_await write_response(stream, response, head);
   if (write_ec) co_return;
-  co_await linger_close(stream, connection.stream);
+  co_await linger_close(stream, connection);
 }
 
 inline void log_request(std::string_view method, std::string_view target, const Response& response,
@@ -125,10 +125,11 @@ inline void log_request(std::string_view method, std::string_view target, const 
                         {"traceparent", trace.traceparent}});
 }
 
-// A client or a deadline ended the connection: nothing to answer.
+// A client or a deadline ended the connection: nothing to answer. (A passed deadline closes the
+// socket: the operation under way is aborted, a later one finds no descriptor.)
 inline bool is_connection_gone(const boost::system::error_code& ec) {
-  return ec == beast::error::timeout || ec == beast_http::error::end_of_stream || ec == asio::error::eof ||
-         ec == asio::error::operation_aborted || ec == asio::error::connection_reset;
+  return ec == beast_http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::operation_aborted ||
+         ec == asio::error::bad_descriptor || ec == asio::error::connection_reset;
 }
 
 // Erases every field after the first `count` (in received order).
@@ -144,12 +145,13 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
                                  const bool& draining, const std::string& address) {
   beast::flat_buffer buffer;
   std::string response_head;  // reused by every response on this connection
+  core::RequestHead head;     // the validator's view of each request, its field list's storage reused
   for (;;) {
     // Limits come from the configuration snapshot current when each request starts.
     const config::LimitsConfig limits = services.config->config.limits;
     if (buffer.size() == 0) {
       // Idle keep-alive: wait for the first byte of the next request.
-      connection.stream.expires_after(limits.idle_timeout);
+      connection.deadline.expires_after(limits.idle_timeout);
       auto [ec, n] = co_await stream.async_read_some(buffer.prepare(kFirstReadSize), use_tuple);
       if (ec) co_return;
       buffer.commit(n);
@@ -160,8 +162,12 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
     parser.body_limit(limits.max_request_body);
     // The header deadline runs from the first byte: a client trickling headers (slowloris) is cut off.
-    connection.stream.expires_after(limits.header_timeout);
-    auto [header_ec, header_bytes] = co_await beast_http::async_read_header(stream, buffer, parser, use_tuple);
+    connection.deadline.expires_after(limits.header_timeout);
+    beast::error_code header_ec;
+    if (!tls::parse_buffered_header(parser, buffer, header_ec)) {
+      auto [read_ec, read_bytes] = co_await beast_http::async_read_header(stream, buffer, parser, use_tuple);
+      header_ec = read_ec;
+    }
     if (header_ec) {
       if (header_ec == beast_http::error::body_limit) {
         // A Content-Length above the limit is refused as soon as the header says so.
@@ -195,7 +201,9 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     // What RFC 9112 says to refuse in a head the parser accepted (request_framing.hpp): before
     // anything reads the body, routes or forwards, so client and upstream never disagree on
     // where this request ends or which host it is for.
-    core::RequestHead head{.method = parser.get().method_string(), .version = version, .fields = {}};
+    head.method = parser.get().method_string();
+    head.version = version;
+    head.fields.clear();
     for (const auto& field : parser.get()) head.fields.emplace_back(field.name_string(), field.value());
     if (std::optional<core::Problem> problem = core::request_framing_problem(head)) {
       co_await refuse(stream, connection, std::move(*problem), version, limits.write_timeout, services.metrics);
@@ -211,12 +219,12 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     }
 
     if (version >= 11 && beast::iequals(parser.get()[beast_http::field::expect], "100-continue")) {
-      connection.stream.expires_after(limits.write_timeout);
+      connection.deadline.expires_after(limits.write_timeout);
       auto [ec, n] = co_await asio::async_write(stream, asio::buffer(kContinue), use_tuple);
       if (ec) co_return;
     }
 
-    connection.stream.expires_after(limits.body_timeout);
+    connection.deadline.expires_after(limits.body_timeout);
     beast::error_code body_ec;
     std::size_t parsed = 0;
     if (!tls::parse_buffered(parser, buffer, body_ec, parsed)) {
@@ -244,20 +252,21 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     // Only this layer knows the transport; whatever the client claimed is replaced.
     request.set("X-Forwarded-Proto", kIsTls<Stream> ? "https" : "http");
     const bool client_keep_alive = keeps_connection_open(request);
-    // Logged as received: the handler rewrites the request for the upstream.
-    const std::string method{request.method_string()};
-    const std::string target{request.target()};
+    // Logged as received (the handler rewrites the request for the upstream), when logged at all.
+    const bool access_log = services.config->config.log.access;
+    const std::string method = access_log ? std::string(request.method_string()) : std::string();
+    const std::string target = access_log ? std::string(request.target()) : std::string();
     request.target(normalized.normalized->target);
     // absolute-form: the target's authority replaces any Host (RFC 9112 §3.2.2).
     if (normalized.normalized->authority) request.set(beast_http::field::host, *normalized.normalized->authority);
     // While the request is handled nothing is read from the client: its going away must not
     // cancel the upstream call or the store write (the handler's own deadlines bound them).
-    connection.stream.expires_never();
+    connection.deadline.expires_never();
     RequestTrace trace;
     const auto handling_started = std::chrono::steady_clock::now();
     // Only the access log reads it: no lookups by name when it is off. Two traceparent fields make
     // neither valid (W3C Trace Context §3.2).
-    if (const auto traceparent = services.config->config.log.access ? request.find("traceparent") : request.end();
+    if (const auto traceparent = access_log ? request.find("traceparent") : request.end();
         traceparent != request.end() && request.count("traceparent") == 1) {
       const std::string_view value(traceparent->value().data(), traceparent->value().size());
       if (core::is_valid_traceparent(value)) trace.traceparent = std::string(value);
@@ -266,11 +275,11 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     trace.handled =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - handling_started);
     services.metrics.record(trace, response.result_int());
-    if (services.config->config.log.access) log_request(method, target, response, trace);
+    if (access_log) log_request(method, target, response, trace);
 
     const bool keep_alive = client_keep_alive && !draining;
     response.keep_alive(keep_alive);
-    connection.stream.expires_after(limits.write_timeout);
+    connection.deadline.expires_after(limits.write_timeout);
     auto [write_ec, written] = co_await write_response(stream, response, response_head);
     connection.in_request = false;
     if (write_ec || !keep_alive) co_return;

@@ -30,3 +30,24 @@ bool parse_buffered(boost::beast::http::basic_parser<isRequest>& parser, boost::
 }
 
 }  // namespace idem::tls
+
+namespace idem::tls {
+
+// The head of a message from the bytes already buffered, as http::async_read_header would parse
+// them (a request usually arrives whole with the read that woke the connection). True when that
+// settled it: the head is complete, or `ec` holds the error the read would have returned. False
+// when more bytes must be read (then `ec` is clear, and nothing was consumed).
+template <bool isRequest>
+bool parse_buffered_header(boost::beast::http::basic_parser<isRequest>& parser, boost::beast::flat_buffer& buffer,
+                           boost::beast::error_code& ec) {
+  if (parser.is_header_done()) return true;
+  if (buffer.size() == 0) return false;
+  buffer.consume(parser.put(buffer.data(), ec));
+  if (ec == boost::beast::http::error::need_more) {
+    ec = {};
+    return false;
+  }
+  return ec || parser.is_header_done();
+}
+
+}  // namespace idem::tls

@@ -236,6 +236,22 @@ TEST_F(SecurityIdleTimeout, IdleKeepAliveConnectionIsClosed) {
   expect_served(proxy().proxy_port());
 }
 
+// Each request moves the idle deadline on: a connection used every 250 ms outlives many 500 ms
+// idle timeouts. (The connection's one timer, armed for an earlier deadline, fires early and
+// must wait again rather than close: connection_deadline.hpp.)
+TEST_F(SecurityIdleTimeout, AConnectionUsedMoreOftenThanTheIdleTimeoutStaysOpen) {
+  HttpConnection connection(proxy().proxy_port());
+  const auto started = Clock::now();
+  for (int i = 0; i < 7; ++i) {
+    if (i > 0) std::this_thread::sleep_for(250ms);
+    const auto response = connection.send(plain_get());
+    ASSERT_TRUE(response.ok()) << "request " << i << ": " << response.error;
+    ASSERT_EQ(response.status, 200) << describe(response);
+    ASSERT_TRUE(connection.is_open()) << "closed after request " << i;
+  }
+  EXPECT_GE(Clock::now() - started, 1500ms);
+}
+
 class SecurityMaxConnections : public ProxyTest {
  protected:
   ProxyOptions proxy_options() const override {
