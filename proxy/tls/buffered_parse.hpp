@@ -36,7 +36,8 @@ namespace idem::tls {
 // The head of a message from the bytes already buffered, as http::async_read_header would parse
 // them (a request usually arrives whole with the read that woke the connection). True when that
 // settled it: the head is complete, or `ec` holds the error the read would have returned. False
-// when more bytes must be read (then `ec` is clear, and nothing was consumed).
+// when more bytes must be read (then `ec` is clear; the complete lines the parser took are consumed,
+// and the read continues from them, as async_read_header's own reads do).
 template <bool isRequest>
 bool parse_buffered_header(boost::beast::http::basic_parser<isRequest>& parser, boost::beast::flat_buffer& buffer,
                            boost::beast::error_code& ec) {

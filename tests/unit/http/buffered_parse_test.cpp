@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/buffer.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -87,6 +88,65 @@ TEST(BufferedParse, NothingBufferedAsksForARead) {
   EXPECT_FALSE(parse_buffered(read.parser, read.buffer, ec, parsed));
   EXPECT_FALSE(ec);
   EXPECT_EQ(parsed, 0u);
+}
+
+void buffer_bytes(beast::flat_buffer& buffer, std::string_view bytes) {
+  buffer.commit(boost::asio::buffer_copy(buffer.prepare(bytes.size()), boost::asio::buffer(bytes)));
+}
+
+TEST(BufferedParseHeader, AWholeHeadIsParsedAndTheBodyLeftBuffered) {
+  beast_http::request_parser<beast_http::string_body> parser;
+  beast::flat_buffer buffer;
+  buffer_bytes(buffer, "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello");
+  beast::error_code ec;
+  EXPECT_TRUE(parse_buffered_header(parser, buffer, ec));
+  EXPECT_FALSE(ec) << ec.message();
+  ASSERT_TRUE(parser.is_header_done());
+  EXPECT_EQ(parser.get().target(), "/a");
+  EXPECT_EQ(parser.get()[beast_http::field::host], "h");
+  EXPECT_EQ(beast::buffers_to_string(buffer.data()), "hello");  // the body is the body parse's
+}
+
+// Beast takes the complete lines of a partial head (and keeps them): what it took is consumed, so
+// the read that follows continues from there, as async_read_header's own reads would.
+TEST(BufferedParseHeader, APartialHeadAsksForAReadAndTheReadContinuesIt) {
+  beast_http::request_parser<beast_http::string_body> parser;
+  beast::flat_buffer buffer;
+  const std::string partial = "GET /a HTTP/1.1\r\nHost: h\r\nX-Long: abc";
+  buffer_bytes(buffer, partial);
+  beast::error_code ec;
+  EXPECT_FALSE(parse_buffered_header(parser, buffer, ec));
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_EQ(beast::buffers_to_string(buffer.data()), "X-Long: abc");
+  buffer_bytes(buffer, "def\r\n\r\n");
+  EXPECT_TRUE(parse_buffered_header(parser, buffer, ec));
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_EQ(parser.get()["X-Long"], "abcdef");
+  EXPECT_EQ(buffer.size(), 0u);
+}
+
+TEST(BufferedParseHeader, AnEmptyBufferAsksForARead) {
+  beast_http::request_parser<beast_http::string_body> parser;
+  beast::flat_buffer buffer;
+  beast::error_code ec;
+  EXPECT_FALSE(parse_buffered_header(parser, buffer, ec));
+  EXPECT_FALSE(ec);
+}
+
+TEST(BufferedParseHeader, TheParsersErrorsAreReportedAsTheReadWouldReportThem) {
+  beast_http::request_parser<beast_http::string_body> bad_line;
+  beast::flat_buffer buffer;
+  buffer_bytes(buffer, "GET /a HTTP/9.9\r\nHost: h\r\n\r\n");
+  beast::error_code ec;
+  EXPECT_TRUE(parse_buffered_header(bad_line, buffer, ec));
+  EXPECT_EQ(ec, beast_http::error::bad_version);
+
+  beast_http::request_parser<beast_http::string_body> too_long;
+  too_long.header_limit(32);
+  beast::flat_buffer long_head;
+  buffer_bytes(long_head, "GET /a HTTP/1.1\r\nHost: h\r\nX-Pad: " + std::string(64, 'p'));
+  EXPECT_TRUE(parse_buffered_header(too_long, long_head, ec));
+  EXPECT_EQ(ec, beast_http::error::header_limit);
 }
 
 }  // namespace
