@@ -22,7 +22,7 @@ listen: 127.0.0.1:${PROXY_PORT}
 workers: 2
 admin: { listen: "127.0.0.1:0" }
 upstream: { url: "http://127.0.0.1:${UPSTREAM_PORT}", connect_timeout: 1s, timeout: ${UPSTREAM_TIMEOUT} }
-store: { postgres: { dsn: ${PG_DSN}, pool_size: 4, query_timeout: 1s, acquire_timeout: 500ms } }
+store: { postgres: { dsn: ${PG_DSN}, pool_size: 4, prepared_statements: "${IDEMPROXY_TEST_PG_PREPARED:-true}", query_timeout: 1s, acquire_timeout: 500ms } }
 replay_cache: { max_bytes: ${REPLAY_CACHE_BYTES} }
 defaults: { ttl: 1h, lease: 10s, scope: { headers: [X-Tenant-Id] } }
 routes:

@@ -53,7 +53,7 @@ upstream:
   connect_timeout: 2s
   timeout: 5s
 ${UPSTREAM_TLS}
-store: { postgres: { dsn: ${PG_DSN}, pool_size: 2, query_timeout: 1s, acquire_timeout: 500ms } }
+store: { postgres: { dsn: ${PG_DSN}, pool_size: 2, prepared_statements: "${IDEMPROXY_TEST_PG_PREPARED:-true}", query_timeout: 1s, acquire_timeout: 500ms } }
 defaults: { ttl: 1h, lease: 13s }
 routes:
   - name: orders

@@ -67,6 +67,15 @@ std::string ProxyHarness::render_config() const {
   for (const auto& [name, value] : options_.variables) variables[name] = value;
   const std::string_view source =
       options_.config_template.empty() ? default_config_template() : std::string_view(options_.config_template);
+  // The suite runs again through PgBouncer in transaction mode (e2e_through_pgbouncer), which
+  // needs prepared statements off: a store that ignores the switch fails there only by chance
+  // (when a statement lands on a server session that lacks it twice in a row). Refused here, always.
+  if (source.find("${PG_DSN}") != std::string_view::npos &&
+      source.find("${IDEMPROXY_TEST_PG_PREPARED") == std::string_view::npos) {
+    throw std::runtime_error(
+        "this test's proxy config uses ${PG_DSN} without prepared_statements: "
+        "\"${IDEMPROXY_TEST_PG_PREPARED:-true}\" (needed behind PgBouncer in transaction mode)");
+  }
   return render_template(source, variables);
 }
 

@@ -41,7 +41,7 @@ workers: 2
 admin: { listen: "127.0.0.1:0" }
 upstream: { url: "http://127.0.0.1:${UPSTREAM_PORT}", connect_timeout: 1s, timeout: 400ms }
 store:
-  postgres: { dsn: ${PG_DSN}, pool_size: 4, query_timeout: 1s, acquire_timeout: 500ms }
+  postgres: { dsn: ${PG_DSN}, pool_size: 4, prepared_statements: "${IDEMPROXY_TEST_PG_PREPARED:-true}", query_timeout: 1s, acquire_timeout: 500ms }
   redis:
     address: "127.0.0.1:${REDIS_PORT}"
     password: "${REDIS_PASSWORD}"
