@@ -6,6 +6,7 @@
 
 #include "crypto/sha256.hpp"
 #include "fingerprint/canonical_json.hpp"
+#include "fingerprint/recent_digests.hpp"
 
 // v1 pre-images (frame(x) = "<decimal byte length of x>:" x ","):
 //   fingerprint: "idemproxy-fingerprint-v1" frame(method) frame(path) frame(query)
@@ -71,7 +72,7 @@ class FramedDigest {
   }
 
   std::string finish_hex() {
-    if (!hasher_) return crypto::to_hex(crypto::sha256(preimage_));
+    if (!hasher_) return sha256_hex_remembered(preimage_);
     hasher_->update(preimage_);
     return crypto::to_hex(hasher_->finish());
   }
