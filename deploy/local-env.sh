@@ -182,6 +182,10 @@ idem_start_pgbouncer() {
     cat >"$dir/pgbouncer.ini" <<EOF
 [databases]
 * = host=127.0.0.1 port=$IDEMPROXY_PG_PORT connect_query='SET synchronous_commit = on'
+; Two server sessions lent in turn (server_round_robin): a client's consecutive transactions land
+; on alternate sessions, the pooler's worst case for session state, on demand
+; (tests/integration/prepared_statements_test.cpp).
+idem_alternating = host=127.0.0.1 port=$IDEMPROXY_PG_PORT dbname=postgres pool_size=2 min_pool_size=2 connect_query='SET synchronous_commit = on'
 
 [pgbouncer]
 listen_addr = 127.0.0.1
@@ -190,6 +194,7 @@ unix_socket_dir =
 auth_type = trust
 auth_file = $dir/userlist.txt
 pool_mode = transaction
+server_round_robin = 1
 max_client_conn = 2000
 default_pool_size = 60
 ignore_startup_parameters = extra_float_digits,options

@@ -142,7 +142,9 @@ void Connection::send_statement(Delivery delivery) {
   statement_result_.reset();
   const int count = static_cast<int>(param_types_.size());
   bool sent = false;
-  switch (statement_mode_) {
+  // A resend carries no session state: the session (or, behind a transaction pooler, the server
+  // session the pooler lends next) may lack the named statement again.
+  switch (run_.resent ? StatementMode::unnamed : statement_mode_) {
     case StatementMode::unnamed:
       // Unnamed statement, no session state: works behind PgBouncer in transaction pooling mode.
       run_.begin_attempt(Exchange::unnamed);
@@ -308,11 +310,13 @@ void Connection::end_of_results(Delivery delivery) {
     case Exchange::unnamed: break;
     case Exchange::execute_prepared:
       // The session lost the statement (DEALLOCATE, DISCARD ALL, a pooler that switched server
-      // sessions). Refused at Bind, so it did not run: prepare it again and run it, once.
+      // sessions). Refused at Bind, so it did not run: run it once more, unnamed. (Prepared again
+      // by the next execution, in its own pipeline: preparing now could land on yet another
+      // pooled session.)
       if (statement_error_.sqlstate == sqlstate::invalid_sql_statement_name && !run_.resent) {
         pg_counters().prepared_statements_lost.fetch_add(1, std::memory_order_relaxed);
         log_event("prepared statement " + run_.entry->name + " (" + std::string(statement_->name) +
-                      ") missing from the session, preparing it again",
+                      ") missing from the session, running it unnamed",
                   statement_error_.message);
         run_.entry->prepared = false;
         run_.resent = true;
@@ -323,7 +327,8 @@ void Connection::end_of_results(Delivery delivery) {
     case Exchange::prepare_and_execute:
       if (!run_.prepare_error.ok()) {
         // The name is taken: by this very statement (names follow the text and types), which the
-        // session held without our knowing. The Execute was skipped: send it again on its own.
+        // session held without our knowing. The Execute was skipped: run it once more, unnamed (an
+        // Execute by name could reach a pooled server session that lacks the statement).
         if (run_.prepare_error.sqlstate == sqlstate::duplicate_prepared_statement && run_.execute_skipped &&
             !run_.resent) {
           run_.entry->prepared = true;

@@ -24,10 +24,13 @@
 //   the Parse and the Bind/Execute travel together in one libpq pipeline (Parse, Bind, Execute,
 //   Sync), after which the connection leaves pipeline mode again. Should the session have lost the
 //   statement (26000: DEALLOCATE, DISCARD ALL, a pooler that switched sessions), the server
-//   refused it at Bind, so it certainly did not run: it is prepared again and run once more,
-//   within the same deadline. A prepare that finds the name taken (42P05) is a statement this
-//   session holds already (names are derived from the text and types: prepared_statements.hpp):
-//   the Execute, skipped in the aborted pipeline, is sent again on its own.
+//   refused it at Bind, so it certainly did not run: it is run once more, within the same
+//   deadline, as an unnamed statement, and prepared again by its next execution. A prepare that
+//   finds the name taken (42P05) is a statement this session holds already (names are derived
+//   from the text and types: prepared_statements.hpp): the Execute, skipped in the aborted
+//   pipeline, is run once more unnamed. A resend never relies on session state: behind a
+//   transaction pooler that lends another server session per statement (PgBouncer before 1.21)
+//   the session it lands on may lack the statement again.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>

@@ -11,7 +11,7 @@ struct PgCounters {
   // counts once, a statement sent again after its session lost it counts twice.
   std::atomic<std::uint64_t> statements_sent{0};
   std::atomic<std::uint64_t> statements_prepared{0};       // named prepares sent (once per statement per session)
-  std::atomic<std::uint64_t> prepared_statements_lost{0};  // executions refused with 26000, then prepared again
+  std::atomic<std::uint64_t> prepared_statements_lost{0};  // executions refused with 26000, then run unnamed
   std::atomic<std::uint64_t> connects_succeeded{0};
   std::atomic<std::uint64_t> connects_failed{0};
   std::atomic<std::uint64_t> query_timeouts{0};

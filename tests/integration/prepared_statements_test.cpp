@@ -6,12 +6,18 @@
 #include "integration/pg_test_env.hpp"
 #include "pg/binary_row.hpp"
 #include "pg/counters.hpp"
+#include "pg/handles.hpp"
 #include "pg/pool.hpp"
 #include "pg/prepared_statements.hpp"
 #include "store/pg/record_codec.hpp"
 #include "store/pg/sql.hpp"
+#include "support/env.hpp"
+#include "support/eventually.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <string_view>
 
 namespace idem::test {
 namespace {
@@ -193,7 +199,7 @@ TEST_F(PreparedStatements, AStatementTheSessionLostIsPreparedAgainAndRunOnce) {
   const std::string listing = name_of(Statement{.name = "list prepared", .sql = kPreparedNames, .params = {}});
   EXPECT_EQ(prepared_names(*pool), std::vector<std::string>{listing}) << "DEALLOCATE ALL left statements behind";
 
-  // The claim is refused at Bind (26000), so it did not run: prepared again, then run once.
+  // The claim is refused at Bind (26000), so it did not run: run once more, unnamed.
   const auto sent_before = sent_count();
   const auto lost_before = lost_count();
   ASSERT_NO_FATAL_FAILURE(claim_fresh(*pool, "second"));
@@ -230,6 +236,48 @@ TEST_F(PreparedStatements, AStatementTheSessionAlreadyHoldsUnderOurNameIsUsedAsI
   const auto sent_after = sent_count();
   ASSERT_NO_FATAL_FAILURE(claim_fresh(*pool, "next"));
   EXPECT_EQ(sent_count() - sent_after, 1u);
+}
+
+// Server sessions behind PgBouncer in transaction mode with two server connections lent in
+// turn (deploy/local-env.sh: the `idem_alternating` database, server_round_robin): each
+// statement lands on the other session. The second claim finds its statement missing (26000)
+// and is sent once more: had that resend prepared again, it would land on the first session,
+// which holds the name already (42P05), and its Execute by name on the second again. A resend
+// that relies on no session state runs every statement, each exactly once.
+TEST_F(PreparedStatements, BehindAPoolerAlternatingServerSessionsEveryStatementRunsOnce) {
+  const std::optional<std::string> pgbouncer = env_var("IDEMPROXY_TEST_PGBOUNCER_DSN");
+  ASSERT_TRUE(pgbouncer) << "IDEMPROXY_TEST_PGBOUNCER_DSN is not set (tests/run.sh starts PgBouncer)";
+  auto pool = std::make_shared<Pool>(
+      io_, pg::PoolOptions{.dsn = *pgbouncer + " dbname=idem_alternating", .size = 1, .prepared_statements = true});
+  pool->start();
+  ASSERT_TRUE(run_until(io_, [&] { return pool->connected(); }));
+  // Both server sessions up and idle before the first statement, so the turns are the pooler's.
+  pg::ConnHandle console(PQconnectdb((*pgbouncer + " dbname=pgbouncer").c_str()));
+  ASSERT_EQ(PQstatus(console.get()), CONNECTION_OK) << PQerrorMessage(console.get());
+  const auto server_sessions = [&] {
+    pg::ResultHandle pools(PQexec(console.get(), "SHOW POOLS"));
+    if (PQresultStatus(pools.get()) != PGRES_TUPLES_OK) return -1;
+    const int database = PQfnumber(pools.get(), "database");
+    const int idle = PQfnumber(pools.get(), "sv_idle");
+    const int used = PQfnumber(pools.get(), "sv_used");
+    for (int row = 0; row < PQntuples(pools.get()); ++row) {
+      if (std::string_view(PQgetvalue(pools.get(), row, database)) != "idem_alternating") continue;
+      return std::atoi(PQgetvalue(pools.get(), row, idle)) + std::atoi(PQgetvalue(pools.get(), row, used));
+    }
+    return 0;
+  };
+  ASSERT_TRUE(eventually([&] { return server_sessions() == 2; }, 15s)) << "server sessions: " << server_sessions();
+
+  const auto lost_before = lost_count();
+  constexpr int kClaims = 8;
+  for (int i = 0; i < kClaims; ++i) ASSERT_NO_FATAL_FAILURE(claim_fresh(*pool, "turn-" + std::to_string(i))) << i;
+  EXPECT_GE(lost_count() - lost_before, 1u) << "the pooler never switched sessions: this test proves nothing";
+  BlockingPg reader(dsn());
+  ASSERT_TRUE(reader.ok()) << reader.error();
+  const auto rows = reader.try_column(
+      "SELECT count(*)::text FROM idempotency_records WHERE scope = $1 AND key LIKE 'turn-%'", {scope_});
+  ASSERT_TRUE(rows) << reader.error();
+  EXPECT_EQ(*rows, std::vector<std::string>{std::to_string(kClaims)});
 }
 
 TEST_F(PreparedStatements, OffMeansUnnamedStatementsOnly) {
