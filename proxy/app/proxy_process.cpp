@@ -311,6 +311,11 @@ void ProxyProcess::register_process_metrics() {
                         [&counters, number] { return number(counters.acquire_timeouts.load()); });
   registry.add_callback("idemproxy_pg_statements_total", "Statements sent to Postgres (round trips).", "counter",
                         [&counters, number] { return number(counters.statements_sent.load()); });
+  registry.add_callback("idemproxy_pg_prepared_statements_lost_total",
+                        "Statements a Postgres session no longer held (or a transaction pooler's next server session "
+                        "never did), run again unnamed: steadily rising behind PgBouncer before 1.21 means "
+                        "prepared_statements: false.",
+                        "counter", [&counters, number] { return number(counters.prepared_statements_lost.load()); });
   registry.add_callback("idemproxy_pg_connects_failed_total", "Failed Postgres connection attempts.", "counter",
                         [&counters, number] { return number(counters.connects_failed.load()); });
   registry.add_callback("idemproxy_pg_query_timeouts_total", "Postgres statements that passed query_timeout.",
