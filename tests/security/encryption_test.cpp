@@ -30,7 +30,8 @@ class SecurityEncryption : public ProxyTest {
     if (at == std::string::npos) throw std::runtime_error("fixture config has no store line");
     text.replace(at, kFixtureStoreLine.size(),
                  "store:\n"
-                 "  postgres: { dsn: ${PG_DSN}, pool_size: 4, query_timeout: 1s, acquire_timeout: 500ms }\n"
+                 "  postgres: { dsn: ${PG_DSN}, pool_size: 4, prepared_statements: \"${IDEMPROXY_TEST_PG_PREPARED:-true}\", "
+                 "query_timeout: 1s, acquire_timeout: 500ms }\n"
                  "  encryption:\n"
                  "    current_key: k1\n"
                  "    keys: [ { id: k1, env: " + std::string(kKeyVariable) + " } ]");
