@@ -1,8 +1,10 @@
 #include "tls/client_stream.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/connect.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/error.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <array>
@@ -17,31 +19,50 @@ namespace {
 constexpr auto use_tuple = boost::asio::as_tuple(boost::asio::use_awaitable);
 }  // namespace
 
-ClientStream::ClientStream(boost::asio::io_context& io, boost::asio::ssl::context* tls_context) : tcp(io) {
+ClientStream::ClientStream(boost::asio::io_context& io, boost::asio::ssl::context* tls_context)
+    : tcp(io), deadline_(tcp) {
   if (tls_context != nullptr) tls.emplace(tcp, *tls_context);
+}
+
+void ClientStream::close() {
+  boost::system::error_code ignored;
+  tcp.close(ignored);
+}
+
+boost::system::error_code ClientStream::timed_out_or(const boost::system::error_code& ec) const {
+  if (ec && deadline_.expired()) return boost::beast::error::timeout;
+  return ec;
+}
+
+boost::asio::awaitable<boost::system::error_code> ClientStream::connect(
+    const std::vector<boost::asio::ip::tcp::endpoint>& endpoints) {
+  auto [ec, endpoint] = co_await boost::asio::async_connect(tcp, endpoints, use_tuple);
+  co_return timed_out_or(ec);
 }
 
 boost::asio::awaitable<std::optional<std::string>> ClientStream::handshake(const std::string& peer_name, bool verify,
                                                                            std::chrono::milliseconds timeout) {
   if (!tls) co_return std::nullopt;
   if (!set_upstream_peer_name(tls->native_handle(), peer_name, verify)) co_return "OpenSSL refused the server name";
-  tcp.expires_after(timeout);
+  deadline_.expire_after(timeout);
   auto [ec] = co_await tls->async_handshake(boost::asio::ssl::stream_base::client,
                                             boost::asio::as_tuple(boost::asio::use_awaitable));
   if (!ec) co_return std::nullopt;
-  co_return upstream_handshake_failure(tls->native_handle(), ec, verify);
+  co_return upstream_handshake_failure(tls->native_handle(), timed_out_or(ec), verify);
 }
 
 boost::asio::awaitable<ClientStream::Result> ClientStream::write(const OutgoingRequest& request) {
   if (!body_sent_as_is(request)) {
-    if (tls) co_return co_await boost::beast::http::async_write(*tls, request, use_tuple);
-    co_return co_await boost::beast::http::async_write(tcp, request, use_tuple);
+    auto [ec, bytes] = tls ? co_await boost::beast::http::async_write(*tls, request, use_tuple)
+                           : co_await boost::beast::http::async_write(tcp, request, use_tuple);
+    co_return Result{timed_out_or(ec), bytes};
   }
   write_head(request, head_);
   const std::array<boost::asio::const_buffer, 2> message{boost::asio::buffer(head_),
                                                          boost::asio::buffer(request.body())};
-  if (tls) co_return co_await boost::asio::async_write(*tls, message, use_tuple);
-  co_return co_await boost::asio::async_write(tcp, message, use_tuple);
+  auto [ec, bytes] = tls ? co_await boost::asio::async_write(*tls, message, use_tuple)
+                         : co_await boost::asio::async_write(tcp, message, use_tuple);
+  co_return Result{timed_out_or(ec), bytes};
 }
 
 boost::asio::awaitable<ClientStream::Result> ClientStream::read_final_response(boost::beast::flat_buffer& buffer,
@@ -56,7 +77,7 @@ boost::asio::awaitable<ClientStream::Result> ClientStream::read_final_response(b
     auto [ec, bytes] = tls ? co_await boost::beast::http::async_read_header(*tls, buffer, *parser, use_tuple)
                            : co_await boost::beast::http::async_read_header(tcp, buffer, *parser, use_tuple);
     total += bytes;
-    if (ec) co_return Result{ec, total};
+    if (ec) co_return Result{timed_out_or(ec), total};
     const auto header_fields = std::distance(parser->get().begin(), parser->get().end());
     if (!parser->is_done()) {
       boost::system::error_code body_ec;
@@ -70,7 +91,7 @@ boost::asio::awaitable<ClientStream::Result> ClientStream::read_final_response(b
         body_bytes = read_bytes;
       }
       total += body_bytes;
-      if (body_ec) co_return Result{body_ec, total};
+      if (body_ec) co_return Result{timed_out_or(body_ec), total};
       auto& message = parser->get();
       auto trailer = std::next(message.begin(), header_fields);
       while (trailer != message.end()) trailer = message.erase(trailer);
