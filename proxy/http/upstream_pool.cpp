@@ -49,6 +49,13 @@ bool is_connection_gone(const beast::error_code& ec) {
          ec == asio::error::broken_pipe || ec == asio::ssl::error::stream_truncated;
 }
 
+// Whether a response's fields announce a body: a length other than 0, or a coding. (Looked up only
+// for a status that has no body: three lookups by name otherwise spent on every response.)
+bool announces_body(const Response& response) {
+  return response.count(beast_http::field::transfer_encoding) > 0 ||
+         (response.count(beast_http::field::content_length) > 0 && response[beast_http::field::content_length] != "0");
+}
+
 // The host's addresses, looked up once (start-up): a literal needs no lookup.
 std::vector<tcp::endpoint> resolve_upstream(asio::io_context& io, const config::UpstreamConfig& upstream) {
   boost::system::error_code ec;
@@ -134,9 +141,12 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
   // Two clock readings per exchange: this one, and the one that ends it.
   const auto started = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point finished;
-  auto finish = [&](UpstreamResult result) {
+  auto stamp = [&](UpstreamResult& result) {
     finished = std::chrono::steady_clock::now();
     result.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(finished - started);
+  };
+  auto finish = [&](UpstreamResult result) {
+    stamp(result);
     return result;
   };
   const bool head = request.method() == beast_http::verb::head;
@@ -214,11 +224,8 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
     // not reused (nor one with bytes already buffered past the response).
     const unsigned status = result.response.result_int();
     const bool bodiless_status = status / 100 == 1 || status == 204 || status == 304;
-    const bool announces_body = result.response.count(beast_http::field::transfer_encoding) > 0 ||
-                                (result.response.count(beast_http::field::content_length) > 0 &&
-                                 result.response[beast_http::field::content_length] != "0");
-    const bool stray_body_possible = !head && bodiless_status && announces_body;
-    result = finish(std::move(result));
+    const bool stray_body_possible = !head && bodiless_status && announces_body(result.response);
+    stamp(result);
     if (keeps_connection_open(result.response) && request.keep_alive() && buffer.size() == 0 && !stray_body_possible) {
       transport.expire_never();
       put_idle(std::move(connection), finished);

@@ -94,7 +94,8 @@ boost::asio::awaitable<ClientStream::Result> ClientStream::read_final_response(b
     parser->header_limit(static_cast<std::uint32_t>(limits.header_bytes));
     parser->body_limit(limits.body_bytes);
     if (limits.head) parser->skip(true);
-    std::ptrdiff_t header_fields = -1;  // counted once the head is parsed: later fields are trailers
+    bool header_done = false;
+    std::ptrdiff_t header_fields = -1;  // of a chunked message, counted with the head: later ones are trailers
     for (;;) {
       boost::system::error_code ec;
       bool read_more = buffer.size() == 0;
@@ -110,8 +111,9 @@ boost::asio::awaitable<ClientStream::Result> ClientStream::read_final_response(b
           read_more = true;
         }
       }
-      if (header_fields < 0 && parser->is_header_done()) {
-        header_fields = std::distance(parser->get().begin(), parser->get().end());
+      if (!header_done && parser->is_header_done()) {
+        header_done = true;
+        if (parser->chunked()) header_fields = std::distance(parser->get().begin(), parser->get().end());
         parser->eager(true);  // the body: as much as each put can take
       }
       if (parser->is_done()) break;
