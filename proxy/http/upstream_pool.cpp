@@ -7,8 +7,8 @@
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/error.hpp>
 #include <stdexcept>
 #include <tuple>
@@ -49,6 +49,13 @@ bool is_connection_gone(const beast::error_code& ec) {
          ec == asio::error::broken_pipe || ec == asio::ssl::error::stream_truncated;
 }
 
+// Whether a response's fields announce a body: a length other than 0, or a coding. (Looked up only
+// for a status that has no body: three lookups by name otherwise spent on every response.)
+bool announces_body(const Response& response) {
+  return response.count(beast_http::field::transfer_encoding) > 0 ||
+         (response.count(beast_http::field::content_length) > 0 && response[beast_http::field::content_length] != "0");
+}
+
 // The host's addresses, looked up once (start-up): a literal needs no lookup.
 std::vector<tcp::endpoint> resolve_upstream(asio::io_context& io, const config::UpstreamConfig& upstream) {
   boost::system::error_code ec;
@@ -75,6 +82,7 @@ std::shared_ptr<asio::ssl::context> upstream_tls_context(const config::UpstreamT
 
 struct UpstreamPool::Transport : ClientStream {
   using ClientStream::ClientStream;
+  beast::flat_buffer buffer;  // kept across exchanges: its storage is allocated once
 };
 
 UpstreamPool::UpstreamPool(asio::io_context& io, const config::UpstreamConfig& upstream, std::size_t max_connections,
@@ -92,41 +100,35 @@ UpstreamPool::UpstreamPool(asio::io_context& io, const config::UpstreamConfig& u
 
 UpstreamPool::~UpstreamPool() = default;
 
-std::optional<UpstreamPool::Connection> UpstreamPool::take_idle() {
-  const auto now = std::chrono::steady_clock::now();
+std::optional<UpstreamPool::Connection> UpstreamPool::take_idle(std::chrono::steady_clock::time_point now) {
   while (!idle_.empty()) {
     Connection connection = std::move(idle_.back());
     idle_.pop_back();
-    if (now - connection.idle_since < idle_timeout_ && looks_alive(connection.transport->tcp.socket()))
-      return connection;
-    beast::error_code ignored;
-    connection.transport->tcp.socket().close(ignored);
+    if (now - connection.idle_since < idle_timeout_ && looks_alive(connection.transport->tcp)) return connection;
+    connection.transport->close();
   }
   return std::nullopt;
 }
 
-void UpstreamPool::put_idle(Connection&& connection) {
-  connection.idle_since = std::chrono::steady_clock::now();
+void UpstreamPool::put_idle(Connection&& connection, std::chrono::steady_clock::time_point now) {
+  connection.idle_since = now;
   idle_.push_back(std::move(connection));
 }
 
 void UpstreamPool::close_idle() {
-  for (auto& connection : idle_) {
-    beast::error_code ignored;
-    connection.transport->tcp.socket().close(ignored);
-  }
+  for (auto& connection : idle_) connection.transport->close();
   idle_.clear();
 }
 
 asio::awaitable<UpstreamFailure> UpstreamPool::open_connection(Connection& connection) {
-  beast::tcp_stream& stream = connection.transport->tcp;
-  stream.expires_after(connect_timeout_);
-  auto [ec, endpoint] = co_await stream.async_connect(endpoints_, use_tuple);
-  if (ec) {
+  Transport& transport = *connection.transport;
+  transport.expire_after(connect_timeout_);
+  if (const auto ec = co_await transport.connect(endpoints_)) {
     log::warn("upstream_connect_failed", {{"error", ec.message()}});
     co_return UpstreamFailure::connect_failed;
   }
-  stream.socket().set_option(tcp::no_delay(true));
+  beast::error_code ignored;
+  transport.tcp.set_option(tcp::no_delay(true), ignored);
   // The handshake gets a connect timeout of its own.
   if (const auto failure = co_await connection.transport->handshake(tls_name_, tls_verify_, connect_timeout_)) {
     log::warn("upstream_tls_failed", {{"server_name", tls_name_}, {"reason", *failure}});
@@ -136,9 +138,15 @@ asio::awaitable<UpstreamFailure> UpstreamPool::open_connection(Connection& conne
 }
 
 asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
+  // Two clock readings per exchange: this one, and the one that ends it.
   const auto started = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point finished;
+  auto stamp = [&](UpstreamResult& result) {
+    finished = std::chrono::steady_clock::now();
+    result.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(finished - started);
+  };
   auto finish = [&](UpstreamResult result) {
-    result.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
+    stamp(result);
     return result;
   };
   const bool head = request.method() == beast_http::verb::head;
@@ -149,7 +157,7 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
   // timing model (core/exchange_timing.hpp) counts on that.
   std::optional<std::chrono::steady_clock::time_point> response_deadline;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    std::optional<Connection> pooled = take_idle();
+    std::optional<Connection> pooled = take_idle(started);
     const bool reused = pooled.has_value();
     if (!pooled) {
       if (open_ >= max_connections_) co_return finish({UpstreamFailure::pool_exhausted, {}, {}});
@@ -160,9 +168,10 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
     Connection& connection = *pooled;
     Transport& transport = *connection.transport;
 
-    // One deadline covers writing the request and reading the whole response.
-    if (!response_deadline) response_deadline = std::chrono::steady_clock::now() + timeout_;
-    transport.tcp.expires_at(*response_deadline);
+    // One deadline covers writing the request and reading the whole response. A reused connection
+    // was taken at `started`; a new one took its set-up time since.
+    if (!response_deadline) response_deadline = (reused ? started : std::chrono::steady_clock::now()) + timeout_;
+    transport.expire_at(*response_deadline);
     auto [write_ec, written] = co_await transport.write(request);
     if (write_ec) {
       // The peer closed a reused connection before we wrote: it cannot have read this request.
@@ -172,7 +181,7 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
     }
 
     std::optional<ClientStream::ResponseParser> parser;
-    beast::flat_buffer buffer;
+    beast::flat_buffer& buffer = transport.buffer;
     // A named local, not a braced temporary: GCC 12 mishandles temporaries inside co_await.
     const ClientStream::ResponseLimits limits{
         .header_bytes = kResponseHeaderLimit, .body_bytes = max_response_body_, .head = head};
@@ -215,15 +224,13 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
     // not reused (nor one with bytes already buffered past the response).
     const unsigned status = result.response.result_int();
     const bool bodiless_status = status / 100 == 1 || status == 204 || status == 304;
-    const bool announces_body = result.response.count(beast_http::field::transfer_encoding) > 0 ||
-                                (result.response.count(beast_http::field::content_length) > 0 &&
-                                 result.response[beast_http::field::content_length] != "0");
-    const bool stray_body_possible = !head && bodiless_status && announces_body;
+    const bool stray_body_possible = !head && bodiless_status && announces_body(result.response);
+    stamp(result);
     if (keeps_connection_open(result.response) && request.keep_alive() && buffer.size() == 0 && !stray_body_possible) {
-      transport.tcp.expires_never();
-      put_idle(std::move(connection));
+      transport.expire_never();
+      put_idle(std::move(connection), finished);
     }
-    co_return finish(std::move(result));
+    co_return result;
   }
   co_return finish({UpstreamFailure::connection_lost, {}, {}});
 }

@@ -71,8 +71,8 @@ class UpstreamPool final : public Upstream {
     std::chrono::steady_clock::time_point idle_since{};
   };
 
-  std::optional<Connection> take_idle();
-  void put_idle(Connection&& connection);
+  std::optional<Connection> take_idle(std::chrono::steady_clock::time_point now);
+  void put_idle(Connection&& connection, std::chrono::steady_clock::time_point now);
   // A new connection, TLS handshake included; a failure says what went wrong.
   boost::asio::awaitable<core::UpstreamFailure> open_connection(Connection& connection);
 

@@ -1,13 +1,11 @@
 #include "relay/http_sink.hpp"
 
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -29,7 +27,6 @@ namespace {
 
 namespace asio = boost::asio;
 namespace http = boost::beast::http;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kMaxResponseBody = 1024 * 1024;  // the consumer's answer is read and dropped
 
 WebhookSigner signer_or_throw(const std::vector<std::string>& secrets) {
@@ -64,7 +61,6 @@ std::int64_t unix_seconds_now() {
 
 struct HttpSink::Stream : idem::tls::ClientStream {
   using ClientStream::ClientStream;
-  void close() { tcp.close(); }
 };
 
 struct HttpSink::Batch {
@@ -183,13 +179,15 @@ asio::awaitable<std::unique_ptr<HttpSink::Stream>> HttpSink::open_stream(bool& f
   }
   fresh = true;
   auto stream = std::make_unique<Stream>(io_, tls_.get());
-  stream->tcp.expires_after(config_.connect_timeout);
-  auto [ec] = co_await stream->tcp.async_connect(endpoint_, use_tuple);
-  if (ec) {
+  stream->expire_after(config_.connect_timeout);
+  // A named local, not a braced temporary: GCC 12 mishandles temporaries inside co_await.
+  const std::vector<asio::ip::tcp::endpoint> endpoints{endpoint_};
+  if (const auto ec = co_await stream->connect(endpoints)) {
     error = "connect to " + config_.host + ":" + std::to_string(config_.port) + ": " + ec.message();
     co_return nullptr;
   }
-  stream->tcp.socket().set_option(asio::ip::tcp::no_delay(true));
+  boost::system::error_code ignored;
+  stream->tcp.set_option(asio::ip::tcp::no_delay(true), ignored);
   // The handshake gets a connect timeout of its own.
   if (const auto failure = co_await stream->handshake(tls_name(), config_.tls.verify, config_.connect_timeout)) {
     error = "TLS to " + tls_name() + ": " + *failure;
@@ -229,7 +227,7 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
     request.body() = body;
     request.prepare_payload();
 
-    stream->tcp.expires_after(config_.timeout);
+    stream->expire_after(config_.timeout);
     auto [write_error, written] = co_await stream->write(request);
     boost::beast::flat_buffer buffer;
     std::optional<idem::tls::ClientStream::ResponseParser> parser;

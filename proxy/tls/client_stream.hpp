@@ -1,14 +1,15 @@
 #pragma once
 // The byte stream of a connection this process opens as an HTTP client (the upstream pool's, and
-// idemrelay's HTTP sink's): TCP, or TLS over it for an https:// peer. Deadlines are set on `tcp`
-// for both layers: a TLS operation is reads and writes on it. Beast's HTTP read and write are
-// instantiated once, in client_stream.cpp, not in every includer (they dominate compile time).
+// idemrelay's HTTP sink's): TCP, or TLS over it for an https:// peer. One deadline covers both
+// layers (a TLS operation is reads and writes on `tcp`); an operation it cuts short fails with
+// beast::error::timeout. Beast's HTTP read and write are instantiated once, in client_stream.cpp,
+// not in every includer (they dominate compile time).
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -17,6 +18,9 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
+
+#include "tls/socket_deadline.hpp"
 
 namespace idem::tls {
 
@@ -38,6 +42,17 @@ struct ClientStream {
   ClientStream(const ClientStream&) = delete;  // the TLS layer refers to `tcp`
   ClientStream& operator=(const ClientStream&) = delete;
 
+  // The deadline of every operation from now on (SocketDeadline: moving it is cheap).
+  void expire_at(std::chrono::steady_clock::time_point when) { deadline_.expire_at(when); }
+  void expire_after(std::chrono::steady_clock::duration timeout) { deadline_.expire_after(timeout); }
+  void expire_never() { deadline_.expire_never(); }
+  // Closes the socket; pending operations fail.
+  void close();
+
+  // Connects to the first of `endpoints` that accepts, in order.
+  boost::asio::awaitable<boost::system::error_code> connect(
+      const std::vector<boost::asio::ip::tcp::endpoint>& endpoints);
+
   // After the TCP connect: names the peer (SNI, and the name its certificate must carry when
   // verifying) and runs the client handshake within `timeout`. Nullopt when done, else why not
   // ("certificate verify failed: hostname mismatch", an alert, "timed out"). A no-op without TLS.
@@ -53,7 +68,8 @@ struct ClientStream {
   // stay unchanged until the write completes.
   boost::asio::awaitable<Result> write(const OutgoingRequest& request);
 
-  // Reads one final response into `parser` (emplaced anew for each message). Interim responses
+  // Reads one final response into `parser` (emplaced anew for each message), through `buffer`:
+  // bytes read past the response stay in it. Interim responses
   // (100 Continue, 103 Early Hints, any 1xx but 101) are read and dropped, RFC 9110 §15.2: they
   // are never final, so never stored, replayed or taken as a delivery; 103 is not forwarded. 101
   // is final (the caller refuses it: it never asked to switch protocols). Trailer fields after a
@@ -63,10 +79,14 @@ struct ClientStream {
                                                      std::optional<ResponseParser>& parser,
                                                      const ResponseLimits& limits);
 
-  boost::beast::tcp_stream tcp;
-  std::optional<boost::asio::ssl::stream<boost::beast::tcp_stream&>> tls;
+  boost::asio::ip::tcp::socket tcp;
+  std::optional<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls;
 
  private:
+  // A failure once the deadline passed is the deadline's doing: the socket was closed under it.
+  boost::system::error_code timed_out_or(const boost::system::error_code& ec) const;
+
+  SocketDeadline deadline_;
   std::string head_;  // the request head being written (http_head.hpp), its capacity kept
 };
 

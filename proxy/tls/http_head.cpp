@@ -1,61 +1,96 @@
 #include "tls/http_head.hpp"
 
+#include <cstring>
+
 namespace idem::tls {
 namespace beast_http = boost::beast::http;
 namespace {
 
-void append(std::string& out, boost::beast::string_view text) { out.append(text.data(), text.size()); }
+// The head is measured first, then copied into place: one resize of `out` (whose capacity is kept)
+// instead of an append, with its capacity check and call, for each of a head's pieces.
+constexpr std::size_t kVersionSize = 8;  // "HTTP/x.y"
+
+void put(char*& at, boost::beast::string_view text) {
+  if (text.empty()) return;
+  std::memcpy(at, text.data(), text.size());
+  at += text.size();
+}
+
+void put(char*& at, char a, char b) {
+  at[0] = a;
+  at[1] = b;
+  at += 2;
+}
 
 // "HTTP/x.y", the digits as Beast writes them (version / 10, version % 10).
-void append_version(std::string& out, unsigned version) {
-  out += "HTTP/";
-  out += static_cast<char>('0' + version / 10);
-  out += '.';
-  out += static_cast<char>('0' + version % 10);
+void put_version(char*& at, unsigned version) {
+  put(at, "HTTP/");
+  put(at, static_cast<char>('0' + version / 10), '.');
+  *at++ = static_cast<char>('0' + version % 10);
 }
 
 template <class Fields>
-void append_fields(std::string& out, const Fields& fields) {
+std::size_t fields_size(const Fields& fields) {
+  std::size_t size = 2;  // the empty line
+  for (const auto& field : fields) size += field.name_string().size() + 2 + field.value().size() + 2;
+  return size;
+}
+
+template <class Fields>
+void put_fields(char*& at, const Fields& fields) {
   for (const auto& field : fields) {
-    append(out, field.name_string());
-    out += ": ";
-    append(out, field.value());
-    out += "\r\n";
+    put(at, field.name_string());
+    put(at, ':', ' ');
+    put(at, field.value());
+    put(at, '\r', '\n');
   }
-  out += "\r\n";
+  put(at, '\r', '\n');
 }
 
 }  // namespace
 
 void write_head(const HeadRequest& request, std::string& out) {
-  out.clear();
-  append(out, request.method_string());
-  if (!request.target().empty()) {
-    out += ' ';
-    append(out, request.target());
+  const auto method = request.method_string();
+  const auto target = request.target();
+  out.resize(method.size() + (target.empty() ? 0 : 1 + target.size()) + 1 + kVersionSize + 2 +
+             fields_size(request.base()));
+  char* at = out.data();
+  put(at, method);
+  if (!target.empty()) {
+    *at++ = ' ';
+    put(at, target);
   }
-  out += ' ';
-  append_version(out, request.version());
-  out += "\r\n";
-  append_fields(out, request.base());
+  *at++ = ' ';
+  put_version(at, request.version());
+  put(at, '\r', '\n');
+  put_fields(at, request.base());
 }
 
 void write_head(const HeadResponse& response, std::string& out) {
-  out.clear();
-  append_version(out, response.version());
+  const auto reason = response.reason();  // the standard phrase when the message has none
+  out.resize(kVersionSize + 1 + 3 + 1 + reason.size() + 2 + fields_size(response.base()));
+  char* at = out.data();
+  put_version(at, response.version());
   const unsigned status = response.result_int();
-  out += ' ';
-  out += static_cast<char>('0' + status / 100);
-  out += static_cast<char>('0' + status / 10 % 10);
-  out += static_cast<char>('0' + status % 10);
-  out += ' ';
-  append(out, response.reason());  // the standard phrase when the message has none
-  out += "\r\n";
-  append_fields(out, response.base());
+  put(at, ' ', static_cast<char>('0' + status / 100));
+  put(at, static_cast<char>('0' + status / 10 % 10), static_cast<char>('0' + status % 10));
+  *at++ = ' ';
+  put(at, reason);
+  put(at, '\r', '\n');
+  put_fields(at, response.base());
 }
 
-bool body_sent_as_is(const HeadRequest& request) { return request.count(beast_http::field::transfer_encoding) == 0; }
+// A walk comparing the names' enums: cheaper than a lookup by name, which compares strings.
+template <class Fields>
+bool has_transfer_encoding(const Fields& fields) {
+  for (const auto& field : fields) {
+    if (field.name() == beast_http::field::transfer_encoding) return true;
+  }
+  return false;
+}
 
-bool body_sent_as_is(const HeadResponse& response) { return response.count(beast_http::field::transfer_encoding) == 0; }
+bool body_sent_as_is(const HeadRequest& request) { return !has_transfer_encoding(request.base()); }
+
+bool body_sent_as_is(const HeadResponse& response) { return !has_transfer_encoding(response.base()); }
 
 }  // namespace idem::tls

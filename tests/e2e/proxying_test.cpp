@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "e2e/e2e_support.hpp"
 #include "support/ports.hpp"
@@ -86,8 +87,9 @@ TEST_F(Proxying, BinaryBodyIsReplayedByteExact) {
 // Chunked upstream responses are read whole, stored and replayed whole.
 TEST_F(Proxying, ChunkedUpstreamResponseIsStoredAndReplayedWhole) {
   const std::string key = unique_key("chunked");
-  const auto request =
-      order(key).with(std::string(upstream::kChunkedHeader), "1").with(std::string(upstream::kBodySizeHeader), "100000");
+  const auto request = order(key)
+                           .with(std::string(upstream::kChunkedHeader), "1")
+                           .with(std::string(upstream::kBodySizeHeader), "100000");
   const auto first = send(request);
   ASSERT_TRUE(first.ok()) << first.error;
   ASSERT_EQ(first.status, 200) << describe(first);
@@ -115,8 +117,10 @@ TEST_F(Proxying, ForwardingHeadersReachTheUpstream) {
 // A client naming the proxy's own fields in Connection cannot strip them: hop-by-hop fields go
 // before the proxy adds X-Forwarded-Proto and X-Forwarded-For, on both kinds of route.
 TEST_F(Proxying, ConnectionNamingTheForwardingHeadersDoesNotStripThem) {
-  const auto guarded = send(order(unique_key("fwd-conn")).with("Connection", "keep-alive, X-Forwarded-Proto, X-Forwarded-For"));
-  const auto plain = send(HttpRequest::get("/plain/forwarded").with("Connection", "keep-alive, X-Forwarded-Proto, X-Forwarded-For"));
+  const auto guarded =
+      send(order(unique_key("fwd-conn")).with("Connection", "keep-alive, X-Forwarded-Proto, X-Forwarded-For"));
+  const auto plain =
+      send(HttpRequest::get("/plain/forwarded").with("Connection", "keep-alive, X-Forwarded-Proto, X-Forwarded-For"));
   for (const auto* response : {&guarded, &plain}) {
     ASSERT_TRUE(response->ok()) << response->error;
     ASSERT_EQ(response->status, 200) << describe(*response);
@@ -199,6 +203,25 @@ TEST_F(SlowUpstream, HangingUpstreamIs504AfterTheTimeout) {
   const std::string key = unique_key("hang");
   const auto started = std::chrono::steady_clock::now();
   const auto response = send(order(key).with(std::string(upstream::kHangHeader), "1"));
+  const auto elapsed = std::chrono::steady_clock::now() - started;
+  expect_problem(response, 504, "upstream-timeout");
+  EXPECT_GE(elapsed, std::chrono::milliseconds(900));
+  EXPECT_LT(elapsed, std::chrono::seconds(4));
+  EXPECT_EQ(upstream_count(key), 1u);
+}
+
+// A pooled upstream connection carries each exchange's own deadline: a hang on a connection that
+// just served a quick request is cut one timeout after the hanging request started, not after
+// the earlier one (tls/socket_deadline.hpp moves the deadline without re-arming its timer).
+TEST_F(SlowUpstream, AHangOnAReusedConnectionIs504OneTimeoutAfterItStarted) {
+  HttpConnection connection(proxy().proxy_port(), std::chrono::seconds(10));  // one worker, one pool
+  const auto quick = connection.send(order(unique_key("quick")));
+  ASSERT_TRUE(quick.ok()) << quick.error;
+  ASSERT_EQ(quick.status, 200) << describe(quick);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // half the earlier deadline gone
+  const std::string key = unique_key("hang-reused");
+  const auto started = std::chrono::steady_clock::now();
+  const auto response = connection.send(order(key).with(std::string(upstream::kHangHeader), "1"));
   const auto elapsed = std::chrono::steady_clock::now() - started;
   expect_problem(response, 504, "upstream-timeout");
   EXPECT_GE(elapsed, std::chrono::milliseconds(900));

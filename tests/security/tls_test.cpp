@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/json.hpp>
 #include <chrono>
 #include <cstdint>
@@ -72,26 +75,26 @@ struct Pki {
   CertificateFiles ca = tool.make_ca("ca");
   CertificateFiles other_ca = tool.make_ca("other-ca");
   CertificateFiles server = tool.issue(ca, "server", "localhost", "DNS:localhost,IP:127.0.0.1", CertificateUse::server);
-  CertificateFiles renewed = tool.issue(ca, "renewed", "localhost-renewed", "DNS:localhost,IP:127.0.0.1",
-                                       CertificateUse::server);
-  CertificateFiles foreign = tool.issue(other_ca, "foreign", "localhost", "DNS:localhost,IP:127.0.0.1",
-                                       CertificateUse::server);
+  CertificateFiles renewed =
+      tool.issue(ca, "renewed", "localhost-renewed", "DNS:localhost,IP:127.0.0.1", CertificateUse::server);
+  CertificateFiles foreign =
+      tool.issue(other_ca, "foreign", "localhost", "DNS:localhost,IP:127.0.0.1", CertificateUse::server);
   CertificateFiles client = tool.issue(ca, "client", "idemproxy-client", "", CertificateUse::client);
 };
 
 std::string yaml(const fs::path& path) { return yaml_quoted(path.string()); }
 
 std::string listener_tls_line(const fs::path& cert, const fs::path& key, std::string_view min_version = "1.2") {
-  return "tls: { cert_file: " + yaml(cert) + ", key_file: " + yaml(key) + ", min_version: \"" + std::string(min_version) +
-         "\" }";
+  return "tls: { cert_file: " + yaml(cert) + ", key_file: " + yaml(key) + ", min_version: \"" +
+         std::string(min_version) + "\" }";
 }
 
 struct ProxySetup {
-  std::string listener_tls;             // a whole `tls:` line, or empty
+  std::string listener_tls;  // a whole `tls:` line, or empty
   std::string upstream_origin = "http://127.0.0.1";
-  std::string upstream_tls;             // the members of upstream.tls, e.g. "ca_file: ...", or empty
+  std::string upstream_tls;                    // the members of upstream.tls, e.g. "ca_file: ...", or empty
   std::optional<std::uint16_t> upstream_port;  // set: an upstream the test started (no fixture upstream)
-  std::string limits;                   // a whole `limits:` line, or empty
+  std::string limits;                          // a whole `limits:` line, or empty
 };
 
 ProxyOptions proxy_options(const ProxySetup& setup) {
@@ -119,7 +122,8 @@ std::vector<boost::json::object> events(const std::string& log, std::string_view
     auto value = boost::json::parse(std::string_view(log).substr(begin, end - begin), ec);
     if (!ec && value.is_object()) {
       const auto* name = value.as_object().if_contains("event");
-      if (name != nullptr && name->is_string() && name->as_string() == event) found.push_back(std::move(value.as_object()));
+      if (name != nullptr && name->is_string() && name->as_string() == event)
+        found.push_back(std::move(value.as_object()));
     }
     begin = end + 1;
   }
@@ -377,6 +381,28 @@ TEST_F(Tls, UpstreamNameMismatchIs502) {
   EXPECT_EQ(field(failures.front(), "server_name"), "orders.internal");
 }
 
+// (d) An https upstream that takes the connection and never answers the handshake: 502
+// upstream-tls-failed once the handshake's own connect_timeout (2 s) passed, "timed out" in the log.
+TEST_F(Tls, SilentHttpsUpstreamIs502AfterTheHandshakesConnectTimeout) {
+  // Listening, never accepting: the kernel completes the TCP handshake, nothing reads the TLS one.
+  boost::asio::io_context io;
+  const boost::asio::ip::tcp::acceptor silent(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  ProxySetup setup;
+  setup.upstream_origin = "https://localhost";
+  setup.upstream_port = silent.local_endpoint().port();
+  setup.upstream_tls = "ca_file: " + yaml(pki().ca.cert);
+  ProxyHarness& proxy = start_proxy(setup);
+
+  const auto started = std::chrono::steady_clock::now();
+  e2e::expect_problem(send(proxy.proxy_port(), order(unique_key("silent-upstream"))), 502, "upstream-tls-failed");
+  const auto elapsed = std::chrono::steady_clock::now() - started;
+  EXPECT_GE(elapsed, 1900ms);
+  EXPECT_LT(elapsed, 4s);
+  const auto failures = events(proxy.proxy_process()->stderr_text(), "upstream_tls_failed");
+  ASSERT_FALSE(failures.empty()) << proxy.proxy_process()->stderr_text();
+  EXPECT_EQ(field(failures.front(), "reason"), "timed out");
+}
+
 // (e) An upstream that requires a client certificate: without one the proxy gets 502 and the key
 // is released (TLS 1.3 reports the refusal only after the request was written: it must still
 // count as "nothing executed"); with one configured the upstream sees the proxy's certificate.
@@ -426,7 +452,8 @@ TEST_F(Tls, CertificateRotationIsLiveAndABrokenReplacementIsRejected) {
   replace_file(cert, read_file(pki().renewed.cert));
   ASSERT_TRUE(process.signal(SIGHUP));
   EXPECT_TRUE(eventually([&] { return serial_served() == pki().renewed.serial; }, kEventuallyWithin))
-      << "still serving " << serial_served() << "\n" << process.stderr_text();
+      << "still serving " << serial_served() << "\n"
+      << process.stderr_text();
   const TlsHandshake renewed = tls_handshake(proxy.proxy_port(), trusting(pki()));
   EXPECT_EQ(renewed.peer_subject, "CN=localhost-renewed,O=idemproxy tests");
   const HttpResponse on_old_connection = opened_before.send(HttpRequest::get("/plain/after"));
@@ -436,7 +463,8 @@ TEST_F(Tls, CertificateRotationIsLiveAndABrokenReplacementIsRejected) {
   const std::size_t rejected_before = events(process.stderr_text(), "reload_rejected").size();
   replace_file(cert, "-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n");
   ASSERT_TRUE(process.signal(SIGHUP));
-  EXPECT_TRUE(eventually([&] { return events(process.stderr_text(), "reload_rejected").size() > rejected_before; }, kEventuallyWithin))
+  EXPECT_TRUE(eventually([&] { return events(process.stderr_text(), "reload_rejected").size() > rejected_before; },
+                         kEventuallyWithin))
       << process.stderr_text();
   bool issue_names_the_file = false;
   for (const auto& issue : events(process.stderr_text(), "config_issue")) {
@@ -462,9 +490,10 @@ TEST_F(Tls, RenewedCertificateFilesArePickedUpWithoutASignal) {
 
   replace_file(key, read_file(pki().renewed.key));
   replace_file(cert, read_file(pki().renewed.cert));
-  EXPECT_TRUE(eventually([&] {
-    return tls_handshake(proxy.proxy_port(), trusting(pki())).peer_serial == pki().renewed.serial;
-  }, kEventuallyWithin)) << proxy.proxy_process()->stderr_text();
+  EXPECT_TRUE(
+      eventually([&] { return tls_handshake(proxy.proxy_port(), trusting(pki())).peer_serial == pki().renewed.serial; },
+                 kEventuallyWithin))
+      << proxy.proxy_process()->stderr_text();
   bool watched = false;
   for (const auto& reloaded : events(proxy.proxy_process()->stderr_text(), "reloaded")) {
     watched = watched || field(reloaded, "trigger") == "tls_files_changed";
@@ -489,9 +518,12 @@ TEST_F(Tls, BrokenCertificateOrMismatchedKeyFailsCheckAndStartup) {
   };
   for (const auto& broken : cases) {
     SCOPED_TRACE(broken.name);
-    std::map<std::string, std::string> variables{{"PROXY_PORT", "1"},        {"UPSTREAM_PORT", "2"},
-                                                 {"PG_DSN", yaml_quoted(pg_dsn())}, {"LISTENER_TLS", broken.tls_line},
-                                                 {"UPSTREAM_ORIGIN", "http://127.0.0.1"}, {"UPSTREAM_TLS", ""},
+    std::map<std::string, std::string> variables{{"PROXY_PORT", "1"},
+                                                 {"UPSTREAM_PORT", "2"},
+                                                 {"PG_DSN", yaml_quoted(pg_dsn())},
+                                                 {"LISTENER_TLS", broken.tls_line},
+                                                 {"UPSTREAM_ORIGIN", "http://127.0.0.1"},
+                                                 {"UPSTREAM_TLS", ""},
                                                  {"LIMITS", ""}};
     ProxyLauncher launcher(work.path());
     launcher.write_config(kConfigTemplate, variables, broken.name + ".yaml");

@@ -72,6 +72,13 @@ TEST(HttpHead, AResponseWithATransferCodingIsLeftToBeast) {
   HeadRequest request{beast_http::verb::post, "/", 11};
   request.set(beast_http::field::transfer_encoding, "gzip, chunked");
   EXPECT_FALSE(body_sent_as_is(request));
+  // Named by a string in any case, as a parser stores what it read.
+  HeadResponse parsed{beast_http::status::ok, 11};
+  parsed.insert("x-a", "1");
+  parsed.insert("TRANSFER-encoding", "chunked");
+  EXPECT_FALSE(body_sent_as_is(parsed));
+  parsed.erase("Transfer-Encoding");
+  EXPECT_TRUE(body_sent_as_is(parsed));
 }
 
 }  // namespace
