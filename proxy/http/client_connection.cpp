@@ -31,7 +31,7 @@ constexpr std::chrono::seconds kTlsShutdownTime{2};
 // bounded time. Skipped when the socket is already gone (timeout, reset, drain).
 asio::awaitable<void> end_tls(TlsStream& stream, ClientConnection& connection) {
   if (!connection.socket.is_open()) co_return;
-  connection.deadline.expires_after(kTlsShutdownTime);
+  connection.deadline.expire_after(kTlsShutdownTime);
   // The outcome changes nothing: the connection is closed either way.
   co_await stream.async_shutdown(use_tuple);
 }
@@ -49,7 +49,7 @@ asio::awaitable<void> over_client_transport(ClientConnection& connection, Worker
     co_return;
   }
   TlsStream stream(connection.socket, listener_tls->context);
-  connection.deadline.expires_after(services.config->config.limits.header_timeout);
+  connection.deadline.expire_after(services.config->config.limits.header_timeout);
   auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server, use_tuple);
   if (ec) {
     // Plain HTTP sent to the TLS port, a protocol version below the minimum, a scanner: there is

@@ -4,8 +4,8 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
-#include "http/connection_deadline.hpp"
 #include "http/runtime.hpp"
+#include "tls/socket_deadline.hpp"
 
 namespace idem::http {
 
@@ -14,7 +14,7 @@ struct ClientConnection {
   void close();  // idempotent; cancels pending reads and writes
 
   boost::asio::ip::tcp::socket socket;
-  ConnectionDeadline deadline{socket};  // of the phase under way: set on the TCP layer, under TLS too
+  tls::SocketDeadline deadline{socket};  // of the phase under way: set on the TCP layer, under TLS too
   // From the first byte of a request until its response is written: a draining worker waits for
   // such connections and closes the others.
   bool in_request = false;

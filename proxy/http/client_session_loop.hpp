@@ -69,7 +69,7 @@ constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
 // exchange comes first, under the same deadline.
 template <class Stream>
 asio::awaitable<void> linger_close(Stream& stream, ClientConnection& connection) {
-  connection.deadline.expires_after(kLingerTime);
+  connection.deadline.expire_after(kLingerTime);
   if constexpr (kIsTls<Stream>) co_await stream.async_shutdown(use_tuple);
   boost::system::error_code ignored;
   connection.socket.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
@@ -102,7 +102,7 @@ asio::awaitable<void> refuse(Stream& stream, ClientConnection& connection, core:
   log::info("request_refused", {{"status", problem.status}, {"detail", problem.detail}});
   Response response = problem_response(problem, version);
   response.keep_alive(false);
-  connection.deadline.expires_after(write_timeout);
+  connection.deadline.expire_after(write_timeout);
   std::string head;
   auto [write_ec, written] = co_await write_response(stream, response, head);
   if (write_ec) co_return;
@@ -151,7 +151,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     const config::LimitsConfig limits = services.config->config.limits;
     if (buffer.size() == 0) {
       // Idle keep-alive: wait for the first byte of the next request.
-      connection.deadline.expires_after(limits.idle_timeout);
+      connection.deadline.expire_after(limits.idle_timeout);
       auto [ec, n] = co_await stream.async_read_some(buffer.prepare(kFirstReadSize), use_tuple);
       if (ec) co_return;
       buffer.commit(n);
@@ -162,7 +162,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
     parser.body_limit(limits.max_request_body);
     // The header deadline runs from the first byte: a client trickling headers (slowloris) is cut off.
-    connection.deadline.expires_after(limits.header_timeout);
+    connection.deadline.expire_after(limits.header_timeout);
     beast::error_code header_ec;
     if (!tls::parse_buffered_header(parser, buffer, header_ec)) {
       auto [read_ec, read_bytes] = co_await beast_http::async_read_header(stream, buffer, parser, use_tuple);
@@ -219,12 +219,12 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     }
 
     if (version >= 11 && beast::iequals(parser.get()[beast_http::field::expect], "100-continue")) {
-      connection.deadline.expires_after(limits.write_timeout);
+      connection.deadline.expire_after(limits.write_timeout);
       auto [ec, n] = co_await asio::async_write(stream, asio::buffer(kContinue), use_tuple);
       if (ec) co_return;
     }
 
-    connection.deadline.expires_after(limits.body_timeout);
+    connection.deadline.expire_after(limits.body_timeout);
     beast::error_code body_ec;
     std::size_t parsed = 0;
     if (!tls::parse_buffered(parser, buffer, body_ec, parsed)) {
@@ -261,7 +261,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     if (normalized.normalized->authority) request.set(beast_http::field::host, *normalized.normalized->authority);
     // While the request is handled nothing is read from the client: its going away must not
     // cancel the upstream call or the store write (the handler's own deadlines bound them).
-    connection.deadline.expires_never();
+    connection.deadline.expire_never();
     RequestTrace trace;
     const auto handling_started = std::chrono::steady_clock::now();
     // Only the access log reads it: no lookups by name when it is off. Two traceparent fields make
@@ -279,7 +279,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
 
     const bool keep_alive = client_keep_alive && !draining;
     response.keep_alive(keep_alive);
-    connection.deadline.expires_after(limits.write_timeout);
+    connection.deadline.expire_after(limits.write_timeout);
     auto [write_ec, written] = co_await write_response(stream, response, response_head);
     connection.in_request = false;
     if (write_ec || !keep_alive) co_return;

@@ -28,7 +28,11 @@ class SocketDeadline {
   SocketDeadline& operator=(const SocketDeadline&) = delete;
 
   void expire_at(Clock::time_point when);
-  void expire_after(Clock::duration timeout) { expire_at(Clock::now() + timeout); }
+  // Saturated: a timeout too long to add means no deadline, not one in the past.
+  void expire_after(Clock::duration timeout) {
+    const Clock::time_point now = Clock::now();
+    expire_at(timeout < Clock::time_point::max() - now ? now + timeout : Clock::time_point::max());
+  }
   void expire_never() { state_->deadline = Clock::time_point::max(); }
   // The deadline passed and closed the socket.
   bool expired() const { return state_->expired; }
