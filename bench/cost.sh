@@ -211,7 +211,8 @@ run_cost() {
   cost_measure passthrough "idemproxy, 1 worker (route key: off)" "$port" "${plain[@]}" "${count[@]}"
   cost_measure replay "idemproxy, 1 worker (replay cache hit)" "$port" "${keyed[@]}" "${count[@]}" \
     --keys "replay:$COST_REPLAY_KEYS"
-  cost_measure first "idemproxy, 1 worker (claim, forward, complete)" "$port" "${keyed[@]}" "${count[@]}" --keys unique
+  cost_measure first "idemproxy, 1 worker (claim, forward, complete)" "$port" "${keyed[@]}" "${count[@]}" --keys unique \
+    "${FIRST_BODY[@]}"
   cost_stop
 
   # idemproxy, 1 worker, replay cache off, Redis replay cache on: replays answered from Redis.

@@ -21,7 +21,8 @@ constexpr std::string_view kUsage = R"(usage: idem-loadgen --target HOST:PORT [o
 What to send
   --scenario NAME          name written in the JSON result (default: unnamed)
   --method M --path P      request line (default: POST /)
-  --body TEXT              request body (default: {"amount":100}); "" for none
+  --body TEXT              request body (default: {"amount":100}); "" for none; a {key} in it
+                           is replaced by each request's key
   --header 'Name: value'   extra request header (repeatable)
   --keys MODE              none | unique | replay:K | same   (default: none)
   --body-bytes N           ask idem-bench-upstream for an N-byte response body (and expect it)

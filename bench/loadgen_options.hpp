@@ -12,6 +12,10 @@
 
 namespace idem::bench {
 
+// In --body, replaced by each request's key: first requests then differ in body as real ones do
+// (the proxy remembers a repeated fingerprint: fingerprint/recent_digests.hpp).
+inline constexpr std::string_view kBodyKeyPlaceholder = "{key}";
+
 // How the Idempotency-Key header is chosen for each request.
 enum class KeyMode {
   none,    // no key header (direct, nginx, passthrough)

@@ -87,6 +87,9 @@ else
 fi
 OPEN_RATE=${IDEM_BENCH_OPEN_RATE:-4000}
 OPEN_CONNECTIONS=16
+# First requests carry their key in the body, so each body (and fingerprint) differs as real
+# first requests' do; replays repeat their first request's body, as real retries do.
+FIRST_BODY=(--body '{"amount":100,"order":"{key}"}')
 REPLAY_KEYS=1000
 STORM_CONNECTIONS=256
 STORM_DELAY_MS=20  # the executed request takes this long upstream: the duplicates arrive in flight
@@ -378,7 +381,7 @@ else
   else
     echo '{}' >"$WORK/redis-replay.json"
   fi
-  loadgen first-c1 "${KEYED[@]}" "${CLOSED[@]}" --connections 1 --keys unique
+  loadgen first-c1 "${KEYED[@]}" "${CLOSED[@]}" --connections 1 --keys unique "${FIRST_BODY[@]}"
   # 64 connections: throughput.
   loadgen direct-c64 "${DIRECT[@]}" "${CLOSED[@]}" --connections 64
   loadgen nginx-c64 "${NGINX[@]}" "${CLOSED[@]}" --connections 64
@@ -389,14 +392,14 @@ else
     if [ -n "$PROXY_REDIS_PID" ]; then
       loadgen replayredis-c64 "${KEYED_REDIS[@]}" "${CLOSED[@]}" --connections 64 --keys "replay:$REPLAY_KEYS"
     fi
-    loadgen first-c64 "${KEYED[@]}" "${CLOSED[@]}" --connections 64 --keys unique
+    loadgen first-c64 "${KEYED[@]}" "${CLOSED[@]}" --connections 64 --keys unique "${FIRST_BODY[@]}"
     # The same scenarios driven by wrk, next to these (bench/wrk.sh).
     # shellcheck source=SCRIPTDIR/wrk.sh
     source "$REPO/bench/wrk.sh"
     run_wrk
   fi
   # First requests against the database's own limit, measured right after it.
-  loadgen first-c16 "${KEYED[@]}" "${CLOSED[@]}" --connections 16 --keys unique
+  loadgen first-c16 "${KEYED[@]}" "${CLOSED[@]}" --connections 16 --keys unique "${FIRST_BODY[@]}"
 
   # pgbench: the proxy's claim and complete statements, taken from proxy/store/pg/sql.hpp as they are
   # now, with the parameters written in (same table, same shapes: a fresh key per transaction), as for

@@ -134,6 +134,20 @@ TEST(RequestTemplate, RendersAFramedRequestWithOrWithoutTheKey) {
   EXPECT_TRUE(bytes.ends_with("\r\n\r\n{\"amount\":100}"));
 }
 
+TEST(RequestTemplate, AKeyInTheBodyIsEachRequestsKeyWithItsOwnLength) {
+  const auto options = options_for(
+      {"--target", "127.0.0.1:8080", "--path", "/keyed", "--body", "{\"order\":\"{key}\",\"amount\":1}"});
+  const RequestTemplate request(options);
+  std::string bytes;
+  request.render("k-12345", bytes);
+  EXPECT_EQ(bytes,
+            "POST /keyed HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Type: application/json\r\n"
+            "Content-Length: 30\r\nIdempotency-Key: k-12345\r\n\r\n{\"order\":\"k-12345\",\"amount\":1}");
+  request.render("k-1", bytes);
+  EXPECT_TRUE(bytes.ends_with("Content-Length: 26\r\nIdempotency-Key: k-1\r\n\r\n{\"order\":\"k-1\",\"amount\":1}"))
+      << bytes;
+}
+
 TEST(RequestPlans, UniqueKeysNeverRepeatAcrossConnectionsAndRequests) {
   UniqueKeyPlan plan("run", 200, "b");
   std::set<std::string> keys;
