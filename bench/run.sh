@@ -27,6 +27,7 @@
 #   IDEM_BENCH_DURATION       seconds per measured closed/open-loop run (full 15, quick 1)
 #   IDEM_BENCH_OPEN_RATE      open-loop rate in requests/s (default 4000)
 #   IDEM_BENCH_WRK_DURATION   seconds per wrk run (default 5)
+#   IDEM_BENCH_WORKERS        workers of idemproxy and nginx alike (default 2; 1 compares one against one)
 #   IDEM_BENCH_COST_REQUESTS  requests counted per --cost window (default 2000, after 500 warm-up)
 set -euo pipefail
 
@@ -95,7 +96,9 @@ STORM_CONNECTIONS=256
 STORM_DELAY_MS=20  # the executed request takes this long upstream: the duplicates arrive in flight
 IDLE_CONNECTIONS=1000
 PGBENCH_CLIENTS=16
-PROXY_WORKERS=2
+# Workers of idemproxy and of nginx alike: 1 against 1, or 2 against 2 (the other processes share
+# the same cores either way).
+PROXY_WORKERS=${IDEM_BENCH_WORKERS:-2}
 
 # --- packages -------------------------------------------------------------------------------------
 # The bench's own tools, on top of the project's list; each only when its command is missing (an
@@ -205,7 +208,7 @@ start_nginx() {
 # Written by bench/run.sh: nginx as a plain reverse proxy in front of the bench upstream.
 daemon off;
 master_process on;
-worker_processes 1;
+worker_processes $PROXY_WORKERS;
 pid $dir/nginx.pid;
 error_log $dir/error.log warn;
 events { worker_connections 8192; }
@@ -505,7 +508,7 @@ PG_VERSION=$("$IDEM_PG_BIN/postgres" --version | sed 's/.*) //')
 if [ "$COST" = 1 ]; then
   SETUP="loopback; callgrind on the one process serving each scenario (idemproxy 1 worker, nginx as one process with master_process off, idem-bench-upstream 1 thread), the others at full speed; idem-loadgen, 1 connection, closed loop: $COST_WARMUP requests warm-up, then $COST_REQUESTS counted, $COST_REPEATS times per scenario; Postgres pool 16 (synchronous_commit on, fsync off), access log off"
 else
-  SETUP="loopback; idem-loadgen 1 thread; idem-bench-upstream 1 thread; nginx 1 worker, upstream keepalive, access log off; idemproxy workers: $PROXY_WORKERS, Postgres pool 16 (synchronous_commit on, fsync off), access log off; ${DURATION}s per run after ${WARMUP}s warm-up; replay over $REPLAY_KEYS keys; open loop $OPEN_RATE req/s on $OPEN_CONNECTIONS connections"
+  SETUP="loopback; idem-loadgen 1 thread; idem-bench-upstream 1 thread; nginx and idemproxy $PROXY_WORKERS worker(s) each, nginx with upstream keepalive and access log off; Postgres pool 16 (synchronous_commit on, fsync off), access log off; ${DURATION}s per run after ${WARMUP}s warm-up; replay over $REPLAY_KEYS keys; open loop $OPEN_RATE req/s on $OPEN_CONNECTIONS connections"
   [ "$QUICK" = 1 ] || SETUP+="; wrk $WRK_THREADS threads, $WRK_CONNECTIONS connections, ${WRK_DURATION}s per run"
 fi
 jq -n --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg profile "$PROFILE" \
