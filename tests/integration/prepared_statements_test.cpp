@@ -244,6 +244,9 @@ TEST_F(PreparedStatements, AStatementTheSessionAlreadyHoldsUnderOurNameIsUsedAsI
 // and is sent once more: had that resend prepared again, it would land on the first session,
 // which holds the name already (42P05), and its Execute by name on the second again. A resend
 // that relies on no session state runs every statement, each exactly once.
+// The claim's SQL carries a comment unique to this process, so its statement name is new to the
+// pooler's server sessions, which outlive this test (every stage of tests/run.sh uses the same
+// PgBouncer): sessions that already held it would never lose it.
 TEST_F(PreparedStatements, BehindAPoolerAlternatingServerSessionsEveryStatementRunsOnce) {
   const std::optional<std::string> pgbouncer = env_var("IDEMPROXY_TEST_PGBOUNCER_DSN");
   ASSERT_TRUE(pgbouncer) << "IDEMPROXY_TEST_PGBOUNCER_DSN is not set (tests/run.sh starts PgBouncer)";
@@ -268,9 +271,21 @@ TEST_F(PreparedStatements, BehindAPoolerAlternatingServerSessionsEveryStatementR
   };
   ASSERT_TRUE(eventually([&] { return server_sessions() == 2; }, 15s)) << "server sessions: " << server_sessions();
 
+  static const std::string claim_sql =
+      std::string(store::pg::sql::kClaim) + "\n-- " + fresh_name("alternating-run-");  // static: outlives its use
   const auto lost_before = lost_count();
   constexpr int kClaims = 8;
-  for (int i = 0; i < kClaims; ++i) ASSERT_NO_FATAL_FAILURE(claim_fresh(*pool, "turn-" + std::to_string(i))) << i;
+  for (int i = 0; i < kClaims; ++i) {
+    const std::string key = "turn-" + std::to_string(i);
+    pg::Statement claim = store::pg::claim_statement(claim_request(scope_, key, "owner-" + key));
+    claim.sql = claim_sql.c_str();
+    Executed claimed = execute(*pool, std::move(claim));
+    ASSERT_TRUE(claimed.error.ok()) << i << ": " << claimed.error.sqlstate << " " << claimed.error.message;
+    ASSERT_EQ(PQntuples(claimed.result.get()), 1) << i;
+    const store::pg::DecodedClaim decoded = store::pg::decode_claim_row(claimed.result.get(), 0);
+    ASSERT_TRUE(decoded.claim) << i << ": " << decoded.error;
+    EXPECT_TRUE(decoded.claim->claimed) << i;
+  }
   EXPECT_GE(lost_count() - lost_before, 1u) << "the pooler never switched sessions: this test proves nothing";
   BlockingPg reader(dsn());
   ASSERT_TRUE(reader.ok()) << reader.error();
