@@ -11,7 +11,7 @@ IDEM_PACKAGES=(
   libboost1.81-dev libboost-json1.81-dev libhiredis-dev libyaml-cpp-dev libpq-dev libssl-dev
   googletest libgtest-dev libgmock-dev postgresql-15 redis-server cmake ninja-build g++ ccache
   pkg-config ca-certificates curl pgbouncer prometheus nginx-light gnuplot-nox jq nftables
-  postgresql-15-auto-failover pg-auto-failover-cli libnats-dev nats-server
+  postgresql-15-auto-failover pg-auto-failover-cli libnats-dev nats-server libgoogle-perftools-dev
 )
 
 idem_log() { printf '[%s] %s\n' "${IDEM_SCRIPT:-idemproxy}" "$*" >&2; }
