@@ -17,6 +17,15 @@ struct ParsedItem {
 // RFC 8941 §3.3.3 sf-string: printable ASCII between double quotes; only \" and \\ are escapes.
 // `value` starts with the opening quote.
 std::optional<ParsedItem> parse_sf_string(std::string_view value) {
+  // Keys without escapes (nearly all) are copied at once, not a character at a time.
+  std::size_t plain = 1;
+  while (plain < value.size() && value[plain] != '"' && value[plain] != '\\' &&
+         static_cast<unsigned char>(value[plain]) >= 0x20 && static_cast<unsigned char>(value[plain]) <= 0x7E) {
+    ++plain;
+  }
+  if (plain < value.size() && value[plain] == '"') {
+    return ParsedItem{std::string(value.substr(1, plain - 1)), value.substr(plain + 1)};
+  }
   std::string key;
   for (std::size_t i = 1; i < value.size(); ++i) {
     auto c = static_cast<unsigned char>(value[i]);

@@ -1,5 +1,8 @@
 #include "core/request_framing.hpp"
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "core/ascii.hpp"
@@ -11,12 +14,29 @@ namespace {
 // RFC 9110 §5.5: field-content is VCHAR, obs-text, SP and HTAB. The parser already refused CR,
 // LF and NUL; a vertical tab or another control character is what some parsers read as white
 // space ("Transfer-Encoding:\vchunked") and others do not.
+bool is_control_character(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return (u < 0x20 && c != '\t') || u == 0x7f;
+}
+
+// Eight bytes per step (every request's every field passes here): a word with no byte below
+// 0x20 and none equal to 0x7f is clean; one that has (a tab, say) is looked at byte by byte.
 bool has_control_character(std::string_view value) {
-  for (const char c : value) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u < 0x20 && c != '\t') || u == 0x7f) return true;
+  constexpr std::uint64_t kOnes = 0x0101010101010101;
+  constexpr std::uint64_t kHighs = 0x8080808080808080;
+  const auto has_byte_below = [](std::uint64_t word, std::uint64_t n) { return (word - kOnes * n) & ~word & kHighs; };
+  std::size_t i = 0;
+  for (; i + 8 <= value.size(); i += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, value.data() + i, sizeof word);
+    if (has_byte_below(word, 0x20) != 0 || has_byte_below(word ^ (kOnes * 0x7f), 1) != 0) {
+      if (std::any_of(value.begin() + static_cast<std::ptrdiff_t>(i),
+                      value.begin() + static_cast<std::ptrdiff_t>(i + 8), is_control_character)) {
+        return true;
+      }
+    }
   }
-  return false;
+  return std::any_of(value.begin() + static_cast<std::ptrdiff_t>(i), value.end(), is_control_character);
 }
 
 Problem refused(std::string_view why) { return bad_request_problem(why); }

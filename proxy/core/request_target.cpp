@@ -49,6 +49,18 @@ std::string without_dot_segments(std::string_view path) {
   return out;
 }
 
+// What most targets are already: an absolute path with no percent-encoding, backslash, NUL, empty
+// segment or segment starting with a dot. Normalizing it returns it unchanged, so it is not rebuilt.
+bool is_plainly_normal(std::string_view path) {
+  if (!path.starts_with('/')) return false;
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    const char c = path[i];
+    if (c == '%' || c == '\\' || c == '\0') return false;
+    if (c == '/' && i + 1 < path.size() && (path[i + 1] == '/' || path[i + 1] == '.')) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool is_valid_host_port(std::string_view host) {
@@ -124,6 +136,10 @@ TargetResult normalize_request_target(std::string_view target, std::string_view 
   const std::string_view raw_path = rest.substr(0, question);
   const std::string_view query = question == std::string_view::npos ? std::string_view() : rest.substr(question);
 
+  if (is_plainly_normal(raw_path)) {
+    result.target.assign(rest);
+    return {std::move(result), std::nullopt};
+  }
   std::string path;
   path.reserve(raw_path.size() + 1);
   if (!raw_path.starts_with('/')) path.push_back('/');  // "http://svc" or "http://svc?x"

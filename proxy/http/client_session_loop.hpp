@@ -25,6 +25,7 @@
 #include "core/request_framing.hpp"
 #include "core/request_target.hpp"
 #include "core/trace_context.hpp"
+#include "http/client_request.hpp"
 #include "http/client_session.hpp"
 #include "http/message_rewriting.hpp"
 #include "http/proxy_metrics.hpp"
@@ -52,10 +53,8 @@ inline constexpr std::size_t kRequestLineFraming = 2 + 8 + 2;
 // then the unparsed bytes start with it, and it is too long only if `limit` bytes have arrived
 // with no line end among them. A line that merely did not fit max_header_bytes (set below
 // max_request_line) is left to the 431.
-inline bool request_line_exceeds(const beast_http::request_parser<beast_http::string_body>& parser,
-                                 const beast::flat_buffer& buffer, std::size_t limit) {
-  const auto& head = parser.get();
-  if (!head.target().empty()) return head.method_string().size() + head.target().size() + kRequestLineFraming > limit;
+inline bool request_line_exceeds(const ClientRequest& request, const beast::flat_buffer& buffer, std::size_t limit) {
+  if (const std::size_t parsed = request.request_line_size(); parsed > 0) return parsed + kRequestLineFraming > limit;
   const std::string_view unparsed(static_cast<const char*>(buffer.data().data()), buffer.size());
   return unparsed.size() >= limit && unparsed.substr(0, limit).find('\n') == std::string_view::npos;
 }
@@ -132,11 +131,25 @@ inline bool is_connection_gone(const boost::system::error_code& ec) {
          ec == asio::error::bad_descriptor || ec == asio::error::connection_reset;
 }
 
-// Erases every field after the first `count` (in received order).
-inline void drop_fields_after(Request& request, std::size_t count) {
-  auto field = request.begin();
-  for (std::size_t i = 0; i < count && field != request.end(); ++i) ++field;
-  while (field != request.end()) field = request.erase(field);
+// Whether the request asks for 100 Continue (its first Expect field, as Beast reads it).
+inline bool expects_continue(const RequestParts& request) {
+  for (const FieldView& field : request.fields) {
+    if (field.id == beast_http::field::expect) return beast::iequals(field.value, "100-continue");
+  }
+  return false;
+}
+
+// The request's traceparent when it has exactly one, and a valid one; else empty.
+inline std::string single_valid_traceparent(const RequestParts& request) {
+  std::string_view value;
+  int lines = 0;
+  for (const FieldView& field : request.fields) {
+    if (beast::iequals(field.name, "traceparent")) {
+      value = field.value;
+      ++lines;
+    }
+  }
+  return lines == 1 && core::is_valid_traceparent(value) ? std::string(value) : std::string();
 }
 
 // The HTTP/1.1 keep-alive loop, over either stream.
@@ -145,6 +158,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
                                  const bool& draining, const std::string& address) {
   beast::flat_buffer buffer;
   std::string response_head;  // reused by every response on this connection
+  ClientRequest request;      // each request in turn, its buffers' capacity reused
   core::RequestHead head;     // the validator's view of each request, its field list's storage reused
   for (;;) {
     // Limits come from the configuration snapshot current when each request starts.
@@ -158,7 +172,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     }
     connection.in_request = true;
 
-    beast_http::request_parser<beast_http::string_body> parser;
+    ClientRequestParser parser(request);
     parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
     parser.body_limit(limits.max_request_body);
     // The header deadline runs from the first byte: a client trickling headers (slowloris) is cut off.
@@ -172,11 +186,11 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       if (header_ec == beast_http::error::body_limit) {
         // A Content-Length above the limit is refused as soon as the header says so.
         core::Problem problem = core::request_too_large_problem(limits.max_request_body);
-        co_await refuse(stream, connection, std::move(problem), parser.get().version(), limits.write_timeout,
+        co_await refuse(stream, connection, std::move(problem), request.parts().version, limits.write_timeout,
                         services.metrics);
       } else if (header_ec == beast_http::error::header_limit) {
         core::Problem problem =
-            request_line_exceeds(parser, buffer, limits.max_request_line)
+            request_line_exceeds(request, buffer, limits.max_request_line)
                 ? core::request_line_too_long_problem(limits.max_request_line)
                 : core::headers_too_large_problem("the request line and headers exceed limits.max_header_bytes");
         co_await refuse(stream, connection, std::move(problem), 11, limits.write_timeout, services.metrics);
@@ -186,13 +200,13 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       }
       co_return;
     }
-    const unsigned version = parser.get().version();
-    if (request_line_exceeds(parser, buffer, limits.max_request_line)) {
+    const unsigned version = request.parts().version;
+    if (request_line_exceeds(request, buffer, limits.max_request_line)) {
       core::Problem problem = core::request_line_too_long_problem(limits.max_request_line);
       co_await refuse(stream, connection, std::move(problem), version, limits.write_timeout, services.metrics);
       co_return;
     }
-    if (static_cast<std::size_t>(std::distance(parser.get().begin(), parser.get().end())) > limits.max_headers) {
+    if (request.parts().fields.size() > limits.max_headers) {
       core::Problem problem = core::headers_too_large_problem("the request has more than limits.max_headers (" +
                                                               std::to_string(limits.max_headers) + ") header fields");
       co_await refuse(stream, connection, std::move(problem), version, limits.write_timeout, services.metrics);
@@ -201,24 +215,24 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     // What RFC 9112 says to refuse in a head the parser accepted (request_framing.hpp): before
     // anything reads the body, routes or forwards, so client and upstream never disagree on
     // where this request ends or which host it is for.
-    head.method = parser.get().method_string();
+    head.method = request.parts().method_string;
     head.version = version;
     head.fields.clear();
-    for (const auto& field : parser.get()) head.fields.emplace_back(field.name_string(), field.value());
+    for (const FieldView& field : request.parts().fields) head.fields.emplace_back(field.name, field.value);
     if (std::optional<core::Problem> problem = core::request_framing_problem(head)) {
       co_await refuse(stream, connection, std::move(*problem), version, limits.write_timeout, services.metrics);
       co_return;
     }
-    const std::size_t header_fields = head.fields.size();
     // Routes are matched on the target the upstream will see, and that is what is forwarded.
-    core::TargetResult normalized = core::normalize_request_target(parser.get().target(), parser.get().method_string());
+    core::TargetResult normalized =
+        core::normalize_request_target(request.parts().target, request.parts().method_string);
     if (normalized.problem) {
       co_await refuse(stream, connection, std::move(*normalized.problem), version, limits.write_timeout,
                       services.metrics);
       co_return;
     }
 
-    if (version >= 11 && beast::iequals(parser.get()[beast_http::field::expect], "100-continue")) {
+    if (version >= 11 && expects_continue(request.parts())) {
       connection.deadline.expire_after(limits.write_timeout);
       auto [ec, n] = co_await asio::async_write(stream, asio::buffer(kContinue), use_tuple);
       if (ec) co_return;
@@ -244,34 +258,24 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       co_return;
     }
 
-    Request request = parser.release();
-    // Trailer fields of a chunked body come after the head the validator saw and could carry
-    // what a front proxy that checked the head never saw (Authorization): they are dropped, never
-    // merged into the forwarded head, the scope or the key.
-    drop_fields_after(request, header_fields);
-    // Only this layer knows the transport; whatever the client claimed is replaced.
-    request.set("X-Forwarded-Proto", kIsTls<Stream> ? "https" : "http");
-    const bool client_keep_alive = keeps_connection_open(request);
+    const bool client_keep_alive = keeps_connection_open(request.parts());
     // Logged as received (the handler rewrites the request for the upstream), when logged at all.
     const bool access_log = services.config->config.log.access;
-    const std::string method = access_log ? std::string(request.method_string()) : std::string();
-    const std::string target = access_log ? std::string(request.target()) : std::string();
-    request.target(normalized.normalized->target);
+    const std::string method = access_log ? std::string(request.parts().method_string) : std::string();
+    const std::string target = access_log ? std::string(request.parts().target) : std::string();
+    request.set_target(std::move(normalized.normalized->target));
     // absolute-form: the target's authority replaces any Host (RFC 9112 §3.2.2).
-    if (normalized.normalized->authority) request.set(beast_http::field::host, *normalized.normalized->authority);
+    if (normalized.normalized->authority) request.set_host(std::move(*normalized.normalized->authority));
+    // Only this layer knows the transport; whatever the client claimed is replaced.
+    request.set_field(beast_http::field::unknown, "X-Forwarded-Proto", kIsTls<Stream> ? "https" : "http");
     // While the request is handled nothing is read from the client: its going away must not
     // cancel the upstream call or the store write (the handler's own deadlines bound them).
     connection.deadline.expire_never();
     RequestTrace trace;
     const auto handling_started = std::chrono::steady_clock::now();
-    // Only the access log reads it: no lookups by name when it is off. Two traceparent fields make
-    // neither valid (W3C Trace Context §3.2).
-    if (const auto traceparent = access_log ? request.find("traceparent") : request.end();
-        traceparent != request.end() && request.count("traceparent") == 1) {
-      const std::string_view value(traceparent->value().data(), traceparent->value().size());
-      if (core::is_valid_traceparent(value)) trace.traceparent = std::string(value);
-    }
-    Response response = co_await handle_request(services, request, address, trace);
+    // Only the access log reads it. Two traceparent fields make neither valid (W3C Trace Context §3.2).
+    if (access_log) trace.traceparent = single_valid_traceparent(request.parts());
+    Response response = co_await handle_request(services, request.parts(), address, trace);
     trace.handled =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - handling_started);
     services.metrics.record(trace, response.result_int());

@@ -4,6 +4,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/string.hpp>
 #include <cassert>
 #include <chrono>
 #include <optional>
@@ -41,16 +42,25 @@ namespace {
 using HeaderValues = std::vector<std::pair<std::string_view, std::optional<std::string>>>;
 
 // Values of the named fields, in the given order.
-HeaderValues collect_headers(const Request& request, const std::vector<std::string>& names) {
+HeaderValues collect_headers(const RequestParts& request, const std::vector<std::string>& names) {
   HeaderValues values;
   values.reserve(names.size());
   for (const auto& name : names) {
     std::optional<std::string> joined;
-    auto [first, last] = request.equal_range(name);
-    for (auto it = first; it != last; ++it) core::append_field_line(joined, it->value());
+    for (const FieldView& field : request.fields) {
+      if (boost::beast::iequals(field.name, name)) core::append_field_line(joined, field.value);
+    }
     values.emplace_back(name, std::move(joined));
   }
   return values;
+}
+
+// The first line of a field, as Beast's operator[] reads it; empty when absent.
+std::string_view first_value(const RequestParts& request, beast_http::field id) {
+  for (const FieldView& field : request.fields) {
+    if (field.id == id) return field.value;
+  }
+  return {};
 }
 
 core::StoredResponse status_only(const Response& response) {
@@ -72,7 +82,7 @@ std::string_view replay_label(RecordSource source) {
 // (decide, after_claim_failure, after_upstream_failure, classify_response, after_owner_write).
 class IdempotentExchange {
  public:
-  IdempotentExchange(WorkerServices& services, const core::RoutePolicy& policy, Request& request,
+  IdempotentExchange(WorkerServices& services, const core::RoutePolicy& policy, const RequestParts& request,
                      std::string_view client_address, RequestTrace& trace)
       : services_(services),
         policy_(policy),
@@ -112,12 +122,12 @@ class IdempotentExchange {
   // the body holds no usable key instead.
   std::optional<core::KeyError> prepare_claim(std::optional<std::string> key, std::string_view path,
                                               std::string_view query) {
-    facts_.method = request_.method_string();
+    facts_.method = request_.method_string;
     facts_.path = path;
     facts_.query = query;
     facts_.headers = collect_headers(request_, policy_.fingerprint_headers);
-    facts_.content_type = request_[beast_http::field::content_type];
-    facts_.body = request_.body();
+    facts_.content_type = first_value(request_, beast_http::field::content_type);
+    facts_.body = request_.body;
     if (key) {
       claim_.fingerprint = fingerprint::request_fingerprint(facts_, policy_.ignore_json);
       claim_.key = std::move(*key);
@@ -129,8 +139,9 @@ class IdempotentExchange {
       if (const auto* error = std::get_if<core::KeyError>(&from_body)) return *error;
       claim_.key = std::move(std::get<std::string>(from_body));
     }
-    fingerprint::RequestScope scope = fingerprint::request_scope(
-        policy_, core::scope_host(request_[beast_http::field::host]), collect_headers(request_, policy_.scope_headers));
+    fingerprint::RequestScope scope =
+        fingerprint::request_scope(policy_, core::scope_host(first_value(request_, beast_http::field::host)),
+                                   collect_headers(request_, policy_.scope_headers));
     claim_.scope = std::move(scope.scope);
     claim_.legacy_scope = std::move(scope.legacy_scope);
     claim_.ttl = policy_.ttl;
@@ -166,14 +177,14 @@ class IdempotentExchange {
            existing.fingerprint == fingerprint_for(claim) && existing.fingerprint != claim_.fingerprint;
   }
 
-  Response problem(const core::Problem& p) const { return problem_response(p, request_.version()); }
+  Response problem(const core::Problem& p) const { return problem_response(p, request_.version); }
 
   asio::awaitable<Response> act(const core::Decision& decision, const FoundRecord& found) {
     switch (decision.action) {
       case core::Action::execute: co_return co_await execute();
       case core::Action::replay:
         trace_.decision = replay_label(found.source);
-        co_return replay_response(found.response(), request_.version(), policy_);
+        co_return replay_response(found.response(), request_.version, policy_);
       case core::Action::fingerprint_mismatch: trace_.decision = decision::mismatch; break;
       case core::Action::in_flight:
       case core::Action::wait: trace_.decision = decision::in_flight; break;
@@ -254,15 +265,15 @@ class IdempotentExchange {
   }
 
   asio::awaitable<Response> execute() {
-    const unsigned version = request_.version();
-    prepare_upstream_request(request_, client_address_);
+    const unsigned version = request_.version;
+    const UpstreamRequest upstream_request(request_, client_address_);
     services_.metrics.in_flight_records.fetch_add(1, std::memory_order_relaxed);
     struct InFlight {
       std::atomic<std::int64_t>& gauge;
       ~InFlight() { gauge.fetch_sub(1, std::memory_order_relaxed); }
     } in_flight{services_.metrics.in_flight_records};
     trace_.decision = decision::executed;
-    UpstreamResult result = co_await services_.upstream.exchange(request_);
+    UpstreamResult result = co_await services_.upstream.exchange(upstream_request);
     trace_.upstream += result.elapsed;
     if (result.failure != core::UpstreamFailure::none) {
       co_await upstream_failed(result);
@@ -378,7 +389,7 @@ class IdempotentExchange {
 
   WorkerServices& services_;
   const core::RoutePolicy& policy_;
-  Request& request_;
+  const RequestParts& request_;
   std::string_view client_address_;
   RequestTrace& trace_;
   fingerprint::RequestFacts facts_;                   // views into request_, valid until execute() rewrites it
@@ -393,7 +404,7 @@ class IdempotentExchange {
 }  // namespace
 
 asio::awaitable<Response> run_idempotent_exchange(WorkerServices& services, const core::RoutePolicy& policy,
-                                                  Request& request, std::string_view client_address,
+                                                  const RequestParts& request, std::string_view client_address,
                                                   std::optional<std::string> key, std::string_view path,
                                                   std::string_view query, RequestTrace& trace) {
   IdempotentExchange exchange(services, policy, request, client_address, trace);

@@ -8,6 +8,7 @@
 
 #include "core/route.hpp"
 #include "http/message.hpp"
+#include "http/request_parts.hpp"
 #include "http/request_trace.hpp"
 #include "http/runtime.hpp"
 
@@ -20,7 +21,7 @@ namespace idem::http {
 // before this returns, so the response is stored before the client sees it; a completion write
 // that fails is retried in the background until the lease ends.
 boost::asio::awaitable<Response> run_idempotent_exchange(WorkerServices& services, const core::RoutePolicy& policy,
-                                                         Request& request, std::string_view client_address,
+                                                         const RequestParts& request, std::string_view client_address,
                                                          std::optional<std::string> key, std::string_view path,
                                                          std::string_view query, RequestTrace& trace);
 

@@ -63,68 +63,10 @@ void set_length_last(Message& message) {
                  boost::beast::string_view(digits.data(), static_cast<std::size_t>(end - digits.data())));
 }
 
-bool has_transfer_coding(const Request& request) {
-  for (const auto& field : request) {
-    if (field.name() == beast_http::field::transfer_encoding) return true;
-  }
-  return false;
-}
-
-// prepare_payload() for the upstream's request: a length for a body, or for an empty one where the
-// method usually has one; otherwise it only drops a chunked coding, and there is none without a
-// Transfer-Encoding field. TRACE goes to prepare_payload() itself, which refuses a body as before.
-void frame_for_upstream(Request& request) {
-  const beast_http::verb method = request.method();
-  const bool states_length = !request.body().empty() || method == beast_http::verb::options ||
-                             method == beast_http::verb::put || method == beast_http::verb::post;
-  if (method == beast_http::verb::trace || (!states_length && has_transfer_coding(request))) {
-    request.prepare_payload();
-  } else if (states_length) {
-    set_length_last(request);
-  }
-}
-
 }  // namespace
-
-bool keeps_connection_open(const Request& request) {
-  return core::keeps_connection_open(request.version(), connection_list(request));
-}
 
 bool keeps_connection_open(const Response& response) {
   return core::keeps_connection_open(response.version(), connection_list(response));
-}
-
-void prepare_upstream_request(Request& request, std::string_view client_address) {
-  // The connection layer set X-Forwarded-Proto (it alone knows the transport); a client's
-  // Connection header naming it must not take it away. It is moved after the client's fields.
-  std::string proto;
-  for (const auto& field : request) {
-    if (named(field, "X-Forwarded-Proto")) {
-      proto = field.value();
-      break;
-    }
-  }
-  // Every X-Forwarded-For line the client (or a proxy before us, HAProxy adds a line) sent, then
-  // this hop; collected as its lines are erased.
-  std::string chained;
-  erase_fields(request, [&](const Request::value_type& field) {
-    if (field.name() == beast_http::field::expect) return true;            // the proxy has read the whole body already
-    if (!proto.empty() && named(field, "X-Forwarded-Proto")) return true;  // inserted again below
-    if (!named(field, "X-Forwarded-For")) return false;
-    if (!field.value().empty()) {
-      if (!chained.empty()) chained += ", ";
-      chained.append(field.value());
-    }
-    return true;
-  });
-  if (!proto.empty()) request.insert("X-Forwarded-Proto", proto);
-  if (!chained.empty()) chained += ", ";
-  chained += client_address;
-  request.insert("X-Forwarded-For", chained);
-  // Keep-alive towards the upstream: HTTP/1.1 is persistent without a Connection field, and every
-  // Connection field is gone.
-  if (request.version() < 11) request.keep_alive(true);
-  frame_for_upstream(request);
 }
 
 namespace {

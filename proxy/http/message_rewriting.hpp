@@ -11,13 +11,6 @@
 
 namespace idem::http {
 
-// Turns the client's request into the upstream's, in place: hop-by-hop fields and Expect removed,
-// X-Forwarded-For appended with `client_address`, keep-alive towards the upstream, Content-Length
-// recomputed. The Host header and the idempotency key header are kept. X-Forwarded-Proto is set
-// earlier, by the client connection (the only layer that knows whether the client used TLS), which
-// replaces any value the client sent; it survives a Connection header that names it.
-void prepare_upstream_request(Request& request, std::string_view client_address);
-
 // The upstream's response as the client sees it: hop-by-hop fields, Idempotency-Transient and
 // `replay_headers` (the route's; only the proxy says what is a replay) removed, framing
 // recomputed (Content-Length) unless it answers a HEAD request.
@@ -25,7 +18,6 @@ void prepare_client_response(Response& response, bool head_request, const std::v
 
 // Whether the message leaves its connection open, reading every Connection line (Beast's
 // keep_alive() reads only the first: `Connection: X-A` then `Connection: close` would stay open).
-bool keeps_connection_open(const Request& request);
 bool keeps_connection_open(const Response& response);
 
 // Status, headers and body from the record, plus each of the route's replay headers set to

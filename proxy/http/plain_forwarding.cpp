@@ -3,16 +3,18 @@
 #include "core/problem.hpp"
 #include "http/message_rewriting.hpp"
 #include "http/upstream.hpp"
+#include "http/upstream_request.hpp"
 
 namespace idem::http {
 namespace asio = boost::asio;
 
-asio::awaitable<Response> forward_plain(WorkerServices& services, Request& request, std::string_view client_address,
-                                        RequestTrace& trace, const std::vector<std::string>& replay_headers) {
-  const bool head = request.method() == beast_http::verb::head;
-  const unsigned version = request.version();
-  prepare_upstream_request(request, client_address);
-  UpstreamResult result = co_await services.upstream.exchange(request);
+asio::awaitable<Response> forward_plain(WorkerServices& services, const RequestParts& request,
+                                        std::string_view client_address, RequestTrace& trace,
+                                        const std::vector<std::string>& replay_headers) {
+  const bool head = request.method == beast_http::verb::head;
+  const unsigned version = request.version;
+  const UpstreamRequest upstream_request(request, client_address);
+  UpstreamResult result = co_await services.upstream.exchange(upstream_request);
   trace.upstream += result.elapsed;
   if (result.failure != core::UpstreamFailure::none) {
     co_return problem_response(core::upstream_failure_problem(result.failure), version);

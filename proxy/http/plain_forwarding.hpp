@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "http/message.hpp"
+#include "http/request_parts.hpp"
 #include "http/request_trace.hpp"
 #include "http/runtime.hpp"
 
@@ -14,7 +15,7 @@ namespace idem::http {
 
 // `replay_headers` are stripped from the answer: the matched route's, or the default spelling when
 // no route matched (an upstream's replay header never passes for the proxy's).
-boost::asio::awaitable<Response> forward_plain(WorkerServices& services, Request& request,
+boost::asio::awaitable<Response> forward_plain(WorkerServices& services, const RequestParts& request,
                                                std::string_view client_address, RequestTrace& trace,
                                                const std::vector<std::string>& replay_headers);
 

@@ -1,5 +1,6 @@
 #include "http/request_handler.hpp"
 
+#include <boost/beast/core/string.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -17,16 +18,15 @@
 namespace idem::http {
 namespace asio = boost::asio;
 
-asio::awaitable<Response> handle_request(WorkerServices& services, Request& request, std::string_view client_address,
-                                         RequestTrace& trace) {
+asio::awaitable<Response> handle_request(WorkerServices& services, const RequestParts& received,
+                                         std::string_view client_address, RequestTrace& trace) {
   // Hold this request's configuration snapshot for its whole life.
   const std::shared_ptr<const RuntimeConfig> config = services.config;
-  const std::string target{request.target()};
+  const std::string_view target = received.target;
   const auto question = target.find('?');
-  const std::string_view path = std::string_view(target).substr(0, question);
-  const std::string_view query =
-      question == std::string::npos ? std::string_view{} : std::string_view(target).substr(question + 1);
-  const std::string_view method = request.method_string();
+  const std::string_view path = target.substr(0, question);
+  const std::string_view query = question == std::string_view::npos ? std::string_view{} : target.substr(question + 1);
+  const std::string_view method = received.method_string;
 
   const core::Route* route = config->routes.match(method, path);
   if (route != nullptr) trace.route = route->policy.name;
@@ -34,30 +34,31 @@ asio::awaitable<Response> handle_request(WorkerServices& services, Request& requ
   const std::vector<std::string>& replay_headers =
       route != nullptr ? route->policy.replay_headers : kUnroutedReplayHeaders;
   if (route == nullptr || core::is_safe_method(method) || route->policy.key == core::KeyRequirement::off) {
-    co_return co_await forward_plain(services, request, client_address, trace, replay_headers);
+    co_return co_await forward_plain(services, received, client_address, trace, replay_headers);
   }
   const core::RoutePolicy& policy = route->policy;
 
   std::vector<std::string_view> key_fields;
-  auto [first, last] = request.equal_range(policy.key_header);
-  for (auto it = first; it != last; ++it) key_fields.push_back(it->value());
+  for (const FieldView& field : received.fields) {
+    if (boost::beast::iequals(field.name, policy.key_header)) key_fields.push_back(field.value);
+  }
   if (core::key_origin(policy.key_source, !key_fields.empty()) == core::KeyOrigin::json_body) {
     // The exchange reads the key with the fingerprint's parse of the body. (A named value: see the
     // note on co_await arguments in idempotent_exchange.cpp.)
     std::optional<std::string> read_from_body;
-    co_return co_await run_idempotent_exchange(services, policy, request, client_address, std::move(read_from_body),
+    co_return co_await run_idempotent_exchange(services, policy, received, client_address, std::move(read_from_body),
                                                path, query, trace);
   }
   auto parsed = core::parse_idempotency_key(key_fields, policy.max_key_length);
   if (const auto* error = std::get_if<core::KeyError>(&parsed)) {
     if (*error == core::KeyError::missing && policy.key == core::KeyRequirement::optional) {
-      co_return co_await forward_plain(services, request, client_address, trace, replay_headers);
+      co_return co_await forward_plain(services, received, client_address, trace, replay_headers);
     }
     trace.decision = *error == core::KeyError::missing ? decision::missing_key : decision::invalid_key;
-    co_return problem_response(core::key_problem(*error, policy.key_header, policy.max_key_length), request.version());
+    co_return problem_response(core::key_problem(*error, policy.key_header, policy.max_key_length), received.version);
   }
   std::optional<std::string> key = std::move(std::get<std::string>(parsed));
-  co_return co_await run_idempotent_exchange(services, policy, request, client_address, std::move(key), path, query,
+  co_return co_await run_idempotent_exchange(services, policy, received, client_address, std::move(key), path, query,
                                              trace);
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/upstream_failure.hpp"
 #include "http/message.hpp"
+#include "http/upstream_request.hpp"
 
 namespace idem::http {
 
@@ -21,8 +22,7 @@ struct UpstreamResult {
 class Upstream {
  public:
   virtual ~Upstream() = default;
-  // `request` must already be prepared for the upstream (see message_rewriting.hpp).
-  virtual boost::asio::awaitable<UpstreamResult> exchange(const Request& request) = 0;
+  virtual boost::asio::awaitable<UpstreamResult> exchange(const UpstreamRequest& request) = 0;
   // Drop every idle connection (the worker drained).
   virtual void close_idle() = 0;
 };

@@ -83,6 +83,7 @@ std::shared_ptr<asio::ssl::context> upstream_tls_context(const config::UpstreamT
 struct UpstreamPool::Transport : ClientStream {
   using ClientStream::ClientStream;
   beast::flat_buffer buffer;  // kept across exchanges: its storage is allocated once
+  std::string head;           // the request head being written, likewise
 };
 
 UpstreamPool::UpstreamPool(asio::io_context& io, const config::UpstreamConfig& upstream, std::size_t max_connections,
@@ -137,7 +138,7 @@ asio::awaitable<UpstreamFailure> UpstreamPool::open_connection(Connection& conne
   co_return UpstreamFailure::none;
 }
 
-asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
+asio::awaitable<UpstreamResult> UpstreamPool::exchange(const UpstreamRequest& request) {
   // Two clock readings per exchange: this one, and the one that ends it.
   const auto started = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point finished;
@@ -149,7 +150,8 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
     stamp(result);
     return result;
   };
-  const bool head = request.method() == beast_http::verb::head;
+  const beast_http::verb method = request.parts().method;
+  const bool head = method == beast_http::verb::head;
 
   // Two attempts at most: the second only when a reused connection turned out to be closed
   // before the upstream could have read the request (see below). One response deadline covers
@@ -172,7 +174,8 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
     // was taken at `started`; a new one took its set-up time since.
     if (!response_deadline) response_deadline = (reused ? started : std::chrono::steady_clock::now()) + timeout_;
     transport.expire_at(*response_deadline);
-    auto [write_ec, written] = co_await transport.write(request);
+    request.write_head(transport.head);
+    auto [write_ec, written] = co_await transport.write(transport.head, request.parts().body);
     if (write_ec) {
       // The peer closed a reused connection before we wrote: it cannot have read this request.
       if (reused && is_connection_gone(write_ec)) continue;
@@ -204,8 +207,7 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
       // A reused connection closed with not one byte of answer: the upstream dropped an idle
       // connection as we wrote to it. Only safe methods are re-sent; for the others the outcome
       // is unknown and the idempotency layer decides.
-      const bool safe =
-          request.method() == beast_http::verb::get || head || request.method() == beast_http::verb::options;
+      const bool safe = method == beast_http::verb::get || head || method == beast_http::verb::options;
       if (reused && safe && read == 0 && is_connection_gone(read_ec)) continue;
       co_return finish(
           {is_connection_gone(read_ec) ? UpstreamFailure::connection_lost : UpstreamFailure::bad_response, {}, {}});
@@ -226,7 +228,8 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const Request& request) {
     const bool bodiless_status = status / 100 == 1 || status == 204 || status == 304;
     const bool stray_body_possible = !head && bodiless_status && announces_body(result.response);
     stamp(result);
-    if (keeps_connection_open(result.response) && request.keep_alive() && buffer.size() == 0 && !stray_body_possible) {
+    // (The request always asks to keep the connection: upstream_request.hpp.)
+    if (keeps_connection_open(result.response) && buffer.size() == 0 && !stray_body_possible) {
       transport.expire_never();
       put_idle(std::move(connection), finished);
     }

@@ -38,7 +38,7 @@ class UpstreamPool final : public Upstream {
 
   // Runs on the pool's io_context. A stale pooled connection found closed when written to is
   // replaced once.
-  boost::asio::awaitable<UpstreamResult> exchange(const Request& request) override;
+  boost::asio::awaitable<UpstreamResult> exchange(const UpstreamRequest& request) override;
   void close_idle() override;
   std::size_t open_connections() const { return open_; }
 

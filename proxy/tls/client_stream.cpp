@@ -62,7 +62,11 @@ boost::asio::awaitable<ClientStream::Result> ClientStream::write(const OutgoingR
     co_return Result{timed_out_or(ec), bytes};
   }
   write_head(request, head_);
-  std::array<boost::asio::const_buffer, 2> message{boost::asio::buffer(head_), boost::asio::buffer(request.body())};
+  co_return co_await write(head_, request.body());
+}
+
+boost::asio::awaitable<ClientStream::Result> ClientStream::write(std::string_view head, std::string_view body) {
+  std::array<boost::asio::const_buffer, 2> message{boost::asio::buffer(head), boost::asio::buffer(body)};
   std::size_t written = 0;
   if (!tls) {
     // A request usually fits the socket's send buffer: written at once, without a reactor

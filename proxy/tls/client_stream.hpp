@@ -67,6 +67,9 @@ struct ClientStream {
   // Writes the whole request (both users send string bodies); bytes written. The request must
   // stay unchanged until the write completes.
   boost::asio::awaitable<Result> write(const OutgoingRequest& request);
+  // Writes a request already serialized: its head, then its body, as they are. Both must stay
+  // unchanged until the write completes.
+  boost::asio::awaitable<Result> write(std::string_view head, std::string_view body);
 
   // Reads one final response into `parser` (emplaced anew for each message), through `buffer`:
   // bytes read past the response stay in it. Interim responses

@@ -1,6 +1,7 @@
 #include "tls/http_head.hpp"
 
 #include <cstring>
+#include <type_traits>
 
 namespace idem::tls {
 namespace beast_http = boost::beast::http;
@@ -29,31 +30,46 @@ void put_version(char*& at, unsigned version) {
   *at++ = static_cast<char>('0' + version % 10);
 }
 
+// Name and value of a Beast field or of a FieldView.
+template <class Field>
+boost::beast::string_view name_of(const Field& field) {
+  if constexpr (std::is_same_v<Field, FieldView>) {
+    return field.name;
+  } else {
+    return field.name_string();
+  }
+}
+template <class Field>
+boost::beast::string_view value_of(const Field& field) {
+  if constexpr (std::is_same_v<Field, FieldView>) {
+    return field.value;
+  } else {
+    return field.value();
+  }
+}
+
 template <class Fields>
 std::size_t fields_size(const Fields& fields) {
   std::size_t size = 2;  // the empty line
-  for (const auto& field : fields) size += field.name_string().size() + 2 + field.value().size() + 2;
+  for (const auto& field : fields) size += name_of(field).size() + 2 + value_of(field).size() + 2;
   return size;
 }
 
 template <class Fields>
 void put_fields(char*& at, const Fields& fields) {
   for (const auto& field : fields) {
-    put(at, field.name_string());
+    put(at, name_of(field));
     put(at, ':', ' ');
-    put(at, field.value());
+    put(at, value_of(field));
     put(at, '\r', '\n');
   }
   put(at, '\r', '\n');
 }
 
-}  // namespace
-
-void write_head(const HeadRequest& request, std::string& out) {
-  const auto method = request.method_string();
-  const auto target = request.target();
-  out.resize(method.size() + (target.empty() ? 0 : 1 + target.size()) + 1 + kVersionSize + 2 +
-             fields_size(request.base()));
+template <class Fields>
+void put_request_head(boost::beast::string_view method, boost::beast::string_view target, unsigned version,
+                      const Fields& fields, std::string& out) {
+  out.resize(method.size() + (target.empty() ? 0 : 1 + target.size()) + 1 + kVersionSize + 2 + fields_size(fields));
   char* at = out.data();
   put(at, method);
   if (!target.empty()) {
@@ -61,9 +77,20 @@ void write_head(const HeadRequest& request, std::string& out) {
     put(at, target);
   }
   *at++ = ' ';
-  put_version(at, request.version());
+  put_version(at, version);
   put(at, '\r', '\n');
-  put_fields(at, request.base());
+  put_fields(at, fields);
+}
+
+}  // namespace
+
+void write_head(const HeadRequest& request, std::string& out) {
+  put_request_head(request.method_string(), request.target(), request.version(), request.base(), out);
+}
+
+void write_head(std::string_view method, std::string_view target, unsigned version, std::span<const FieldView> fields,
+                std::string& out) {
+  put_request_head(method, target, version, fields, out);
 }
 
 void write_head(const HeadResponse& response, std::string& out) {

@@ -6,9 +6,19 @@
 // than the rest of a proxied request.
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <span>
 #include <string>
+#include <string_view>
 
 namespace idem::tls {
+
+// A header field as views of a name and a value stored elsewhere; `id` is Beast's enum for the
+// name (field::unknown when Beast has none, or when the proxy added the field).
+struct FieldView {
+  boost::beast::http::field id = boost::beast::http::field::unknown;
+  std::string_view name;
+  std::string_view value;
+};
 
 using HeadRequest = boost::beast::http::request<boost::beast::http::string_body>;
 using HeadResponse = boost::beast::http::response<boost::beast::http::string_body>;
@@ -16,6 +26,9 @@ using HeadResponse = boost::beast::http::response<boost::beast::http::string_bod
 // Replaces `out` with the message's head.
 void write_head(const HeadRequest& request, std::string& out);
 void write_head(const HeadResponse& response, std::string& out);
+// A request head from its parts, the fields in the order given.
+void write_head(std::string_view method, std::string_view target, unsigned version, std::span<const FieldView> fields,
+                std::string& out);
 
 // Whether the body goes out as the bytes it holds: false when a Transfer-Encoding field asks for a
 // coding (chunked), which only Beast's serializer applies.

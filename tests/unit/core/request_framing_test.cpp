@@ -30,7 +30,8 @@ TEST(RequestFraming, ChunkedMustBeTheOnlyAndFinalCoding) {
             "501 transfer coding \"gzip\" is not implemented (only chunked is)");
   EXPECT_EQ(refusal(head({{"Host", "a"}, {"Transfer-Encoding", "xchunked"}})),
             "501 transfer coding \"xchunked\" is not implemented (only chunked is)");
-  EXPECT_EQ(refusal(head({{"Host", "a"}, {"Transfer-Encoding", ""}})), "400 the request is invalid: Transfer-Encoding is empty");
+  EXPECT_EQ(refusal(head({{"Host", "a"}, {"Transfer-Encoding", ""}})),
+            "400 the request is invalid: Transfer-Encoding is empty");
   EXPECT_EQ(refusal(head({{"Transfer-Encoding", "chunked"}}, 10)),
             "400 the request is invalid: Transfer-Encoding is not allowed in an HTTP/1.0 request");
   EXPECT_EQ(refusal(head({{"Host", "a"}, {"Transfer-Encoding", "chunked"}, {"Content-Length", "3"}})),
@@ -44,7 +45,8 @@ TEST(RequestFraming, ContentLengthIsOneRunOfDigits) {
               "400 the request is invalid: Content-Length must be a decimal number (digits only, one value)")
         << bad;
   }
-  EXPECT_EQ(refusal(head({{"Host", "a"}, {"Content-Length", ""}})), "400 the request is invalid: Content-Length is empty");
+  EXPECT_EQ(refusal(head({{"Host", "a"}, {"Content-Length", ""}})),
+            "400 the request is invalid: Content-Length is empty");
   EXPECT_EQ(refusal(head({{"Host", "a"}, {"Content-Length", "3"}, {"Content-Length", "3"}})),
             "400 the request is invalid: more than one Content-Length field");
 }
@@ -55,11 +57,29 @@ TEST(RequestFraming, Http11HasExactlyOneWellFormedHost) {
   EXPECT_EQ(refusal(head({{"Host", "a"}, {"Host", "a"}})), "400 the request is invalid: more than one Host field");
   EXPECT_EQ(refusal(head({{"Host", "a"}, {"Host", "b"}}, 10)), "400 the request is invalid: more than one Host field")
       << "found by fuzz_request_head: HTTP/1.0 with two Host lines";
-  for (const std::string_view good : {"api.example.com", "api:8080", "10.0.0.1:443", "[::1]", "[2001:db8::1]:8443", ""}) {
+  for (const std::string_view good :
+       {"api.example.com", "api:8080", "10.0.0.1:443", "[::1]", "[2001:db8::1]:8443", ""}) {
     EXPECT_EQ(refusal(head({{"Host", good}})), "accepted") << good;
   }
   for (const std::string_view bad : {"a/b", "u@a", "a:", "a:8x", "a, b", "[::1", "[]", "a:123456", ":80"}) {
     EXPECT_EQ(refusal(head({{"Host", bad}})), "400 the request is invalid: Host is not a valid host[:port]") << bad;
+  }
+}
+
+// The scan reads eight bytes at a time: every byte value, at every position of a value longer than
+// two words, against the rule itself (control characters but HTAB refused, obs-text accepted).
+TEST(RequestFraming, EveryByteValueAtEveryPositionOfALongValueIsJudgedByTheRule) {
+  for (int byte = 0; byte < 256; ++byte) {
+    const char c = static_cast<char>(byte);
+    if (c == '\r' || c == '\n') continue;  // the parser ends the value there
+    const bool control = (byte < 0x20 && c != '\t') || byte == 0x7f;
+    for (std::size_t position = 0; position < 21; ++position) {
+      std::string value(21, 'v');
+      value[position] = c;
+      EXPECT_EQ(refusal(head({{"Host", "a"}, {"X-Note", value}})),
+                control ? "400 the request is invalid: the value of X-Note holds a control character" : "accepted")
+          << "byte " << byte << " at " << position;
+    }
   }
 }
 

@@ -11,7 +11,9 @@ namespace {
 std::string normalized(std::string_view target, std::string_view method = "POST") {
   const TargetResult result = normalize_request_target(target, method);
   // "the request is invalid: <why>" -> "400 <why>"
-  if (result.problem) return std::to_string(result.problem->status) + " " + result.problem->detail.substr(result.problem->detail.find(": ") + 2);
+  if (result.problem)
+    return std::to_string(result.problem->status) + " " +
+           result.problem->detail.substr(result.problem->detail.find(": ") + 2);
   return result.normalized->target + (result.normalized->authority ? " @" + *result.normalized->authority : "");
 }
 
@@ -32,14 +34,30 @@ TEST(RequestTarget, SpellingsOfOnePathBecomeThatPath) {
   EXPECT_EQ(normalized("/.."), "/");
 }
 
+// A target already normal is returned as it came (the common case takes a shortcut): every
+// normalized spelling is a fixed point, dots inside or leading a segment name included.
+TEST(RequestTarget, ANormalTargetIsAFixedPoint) {
+  for (const std::string_view target :
+       {"/orders", "/%6frders/%7e%2D", "/orders/%c3%a9", "/x/../orders", "/./orders/.", "/orders//42///refunds", "/",
+        "/..", "/.well-known/x", "/a.b/c.", "/orders/?q=/./..//", "/v1/orders/42/"}) {
+    const std::string once = normalized(target);
+    EXPECT_EQ(normalized(once), once) << target;
+  }
+  EXPECT_EQ(normalized("/.well-known/x"), "/.well-known/x");
+  EXPECT_EQ(normalized("/a.b/c."), "/a.b/c.");
+  EXPECT_EQ(normalized("/orders/?q=/./..//"), "/orders/?q=/./..//") << "the query is never normalized";
+}
+
 TEST(RequestTarget, AbsoluteFormBecomesOriginFormWithItsAuthority) {
   EXPECT_EQ(normalized("http://svc/orders"), "/orders @svc");
   EXPECT_EQ(normalized("HTTPS://svc:8443/%6Frders?a=1"), "/orders?a=1 @svc:8443");
   EXPECT_EQ(normalized("http://svc"), "/ @svc");
   EXPECT_EQ(normalized("http://svc?q"), "/?q @svc");
   EXPECT_EQ(normalized("http://u@svc/orders"), "400 the request target's authority is not host[:port]");
-  EXPECT_EQ(normalized("ftp://svc/orders"), "400 the request target must be an absolute path, or an absolute http or https URI");
-  EXPECT_EQ(normalized("svc:443", "CONNECT"), "400 the request target must be an absolute path, or an absolute http or https URI");
+  EXPECT_EQ(normalized("ftp://svc/orders"),
+            "400 the request target must be an absolute path, or an absolute http or https URI");
+  EXPECT_EQ(normalized("svc:443", "CONNECT"),
+            "400 the request target must be an absolute path, or an absolute http or https URI");
 }
 
 TEST(RequestTarget, WhatCannotBeNormalizedSafelyIsRefused) {

@@ -43,12 +43,41 @@ using namespace std::chrono_literals;
 using core::UpstreamFailure;
 using store::StoreError;
 
+// The request the upstream was sent, as a Beast message (read with Beast's lookups by name).
+http::Request received_by_upstream(const http::UpstreamRequest& sent) {
+  const http::RequestParts& parts = sent.parts();
+  http::Request request;
+  request.method_string(parts.method_string);
+  request.target(parts.target);
+  request.version(parts.version);
+  for (const http::FieldView& field : parts.fields) request.insert(field.name, field.value);
+  request.body().assign(parts.body);
+  return request;
+}
+
+// A request as the client connection hands it to the exchange: views of a Beast message's parts.
+struct HeldRequest {
+  explicit HeldRequest(http::Request r) : request(std::move(r)) {
+    parts = {.method = request.method(),
+             .method_string = request.method_string(),
+             .target = request.target(),
+             .version = request.version(),
+             .fields = {},
+             .body = request.body()};
+    for (const auto& field : request) parts.fields.push_back({field.name(), field.name_string(), field.value()});
+  }
+  HeldRequest(const HeldRequest&) = delete;
+  HeldRequest& operator=(const HeldRequest&) = delete;
+  http::Request request;
+  http::RequestParts parts;
+};
+
 // Answers from a script, then 201 "created-<n>"; counts every request it was sent.
 class FakeUpstream final : public http::Upstream {
  public:
-  asio::awaitable<http::UpstreamResult> exchange(const http::Request& request) override {
+  asio::awaitable<http::UpstreamResult> exchange(const http::UpstreamRequest& request) override {
     ++executions;
-    last_request = request;
+    last_request = received_by_upstream(request);
     if (delay > std::chrono::milliseconds::zero()) {
       asio::steady_timer timer(co_await asio::this_coro::executor, delay);
       co_await timer.async_wait(asio::use_awaitable);
@@ -203,9 +232,9 @@ class Exchange : public ::testing::Test {
     return answer;
   }
   void start_into(const std::shared_ptr<Answer>& answer, http::Request r, std::optional<std::string> key) {
-    auto request_held = std::make_shared<http::Request>(std::move(r));
+    auto request_held = std::make_shared<HeldRequest>(std::move(r));
     asio::co_spawn(io,
-                   http::run_idempotent_exchange(*services_, policy, *request_held, "192.0.2.1", std::move(key),
+                   http::run_idempotent_exchange(*services_, policy, request_held->parts, "192.0.2.1", std::move(key),
                                                  "/orders", "", answer->trace),
                    [answer, request_held](std::exception_ptr error, http::Response response) {
                      if (error) std::rethrow_exception(error);
