@@ -8,9 +8,10 @@ namespace idem::core::ascii {
 
 constexpr char to_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
+// Senders mostly spell a name as the standard does: an exact match is tried first (a memcmp).
 constexpr bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return to_lower(x) == to_lower(y); });
+  return a.size() == b.size() && (a == b || std::equal(a.begin(), a.end(), b.begin(),
+                                                       [](char x, char y) { return to_lower(x) == to_lower(y); }));
 }
 
 constexpr bool is_ows(char c) { return c == ' ' || c == '\t'; }

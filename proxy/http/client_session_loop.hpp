@@ -14,6 +14,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <memory>
@@ -129,6 +130,11 @@ inline void log_request(std::string_view method, std::string_view target, const 
 inline bool is_connection_gone(const boost::system::error_code& ec) {
   return ec == beast_http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::operation_aborted ||
          ec == asio::error::bad_descriptor || ec == asio::error::connection_reset;
+}
+
+inline bool has_connection_field(const Response& response) {
+  return std::any_of(response.begin(), response.end(),
+                     [](const auto& field) { return field.name() == beast_http::field::connection; });
 }
 
 // Whether the request asks for 100 Continue (its first Expect field, as Beast reads it).
@@ -282,7 +288,9 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     if (access_log) log_request(method, target, response, trace);
 
     const bool keep_alive = client_keep_alive && !draining;
-    response.keep_alive(keep_alive);
+    // An HTTP/1.1 response stays open without a Connection field: Beast's keep_alive(true), which
+    // parses the field's tokens, is needed only when one came through.
+    if (!keep_alive || response.version() < 11 || has_connection_field(response)) response.keep_alive(keep_alive);
     connection.deadline.expire_after(limits.write_timeout);
     auto [write_ec, written] = co_await write_response(stream, response, response_head);
     connection.in_request = false;
