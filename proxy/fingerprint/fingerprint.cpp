@@ -42,7 +42,15 @@ constexpr std::string_view kBodyRaw = "raw";
 // gathered and hashed at once: one digest update per frame part cost more than the hashing.
 class FramedDigest {
  public:
-  explicit FramedDigest(std::string_view domain) : preimage_(domain) {}
+  // Fields up to this size are gathered into the pre-image; a larger one is hashed where it lies.
+  static constexpr std::size_t kGatheredFieldMax = 4096;
+
+  // `expected`: about how many bytes the frames will add, reserved at once (a pre-image grown by
+  // appends was reallocated several times per request).
+  explicit FramedDigest(std::string_view domain, std::size_t expected = 128) {
+    preimage_.reserve(domain.size() + expected);
+    preimage_.append(domain);
+  }
 
   void frame(std::string_view field) {
     open_frame(field.size());
@@ -87,7 +95,6 @@ class FramedDigest {
     preimage_ += ':';
   }
 
-  static constexpr std::size_t kGatheredFieldMax = 4096;
   std::string preimage_;                  // not yet hashed
   std::optional<crypto::Sha256> hasher_;  // once a large field was hashed in place
 };
@@ -112,25 +119,27 @@ std::string_view trim_ows(std::string_view text) {
 std::string fingerprint_and_key(const RequestFacts& facts, const std::vector<std::string>& ignore_json,
                                 FingerprintScheme scheme, std::string_view key_pointer, core::BodyKeyLookup& key) {
   const bool v1 = scheme == FingerprintScheme::v1;
-  FramedDigest digest(v1 ? kFingerprintDomainV1 : kFingerprintDomainV2);
-  digest.frame(facts.method);
-  digest.frame(facts.path);
-  digest.frame(facts.query);
-  for (const auto& [name, value] : facts.headers) digest.header(name, value);
-
   key = {};
   std::optional<std::string> canonical;
   if (is_json_media_type(facts.content_type)) {
     canonical = canonicalize_json(facts.body, ignore_json, v1 ? JsonNumbers::ieee_double : JsonNumbers::exact_decimal,
                                   key_pointer, key);
   }
-  if (canonical) {
-    digest.frame(kBodyJson);
-    digest.frame(*canonical);
-  } else {
-    digest.frame(kBodyRaw);
-    digest.frame(facts.body);
-  }
+  const std::string_view body = canonical ? std::string_view(*canonical) : facts.body;
+
+  // Each frame adds its length's digits, ':' and ','; a large body is hashed where it lies.
+  constexpr std::size_t kFrameOverhead = 8;
+  std::size_t expected = facts.method.size() + facts.path.size() + facts.query.size() + 5 * kFrameOverhead +
+                         (body.size() > FramedDigest::kGatheredFieldMax ? 0 : body.size());
+  for (const auto& [name, value] : facts.headers)
+    expected += name.size() + (value ? value->size() : 0) + 3 * kFrameOverhead;
+  FramedDigest digest(v1 ? kFingerprintDomainV1 : kFingerprintDomainV2, expected);
+  digest.frame(facts.method);
+  digest.frame(facts.path);
+  digest.frame(facts.query);
+  for (const auto& [name, value] : facts.headers) digest.header(name, value);
+  digest.frame(canonical ? kBodyJson : kBodyRaw);
+  digest.frame(body);
   return (v1 ? "v1:" : "v2:") + digest.finish_hex();
 }
 
