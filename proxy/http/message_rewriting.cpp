@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/stored_headers.hpp"
+#include "tls/http_head.hpp"
 
 namespace idem::http {
 namespace {
@@ -20,24 +21,11 @@ bool named(const Request::value_type& field, std::string_view name) {
   return boost::beast::iequals(field.name_string(), name);
 }
 
-// Every Connection line, as one comma-separated list (RFC 9110 §5.3: several lines of a list
-// field are one field; a proxy that reads only the first drops the rest).
-template <class Message>
-std::string connection_list(const Message& message) {
-  std::string joined;
-  for (const auto& field : message) {
-    if (field.name() != beast_http::field::connection || field.value().empty()) continue;
-    if (!joined.empty()) joined += ", ";
-    joined.append(field.value());
-  }
-  return joined;
-}
-
 // Erases every field that is hop-by-hop for this message (RFC 9110 §7.6.1), including the fields
 // any Connection line names, and every other field `also_erase` picks (in the list's order).
 template <class Message, class AlsoErase>
 void erase_fields(Message& message, AlsoErase also_erase) {
-  const std::string connection = connection_list(message);
+  const std::string connection = tls::connection_list(message);
   for (auto field = message.begin(); field != message.end();) {
     const bool doomed = core::is_hop_by_hop(field->name_string(), connection) || also_erase(*field);
     field = doomed ? message.erase(field) : std::next(field);
@@ -66,7 +54,7 @@ void set_length_last(Message& message) {
 }  // namespace
 
 bool keeps_connection_open(const Response& response) {
-  return core::keeps_connection_open(response.version(), connection_list(response));
+  return core::keeps_connection_open(response.version(), tls::connection_list(response));
 }
 
 namespace {

@@ -23,10 +23,6 @@ struct RequestParts {
   std::string_view body;
 };
 
-// Every Connection line, as one comma-separated list (RFC 9110 §5.3: several lines of a list
-// field are one field; a proxy that reads only the first drops the rest).
-std::string connection_list(const RequestParts& request);
-
 // Whether the client leaves its connection open after this request.
 bool keeps_connection_open(const RequestParts& request);
 

@@ -83,7 +83,6 @@ std::shared_ptr<asio::ssl::context> upstream_tls_context(const config::UpstreamT
 struct UpstreamPool::Transport : ClientStream {
   using ClientStream::ClientStream;
   beast::flat_buffer buffer;  // kept across exchanges: its storage is allocated once
-  std::string head;           // the request head being written, likewise
 };
 
 UpstreamPool::UpstreamPool(asio::io_context& io, const config::UpstreamConfig& upstream, std::size_t max_connections,
@@ -174,8 +173,8 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const UpstreamRequest& re
     // was taken at `started`; a new one took its set-up time since.
     if (!response_deadline) response_deadline = (reused ? started : std::chrono::steady_clock::now()) + timeout_;
     transport.expire_at(*response_deadline);
-    request.write_head(transport.head);
-    auto [write_ec, written] = co_await transport.write(transport.head, request.parts().body);
+    request.write_head(transport.head_buffer());
+    auto [write_ec, written] = co_await transport.write(transport.head_buffer(), request.parts().body);
     if (write_ec) {
       // The peer closed a reused connection before we wrote: it cannot have read this request.
       if (reused && is_connection_gone(write_ec)) continue;

@@ -27,7 +27,7 @@ UpstreamRequest::UpstreamRequest(const RequestParts& request, std::string_view c
              .version = request.version,
              .fields = {},
              .body = request.body} {
-  const std::string connection = connection_list(request);
+  const std::string connection = tls::connection_list(request.fields);
   // The body was read whole (a chunked one decoded): a length replaces the client's framing.
   const bool replace_length = states_length(request);
   parts_.fields.reserve(request.fields.size() + 3);

@@ -17,6 +17,7 @@
 
 #include "core/stored_headers.hpp"
 #include "tls/client_stream.hpp"
+#include "tls/http_head.hpp"
 #include "tls/tls_context.hpp"
 #include "tls/tls_session.hpp"
 #include "log/log.hpp"
@@ -259,11 +260,8 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
     const auto& response = parser->get();
     // After a 101 the connection is no longer HTTP: never reused.
     // Every Connection line counts (Beast's keep_alive() reads the first only).
-    std::string connection;
-    for (const auto& field : response) {
-      if (field.name() == http::field::connection) connection.append(field.value()).append(",");
-    }
-    const bool reusable = response.result_int() != 101 && core::keeps_connection_open(response.version(), connection);
+    const bool reusable = response.result_int() != 101 &&
+                          core::keeps_connection_open(response.version(), idem::tls::connection_list(response));
     if (reusable && !stopped_ && idle_.size() < config_.max_connections) {
       idle_.push_back(std::move(stream));
     } else {

@@ -70,6 +70,8 @@ struct ClientStream {
   // Writes a request already serialized: its head, then its body, as they are. Both must stay
   // unchanged until the write completes.
   boost::asio::awaitable<Result> write(std::string_view head, std::string_view body);
+  // The connection's buffer for a request head (http_head.hpp), its capacity kept across requests.
+  std::string& head_buffer() { return head_; }
 
   // Reads one final response into `parser` (emplaced anew for each message), through `buffer`:
   // bytes read past the response stay in it. Interim responses

@@ -1,7 +1,6 @@
 #include "tls/http_head.hpp"
 
 #include <cstring>
-#include <type_traits>
 
 namespace idem::tls {
 namespace beast_http = boost::beast::http;
@@ -30,22 +29,32 @@ void put_version(char*& at, unsigned version) {
   *at++ = static_cast<char>('0' + version % 10);
 }
 
-// Name and value of a Beast field or of a FieldView.
+// Name, value and Beast's enum of a FieldView, or of a Beast field.
+boost::beast::string_view name_of(const FieldView& field) { return field.name; }
+boost::beast::string_view value_of(const FieldView& field) { return field.value; }
+beast_http::field id_of(const FieldView& field) { return field.id; }
 template <class Field>
 boost::beast::string_view name_of(const Field& field) {
-  if constexpr (std::is_same_v<Field, FieldView>) {
-    return field.name;
-  } else {
-    return field.name_string();
-  }
+  return field.name_string();
 }
 template <class Field>
 boost::beast::string_view value_of(const Field& field) {
-  if constexpr (std::is_same_v<Field, FieldView>) {
-    return field.value;
-  } else {
-    return field.value();
+  return field.value();
+}
+template <class Field>
+beast_http::field id_of(const Field& field) {
+  return field.name();
+}
+
+template <class Fields>
+std::string joined_connection_lines(const Fields& fields) {
+  std::string joined;
+  for (const auto& field : fields) {
+    if (id_of(field) != beast_http::field::connection || value_of(field).empty()) continue;
+    if (!joined.empty()) joined += ", ";
+    joined.append(value_of(field));
   }
+  return joined;
 }
 
 template <class Fields>
@@ -83,6 +92,10 @@ void put_request_head(boost::beast::string_view method, boost::beast::string_vie
 }
 
 }  // namespace
+
+std::string connection_list(std::span<const FieldView> fields) { return joined_connection_lines(fields); }
+
+std::string connection_list(const HeadResponse& response) { return joined_connection_lines(response.base()); }
 
 void write_head(const HeadRequest& request, std::string& out) {
   put_request_head(request.method_string(), request.target(), request.version(), request.base(), out);

@@ -23,6 +23,11 @@ struct FieldView {
 using HeadRequest = boost::beast::http::request<boost::beast::http::string_body>;
 using HeadResponse = boost::beast::http::response<boost::beast::http::string_body>;
 
+// Every Connection line, as one comma-separated list (RFC 9110 §5.3: several lines of a list
+// field are one field; a proxy that reads only the first drops the rest).
+std::string connection_list(std::span<const FieldView> fields);
+std::string connection_list(const HeadResponse& response);
+
 // Replaces `out` with the message's head.
 void write_head(const HeadRequest& request, std::string& out);
 void write_head(const HeadResponse& response, std::string& out);
