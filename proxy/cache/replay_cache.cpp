@@ -18,7 +18,8 @@ std::string cache_id(std::string_view scope, std::string_view key) {
 }
 
 std::size_t footprint(const std::string& id, const CachedRecord& record) {
-  std::size_t bytes = kEntryOverhead + id.size() + record.fingerprint.size() + record.response.body.size();
+  std::size_t bytes = kEntryOverhead + id.size() + record.fingerprint.size() + record.response.body.size() +
+                      record.fingerprint_inputs.size();
   for (const auto& [name, value] : record.response.headers) bytes += name.size() + value.size() + 32;
   return bytes;
 }

@@ -24,6 +24,9 @@ struct CachedRecord {
   core::RecordState state = core::RecordState::completed;  // completed or too_large
   core::StoredResponse response;
   std::chrono::steady_clock::time_point expires_at;
+  // The first request's fingerprint inputs (fingerprint::fingerprint_inputs), on this process's own
+  // completions when small: a retry with these exact inputs has `fingerprint`. Empty otherwise.
+  std::string fingerprint_inputs;
 };
 
 class ReplayCache {

@@ -156,6 +156,39 @@ std::string request_fingerprint(const RequestFacts& facts, const std::vector<std
   return fingerprint_and_key(facts, ignore_json, kCurrentFingerprintScheme, key_pointer, key);
 }
 
+std::string fingerprint_inputs(const RequestFacts& facts, const std::vector<std::string>& ignore_json) {
+  constexpr std::size_t kLength = sizeof(std::size_t);
+  std::size_t size = 7 * kLength + facts.method.size() + facts.path.size() + facts.query.size() +
+                     facts.content_type.size() + facts.body.size();
+  for (const auto& [name, value] : facts.headers) size += 2 * kLength + 1 + name.size() + (value ? value->size() : 0);
+  for (const std::string& pointer : ignore_json) size += kLength + pointer.size();
+  if (size > kRememberedInputsMax) return {};
+
+  // Lengths and counts in the machine's own representation (the inputs never leave this process);
+  // each field is its length then its bytes, so no two sequences of fields share an encoding.
+  std::string inputs;
+  inputs.reserve(size);
+  const auto number = [&inputs](std::size_t value) { inputs.append(reinterpret_cast<const char*>(&value), kLength); };
+  const auto field = [&](std::string_view bytes) {
+    number(bytes.size());
+    inputs.append(bytes);
+  };
+  field(facts.method);
+  field(facts.path);
+  field(facts.query);
+  field(facts.content_type);
+  field(facts.body);
+  number(facts.headers.size());
+  for (const auto& [name, value] : facts.headers) {
+    field(name);
+    inputs += value ? '+' : '-';  // absent differs from every value, the empty one included
+    if (value) field(*value);
+  }
+  number(ignore_json.size());
+  for (const std::string& pointer : ignore_json) field(pointer);
+  return inputs;
+}
+
 std::optional<FingerprintScheme> fingerprint_scheme(std::string_view fingerprint) {
   if (fingerprint.starts_with("v1:")) return FingerprintScheme::v1;
   if (fingerprint.starts_with("v2:")) return FingerprintScheme::v2;

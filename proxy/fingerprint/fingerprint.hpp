@@ -2,6 +2,7 @@
 // Request fingerprint and record scope. Both are versioned ("v1:") SHA-256 hex digests whose
 // pre-image frames every field with its length, so they are stable across restarts, builds and
 // machines, and no two different field sequences hash the same input.
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,6 +46,15 @@ std::string request_fingerprint(const RequestFacts& facts, const std::vector<std
 // JSON-typed or does not canonicalize.
 std::string request_fingerprint(const RequestFacts& facts, const std::vector<std::string>& ignore_json,
                                 std::string_view key_pointer, core::BodyKeyLookup& key);
+
+// Every input request_fingerprint(facts, ignore_json) reads, each field framed by its length: two
+// requests with equal inputs have equal fingerprints (in the current scheme, in this build). An
+// in-process cache entry keeps its first request's inputs, so a retry that repeats them byte for
+// byte takes the entry's fingerprint instead of canonicalizing its body again; any other retry is
+// fingerprinted. Empty (nothing to compare) when the inputs are longer than kRememberedInputsMax:
+// keeping copies of large bodies would cost more memory than fingerprinting them costs time.
+inline constexpr std::size_t kRememberedInputsMax = 4096;
+std::string fingerprint_inputs(const RequestFacts& facts, const std::vector<std::string>& ignore_json);
 
 // The scheme a stored fingerprint was made with, from its prefix; std::nullopt for anything else.
 std::optional<FingerprintScheme> fingerprint_scheme(std::string_view fingerprint);

@@ -128,9 +128,9 @@ class IdempotentExchange {
     facts_.headers = collect_headers(request_, policy_.fingerprint_headers);
     facts_.content_type = first_value(request_, beast_http::field::content_type);
     facts_.body = request_.body;
-    if (key) {
-      claim_.fingerprint = fingerprint::request_fingerprint(facts_, policy_.ignore_json);
-      claim_.key = std::move(*key);
+    const bool header_key = key.has_value();
+    if (header_key) {
+      claim_.key = std::move(*key);  // the fingerprint once the scope is known (header_keyed_fingerprint)
     } else {
       // One parse of the body: the fingerprint's canonicalization reads the key too.
       claim_.fingerprint =
@@ -144,6 +144,7 @@ class IdempotentExchange {
                                    collect_headers(request_, policy_.scope_headers));
     claim_.scope = std::move(scope.scope);
     claim_.legacy_scope = std::move(scope.legacy_scope);
+    if (header_key) claim_.fingerprint = header_keyed_fingerprint();
     claim_.ttl = policy_.ttl;
     claim_.lease = policy_.lease;
     claim_.take_over_lapsed_lease = policy_.unknown_outcome == core::UnknownOutcome::retry;
@@ -152,6 +153,18 @@ class IdempotentExchange {
     trace_.key = claim_.key;
     claimed_at_ = std::chrono::system_clock::now();
     return std::nullopt;
+  }
+
+  // A retry repeats its first request byte for byte: when the in-process cache holds this key's
+  // record with exactly this request's fingerprint inputs, the record's fingerprint is this
+  // request's too, and the body is not canonicalized again. Any other request is fingerprinted.
+  // (A key read from the body is only known after the body's parse: those are always fingerprinted.)
+  std::string header_keyed_fingerprint() {
+    if (services_.cache.enabled()) fingerprint_inputs_ = fingerprint::fingerprint_inputs(facts_, policy_.ignore_json);
+    const cache::CachedRecord* cached = lookup_.find_local();
+    if (cached != nullptr && !fingerprint_inputs_.empty() && cached->fingerprint_inputs == fingerprint_inputs_)
+      return cached->fingerprint;
+    return fingerprint::request_fingerprint(facts_, policy_.ignore_json);
   }
 
   // This request's fingerprint in the scheme of the record the claim found, for decide(): the
@@ -370,7 +383,7 @@ class IdempotentExchange {
     const core::OwnerWriteNext next = core::after_owner_write(write, error);
     if (next == core::OwnerWriteNext::done) {
       if (write == core::OwnerWrite::complete)
-        lookup_.remember_completion(owned.complete.state, owned.complete.response);
+        lookup_.remember_completion(owned.complete.state, owned.complete.response, std::move(fingerprint_inputs_));
       co_return;
     }
     const bool retry = next == core::OwnerWriteNext::retry;
@@ -396,6 +409,7 @@ class IdempotentExchange {
   std::chrono::system_clock::time_point claimed_at_;  // just before the first claim went out
   core::BodyKeyLookup body_key_;                      // what key_from_json found, when the key is read from the body
   std::optional<std::string> legacy_fingerprint_;     // v1, computed when a v1 record is found
+  std::string fingerprint_inputs_;                    // kept with this request's completion in the in-process cache
   store::ClaimRequest claim_;
   RecordLookup lookup_;             // reads claim_, filled in by prepare_claim before first use
   asio::any_io_executor executor_;  // the worker's: background settles run there

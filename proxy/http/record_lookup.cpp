@@ -44,8 +44,16 @@ FoundRecord from_cache(const std::shared_ptr<const cache::CachedRecord>& cached,
 RecordLookup::RecordLookup(WorkerServices& services, store::ClaimRequest& claim, RequestTrace& trace)
     : services_(services), claim_(claim), trace_(trace) {}
 
+const cache::CachedRecord* RecordLookup::find_local() {
+  local_ = services_.cache.find(claim_.scope, claim_.key);
+  local_found_ = true;
+  return local_.get();
+}
+
 asio::awaitable<FoundRecord> RecordLookup::find() {
-  const std::shared_ptr<const cache::CachedRecord> cached = services_.cache.find(claim_.scope, claim_.key);
+  const std::shared_ptr<const cache::CachedRecord> cached =
+      local_found_ ? std::move(local_) : services_.cache.find(claim_.scope, claim_.key);
+  local_found_ = false;
   if (cached) {
     trace_.cache_hit = true;
     co_return from_cache(cached, RecordSource::local_cache);
@@ -100,7 +108,8 @@ void RecordLookup::remember_if_finished(const core::ClaimResult& claimed, bool s
   services_.cache.insert(claim_.scope, claim_.key, std::move(cached));
 }
 
-void RecordLookup::remember_completion(core::RecordState state, const core::StoredResponse& response) {
+void RecordLookup::remember_completion(core::RecordState state, const core::StoredResponse& response,
+                                       std::string fingerprint_inputs) {
   if (!services_.cache.enabled() && services_.shared_cache == nullptr) return;
   auto cached = std::make_shared<cache::CachedRecord>();
   cached->fingerprint = claim_.fingerprint;
@@ -108,6 +117,8 @@ void RecordLookup::remember_completion(core::RecordState state, const core::Stor
   cached->response = response;
   // The store set expires_at from its clock when the claim arrived, after claim_sent_at_.
   cached->expires_at = claim_sent_at_ + claim_.ttl;
+  // Redis's layout (cache/redis_record.hpp) has no place for the inputs: they stay in-process.
+  cached->fingerprint_inputs = std::move(fingerprint_inputs);
   // Fire and forget: the write goes out now, the client's response does not wait for it.
   if (services_.shared_cache != nullptr) services_.shared_cache->put(claim_.scope, claim_.key, cached);
   services_.cache.insert(claim_.scope, claim_.key, std::move(cached));

@@ -10,6 +10,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "core/decision.hpp"
@@ -48,12 +49,17 @@ class RecordLookup {
   // decides next), then the claim, unless this process is still settling the key. A finished record the claim returns
   // is offered to Redis too, so the other proxies find it there.
   boost::asio::awaitable<FoundRecord> find();
+  // The in-process cache's entry for the claim's (scope, key), or nullptr, before find(): the
+  // exchange reads the entry's fingerprint inputs, and find() answers from the same entry.
+  const cache::CachedRecord* find_local();
   // The claim alone: a waiting duplicate's poll. A finished record it returns goes to the
   // in-process cache only (Redis gets it from the request that completes it).
   boost::asio::awaitable<FoundRecord> poll();
 
-  // This request's completion, confirmed by the store: cached in-process and offered to Redis.
-  void remember_completion(core::RecordState state, const core::StoredResponse& response);
+  // This request's completion, confirmed by the store: cached in-process (with the request's
+  // fingerprint inputs, empty when not kept) and offered to Redis (without them).
+  void remember_completion(core::RecordState state, const core::StoredResponse& response,
+                           std::string fingerprint_inputs);
 
   // When the last claim went out: the lease and the expiry are measured from here (a lower bound).
   Clock::time_point claim_sent_at() const { return claim_sent_at_; }
@@ -66,6 +72,8 @@ class RecordLookup {
   store::ClaimRequest& claim_;
   RequestTrace& trace_;
   Clock::time_point claim_sent_at_{};
+  std::shared_ptr<const cache::CachedRecord> local_;  // what find_local() found, for find()
+  bool local_found_ = false;                          // find_local() ran
 };
 
 }  // namespace idem::http

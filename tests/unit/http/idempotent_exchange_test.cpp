@@ -537,6 +537,51 @@ TEST_F(Exchange, SameKeyDifferentRequestIs422FromTheCacheAndFromTheStore) {
   EXPECT_EQ(upstream.executions, 1);
 }
 
+// A cache entry keeps its first request's fingerprint inputs, and a retry that repeats them takes
+// the entry's fingerprint without computing its own. Each retry here is answered twice: by a proxy
+// whose cache holds the first request's entry, and by one without a cache (the store compares
+// fingerprints); the answers must agree, also when the route's fingerprint settings changed
+// between the first request and the retry (a reload).
+TEST_F(Exchange, ARetryIsJudgedTheSameWhetherItsFirstRequestsEntryIsCachedOrNot) {
+  struct Retry {
+    const char* what;
+    std::string body;
+    std::vector<std::string> ignore_json;  // the route's, when the retry arrives
+    std::vector<std::string> fingerprint_headers;
+    unsigned status;  // 201: the first request's answer, replayed
+  };
+  const std::vector<Retry> retries = {
+      {"the same bytes", R"({"amount":100,"nonce":"n-1"})", {}, {}, 201},
+      {"the same JSON spelled otherwise", R"({ "nonce":"n-1", "amount":1e2 })", {}, {}, 201},
+      {"another amount", R"({"amount":101,"nonce":"n-1"})", {}, {}, 422},
+      {"the same bytes after the route began ignoring /nonce", R"({"amount":100,"nonce":"n-1"})", {"/nonce"}, {}, 422},
+      {"the same bytes after the route began fingerprinting X-Account",
+       R"({"amount":100,"nonce":"n-1"})",
+       {},
+       {"X-Account"},
+       422},
+  };
+  int key = 0;
+  for (const Retry& retry : retries) {
+    const std::string retry_key = "retry-" + std::to_string(++key);
+    policy.ignore_json.clear();
+    policy.fingerprint_headers.clear();
+    use_local_cache(1 << 20);
+    ASSERT_EQ(send(request(R"({"amount":100,"nonce":"n-1"})"), retry_key).trace.decision, http::decision::executed);
+    policy.ignore_json = retry.ignore_json;
+    policy.fingerprint_headers = retry.fingerprint_headers;
+    const Answer cached = send(request(retry.body), retry_key);
+    use_local_cache(0);
+    const Answer stored = send(request(retry.body), retry_key);
+    EXPECT_EQ(cached.response.result_int(), retry.status) << retry.what;
+    EXPECT_EQ(stored.response.result_int(), retry.status) << retry.what;
+    EXPECT_EQ(cached.trace.decision, retry.status == 201 ? http::decision::replay : http::decision::mismatch)
+        << retry.what;
+    EXPECT_TRUE(cached.trace.cache_hit) << retry.what;
+  }
+  EXPECT_EQ(upstream.executions, static_cast<int>(retries.size()));
+}
+
 TEST_F(Exchange, ADuplicateWhileTheFirstIsInFlightIs409WithTheLeaseLeftAsRetryAfter) {
   policy.lease = 30s;
   upstream.delay = 50ms;  // the duplicate arrives while the first is at the upstream
