@@ -166,15 +166,37 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
   std::string response_head;  // reused by every response on this connection
   ClientRequest request;      // each request in turn, its buffers' capacity reused
   core::RequestHead head;     // the validator's view of each request, its field list's storage reused
+  if constexpr (!kIsTls<Stream>) {
+    // The idle read below must never block the thread: a readiness that went stale reads nothing.
+    boost::system::error_code ignored;
+    stream.non_blocking(true, ignored);
+  }
   for (;;) {
     // Limits come from the configuration snapshot current when each request starts.
     const config::LimitsConfig limits = services.config->config.limits;
     if (buffer.size() == 0) {
       // Idle keep-alive: wait for the first byte of the next request.
       connection.deadline.expire_after(limits.idle_timeout);
-      auto [ec, n] = co_await stream.async_read_some(buffer.prepare(kFirstReadSize), use_tuple);
-      if (ec) co_return;
-      buffer.commit(n);
+      if constexpr (kIsTls<Stream>) {
+        // OpenSSL may hold decrypted bytes the socket no longer signals: read through it (its own
+        // buffers are released while idle, SSL_MODE_RELEASE_BUFFERS).
+        auto [ec, n] = co_await stream.async_read_some(buffer.prepare(kFirstReadSize), use_tuple);
+        if (ec) co_return;
+        buffer.commit(n);
+      } else {
+        // An idle connection holds no read buffer (as nginx frees its keep-alive connections'
+        // buffers): wait until the socket is readable, then take a buffer and read what came.
+        buffer.shrink_to_fit();
+        boost::system::error_code read_ec = asio::error::would_block;
+        std::size_t n = 0;
+        while (read_ec == asio::error::would_block) {
+          auto [wait_ec] = co_await stream.async_wait(asio::socket_base::wait_read, use_tuple);
+          if (wait_ec) co_return;
+          n = stream.read_some(buffer.prepare(kFirstReadSize), read_ec);  // non-blocking (set below)
+        }
+        if (read_ec) co_return;
+        buffer.commit(n);
+      }
     }
     connection.in_request = true;
 
