@@ -143,6 +143,60 @@ std::string fingerprint_and_key(const RequestFacts& facts, const std::vector<std
   return (v1 ? "v1:" : "v2:") + digest.finish_hex();
 }
 
+constexpr std::size_t kInputsLength = sizeof(std::size_t);
+
+// The inputs' encoding (fingerprint_inputs): lengths and counts in the machine's own representation
+// (the inputs never leave this process); each field is its length then its bytes, so no two
+// sequences of fields share an encoding. Written by InputsWriter, or compared by InputsComparer
+// with inputs kept earlier, without building them again.
+template <class Sink>
+void encode_inputs(const RequestFacts& facts, const std::vector<std::string>& ignore_json, Sink& sink) {
+  const auto field = [&sink](std::string_view bytes) {
+    sink.number(bytes.size());
+    sink.bytes(bytes);
+  };
+  field(facts.method);
+  field(facts.path);
+  field(facts.query);
+  field(facts.content_type);
+  field(facts.body);
+  sink.number(facts.headers.size());
+  for (const auto& [name, value] : facts.headers) {
+    field(name);
+    sink.bytes(value ? "+" : "-");  // absent differs from every value, the empty one included
+    if (value) field(*value);
+  }
+  sink.number(ignore_json.size());
+  for (const std::string& pointer : ignore_json) field(pointer);
+}
+
+// An upper bound of the encoding's size (exact unless a header is absent).
+std::size_t inputs_size(const RequestFacts& facts, const std::vector<std::string>& ignore_json) {
+  std::size_t size = 7 * kInputsLength + facts.method.size() + facts.path.size() + facts.query.size() +
+                     facts.content_type.size() + facts.body.size();
+  for (const auto& [name, value] : facts.headers)
+    size += 2 * kInputsLength + 1 + name.size() + (value ? value->size() : 0);
+  for (const std::string& pointer : ignore_json) size += kInputsLength + pointer.size();
+  return size;
+}
+
+struct InputsWriter {
+  std::string& out;
+  void number(std::size_t value) { out.append(reinterpret_cast<const char*>(&value), kInputsLength); }
+  void bytes(std::string_view bytes) { out.append(bytes); }
+};
+
+struct InputsComparer {
+  std::string_view rest;  // what the encoding has not reached yet
+  bool equal = true;
+  void number(std::size_t value) { bytes(std::string_view(reinterpret_cast<const char*>(&value), kInputsLength)); }
+  void bytes(std::string_view bytes) {
+    if (!equal) return;
+    equal = rest.starts_with(bytes);
+    if (equal) rest.remove_prefix(bytes.size());
+  }
+};
+
 }  // namespace
 
 std::string request_fingerprint(const RequestFacts& facts, const std::vector<std::string>& ignore_json,
@@ -157,36 +211,21 @@ std::string request_fingerprint(const RequestFacts& facts, const std::vector<std
 }
 
 std::string fingerprint_inputs(const RequestFacts& facts, const std::vector<std::string>& ignore_json) {
-  constexpr std::size_t kLength = sizeof(std::size_t);
-  std::size_t size = 7 * kLength + facts.method.size() + facts.path.size() + facts.query.size() +
-                     facts.content_type.size() + facts.body.size();
-  for (const auto& [name, value] : facts.headers) size += 2 * kLength + 1 + name.size() + (value ? value->size() : 0);
-  for (const std::string& pointer : ignore_json) size += kLength + pointer.size();
+  const std::size_t size = inputs_size(facts, ignore_json);
   if (size > kRememberedInputsMax) return {};
-
-  // Lengths and counts in the machine's own representation (the inputs never leave this process);
-  // each field is its length then its bytes, so no two sequences of fields share an encoding.
   std::string inputs;
   inputs.reserve(size);
-  const auto number = [&inputs](std::size_t value) { inputs.append(reinterpret_cast<const char*>(&value), kLength); };
-  const auto field = [&](std::string_view bytes) {
-    number(bytes.size());
-    inputs.append(bytes);
-  };
-  field(facts.method);
-  field(facts.path);
-  field(facts.query);
-  field(facts.content_type);
-  field(facts.body);
-  number(facts.headers.size());
-  for (const auto& [name, value] : facts.headers) {
-    field(name);
-    inputs += value ? '+' : '-';  // absent differs from every value, the empty one included
-    if (value) field(*value);
-  }
-  number(ignore_json.size());
-  for (const std::string& pointer : ignore_json) field(pointer);
+  InputsWriter writer{inputs};
+  encode_inputs(facts, ignore_json, writer);
   return inputs;
+}
+
+bool has_fingerprint_inputs(const RequestFacts& facts, const std::vector<std::string>& ignore_json,
+                            std::string_view inputs) {
+  if (inputs.empty() || inputs_size(facts, ignore_json) > kRememberedInputsMax) return false;
+  InputsComparer comparer{inputs};
+  encode_inputs(facts, ignore_json, comparer);
+  return comparer.equal && comparer.rest.empty();
 }
 
 std::optional<FingerprintScheme> fingerprint_scheme(std::string_view fingerprint) {

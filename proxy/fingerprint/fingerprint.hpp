@@ -55,6 +55,9 @@ std::string request_fingerprint(const RequestFacts& facts, const std::vector<std
 // keeping copies of large bodies would cost more memory than fingerprinting them costs time.
 inline constexpr std::size_t kRememberedInputsMax = 4096;
 std::string fingerprint_inputs(const RequestFacts& facts, const std::vector<std::string>& ignore_json);
+// fingerprint_inputs(facts, ignore_json) == inputs, without building them; false for empty inputs.
+bool has_fingerprint_inputs(const RequestFacts& facts, const std::vector<std::string>& ignore_json,
+                            std::string_view inputs);
 
 // The scheme a stored fingerprint was made with, from its prefix; std::nullopt for anything else.
 std::optional<FingerprintScheme> fingerprint_scheme(std::string_view fingerprint);

@@ -160,10 +160,14 @@ class IdempotentExchange {
   // request's too, and the body is not canonicalized again. Any other request is fingerprinted.
   // (A key read from the body is only known after the body's parse: those are always fingerprinted.)
   std::string header_keyed_fingerprint() {
-    if (services_.cache.enabled()) fingerprint_inputs_ = fingerprint::fingerprint_inputs(facts_, policy_.ignore_json);
     const cache::CachedRecord* cached = lookup_.find_local();
-    if (cached != nullptr && !fingerprint_inputs_.empty() && cached->fingerprint_inputs == fingerprint_inputs_)
-      return cached->fingerprint;
+    if (cached != nullptr) {
+      if (fingerprint::has_fingerprint_inputs(facts_, policy_.ignore_json, cached->fingerprint_inputs))
+        return cached->fingerprint;
+    } else if (services_.cache.enabled()) {
+      // Perhaps the first request: kept for its completion (facts_ views a request execute() rewrites).
+      fingerprint_inputs_ = fingerprint::fingerprint_inputs(facts_, policy_.ignore_json);
+    }
     return fingerprint::request_fingerprint(facts_, policy_.ignore_json);
   }
 

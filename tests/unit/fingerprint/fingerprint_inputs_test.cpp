@@ -96,6 +96,25 @@ TEST(FingerprintInputs, NoTwoDifferentRequestsOrRouteSettingsShareInputs) {
   }
 }
 
+// The comparison a retry makes against kept inputs, without building its own.
+TEST(FingerprintInputs, AComparisonWithKeptInputsAgreesWithBuildingThem) {
+  const std::vector<Variant> all = variants();
+  for (const Variant& variant : all) {
+    for (const Variant& other : all) {
+      const std::string kept = fingerprint_inputs(other.facts, other.ignore_json);
+      EXPECT_EQ(has_fingerprint_inputs(variant.facts, variant.ignore_json, kept),
+                fingerprint_inputs(variant.facts, variant.ignore_json) == kept)
+          << variant.what << " against " << other.what;
+    }
+  }
+  const Variant& sent = all.front();
+  const std::string kept = fingerprint_inputs(sent.facts, sent.ignore_json);
+  EXPECT_TRUE(has_fingerprint_inputs(sent.facts, sent.ignore_json, kept));
+  EXPECT_FALSE(has_fingerprint_inputs(sent.facts, sent.ignore_json, ""));
+  EXPECT_FALSE(has_fingerprint_inputs(sent.facts, sent.ignore_json, kept.substr(0, kept.size() - 1)));
+  EXPECT_FALSE(has_fingerprint_inputs(sent.facts, sent.ignore_json, kept + "x"));
+}
+
 // Why the inputs must hold everything: each of these requests has a fingerprint of its own.
 TEST(FingerprintInputs, EqualInputsMeanEqualFingerprintsBecauseEveryFingerprintedFieldIsInThem) {
   const std::vector<Variant> all = variants();
@@ -116,10 +135,13 @@ TEST(FingerprintInputs, InputsBeyondTheLimitAreNotKept) {
   const std::size_t overhead = fingerprint_inputs(facts, {}).size() - facts.body.size();
   std::string body(kRememberedInputsMax - overhead, 'x');
   facts.body = body;
-  EXPECT_EQ(fingerprint_inputs(facts, {}).size(), kRememberedInputsMax);
+  const std::string at_the_limit = fingerprint_inputs(facts, {});
+  EXPECT_EQ(at_the_limit.size(), kRememberedInputsMax);
+  EXPECT_TRUE(has_fingerprint_inputs(facts, {}, at_the_limit));
   body.push_back('x');
   facts.body = body;
   EXPECT_TRUE(fingerprint_inputs(facts, {}).empty());
+  EXPECT_FALSE(has_fingerprint_inputs(facts, {}, at_the_limit + "x"));
 }
 
 }  // namespace
