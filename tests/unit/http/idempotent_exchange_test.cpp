@@ -23,6 +23,7 @@
 #include "core/clock.hpp"
 #include "core/http_date.hpp"
 #include "core/request_target.hpp"
+#include "core/stored_headers.hpp"
 #include "fingerprint/fingerprint.hpp"
 #include "http/pending_settlements.hpp"
 #include "http/proxy_metrics.hpp"
@@ -389,6 +390,37 @@ TEST_F(Exchange, EveryReplayHeaderOfTheRouteIsTrueOnReplaysAndAbsentOnTheFirstEx
     EXPECT_EQ(replay->response.count("Idempotent-Replayed"), 1u);
     EXPECT_EQ(field(replay->response, "Idempotent-Replay"), "true");
     EXPECT_EQ(field(replay->response, "Idempotent-Replayed"), "true");
+  }
+  EXPECT_EQ(upstream.executions, 1);
+}
+
+// A reload after the first execution: a header stored then (the upstream's own "X-Replayed: no",
+// not a replay header at the time) is now one of the route's replay headers, and the route no
+// longer announces the key's expiry. Every replay, from every tier, says "true" once and sends no
+// stored expiry.
+TEST_F(Exchange, ReplayHeadersAndTheKeysExpiryFollowTheRouteAsReloadedNotAsStored) {
+  policy.key_expires_header = true;
+  http::UpstreamResult upstream_says;
+  upstream_says.response.result(201);
+  upstream_says.response.set("X-Replayed", "no");
+  upstream_says.response.body() = "created";
+  upstream.script.push_back(std::move(upstream_says));
+  const Answer first = send(request());
+  ASSERT_EQ(field(first.response, "X-Replayed"), "no");
+  ASSERT_FALSE(field(first.response, core::kKeyExpiresHeader).empty());
+  policy.key_expires_header = false;
+  policy.replay_headers = {"Idempotent-Replay", "x-replayed"};
+  const Answer local = send(request());
+  EXPECT_TRUE(local.trace.cache_hit);
+  use_local_cache(0);
+  const Answer stored = send(request());
+  EXPECT_FALSE(stored.trace.cache_hit);
+  for (const Answer* replay : {&local, &stored}) {
+    EXPECT_EQ(replay->trace.decision, http::decision::replay);
+    EXPECT_EQ(replay->response.count("X-Replayed"), 1u);
+    EXPECT_EQ(field(replay->response, "X-Replayed"), "true");
+    EXPECT_EQ(replay->response.count(core::kKeyExpiresHeader), 0u);
+    EXPECT_EQ(replay->response.body(), "created");
   }
   EXPECT_EQ(upstream.executions, 1);
 }
