@@ -259,16 +259,28 @@ class SecurityMaxConnections : public ProxyTest {
   }
 };
 
+// A connection the proxy served and keeps open. The fixture's readiness probes (connect, close)
+// hold their slots until the proxy has seen them close, so a connection made just after the start
+// may be refused: it is made again, for a bounded time.
+std::unique_ptr<HttpConnection> served_connection(std::uint16_t port) {
+  const auto deadline = Clock::now() + 3s;
+  for (;;) {
+    auto connection = std::make_unique<HttpConnection>(port);
+    const auto response = connection->send(plain_get());
+    const bool served = response.ok() && response.status == 200 && connection->is_open();
+    if (served || Clock::now() >= deadline) {
+      EXPECT_TRUE(served) << describe(response);
+      return connection;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
 TEST_F(SecurityMaxConnections, ThirdConnectionGets503UntilOneCloses) {
   const auto port = proxy().proxy_port();
-  auto first = std::make_unique<HttpConnection>(port);
-  HttpConnection second(port);
-  for (HttpConnection* connection : {first.get(), &second}) {
-    const auto response = connection->send(plain_get());
-    ASSERT_TRUE(response.ok()) << response.error;
-    ASSERT_EQ(response.status, 200) << describe(response);
-    ASSERT_TRUE(connection->is_open());
-  }
+  auto first = served_connection(port);
+  const auto second = served_connection(port);
+  ASSERT_FALSE(HasFailure());
 
   const auto refused = test::send(port, plain_get());
   e2e::expect_problem(refused, 503, "too-many-connections");
@@ -286,7 +298,7 @@ TEST_F(SecurityMaxConnections, ThirdConnectionGets503UntilOneCloses) {
   ASSERT_TRUE(served.ok()) << served.error;
   EXPECT_EQ(served.status, 200) << describe(served);
   // The survivor of the first two is still served on its own connection.
-  const auto again = second.send(plain_get());
+  const auto again = second->send(plain_get());
   ASSERT_TRUE(again.ok()) << again.error;
   EXPECT_EQ(again.status, 200) << describe(again);
 }
@@ -311,9 +323,11 @@ TEST_F(SecurityMaxConnections, RefusedRequestsGiveBackTheirSlotsAndTheProxyStill
       const RawExchange exchange = raw_exchange(port, bytes, 5s);
       ASSERT_TRUE(exchange.error.empty()) << exchange.error;
       EXPECT_TRUE(exchange.received.starts_with("HTTP/1.1 4") || exchange.received.starts_with("HTTP/1.1 5"))
-          << bytes << "\n" << exchange.received.substr(0, 200);
+          << bytes << "\n"
+          << exchange.received.substr(0, 200);
       EXPECT_EQ(exchange.received.find("too-many-connections"), std::string::npos)
-          << "a refused request kept its slot:\n" << bytes;
+          << "a refused request kept its slot:\n"
+          << bytes;
     }
   }
   const auto served = test::send(port, plain_get());
