@@ -192,7 +192,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
         while (read_ec == asio::error::would_block) {
           auto [wait_ec] = co_await stream.async_wait(asio::socket_base::wait_read, use_tuple);
           if (wait_ec) co_return;
-          n = stream.read_some(buffer.prepare(kFirstReadSize), read_ec);  // non-blocking (set below)
+          n = stream.read_some(buffer.prepare(kFirstReadSize), read_ec);  // non-blocking (set above)
         }
         if (read_ec) co_return;
         buffer.commit(n);

@@ -46,14 +46,13 @@ RecordLookup::RecordLookup(WorkerServices& services, store::ClaimRequest& claim,
 
 const cache::CachedRecord* RecordLookup::find_local() {
   local_ = services_.cache.find(claim_.scope, claim_.key);
-  local_found_ = true;
-  return local_.get();
+  return local_->get();
 }
 
 asio::awaitable<FoundRecord> RecordLookup::find() {
   const std::shared_ptr<const cache::CachedRecord> cached =
-      local_found_ ? std::move(local_) : services_.cache.find(claim_.scope, claim_.key);
-  local_found_ = false;
+      local_ ? std::move(*local_) : services_.cache.find(claim_.scope, claim_.key);
+  local_.reset();
   if (cached) {
     trace_.cache_hit = true;
     co_return from_cache(cached, RecordSource::local_cache);

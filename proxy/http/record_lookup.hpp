@@ -10,6 +10,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -72,8 +73,8 @@ class RecordLookup {
   store::ClaimRequest& claim_;
   RequestTrace& trace_;
   Clock::time_point claim_sent_at_{};
-  std::shared_ptr<const cache::CachedRecord> local_;  // what find_local() found, for find()
-  bool local_found_ = false;                          // find_local() ran
+  // What find_local() found (perhaps nothing), until find() takes it; empty: not looked up yet.
+  std::optional<std::shared_ptr<const cache::CachedRecord>> local_;
 };
 
 }  // namespace idem::http
