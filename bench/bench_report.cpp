@@ -264,8 +264,50 @@ class Report {
           << (nginx && nginx->p99 > 0 ? ratio(run.p99 / nginx->p99) : "—") << " | "
           << (direct && direct->p50 > 0 ? ratio(run.p50 / direct->p50) : "—") << " |\n";
     }
-    out << "\n" << wrk_side_by_side() << database_and_memory() << "\n" << targets();
+    out << "\n" << cpu_by_process() << wrk_side_by_side() << database_and_memory() << "\n" << targets();
     return out.str();
+  }
+
+  // CPU time per request by process over each measured phase (bench/cpu_sample.sh): kernel work
+  // included, which callgrind's counts leave out; and pgbench's per claim + complete pair.
+  std::string cpu_by_process() const {
+    static constexpr std::string_view kProcesses[] = {"idemproxy", "nginx", "upstream", "postgres", "redis", "loadgen"};
+    bool any = false;
+    for (const auto& run : runs_) any = any || object_at(*run.raw, "cpu_us_per_request") != nullptr;
+    if (!any) return {};
+    std::ostringstream out;
+    out << "## CPU time per request, by process\n\n"
+        << "µs of CPU (user + system, every thread; from /proc) each process used during the measured phase, "
+           "divided by the requests served: unlike the instruction counts, the kernel's socket work is in it. "
+           "`machine` is every CPU's busy time, whatever ran. `server ÷ nginx` compares the process serving the "
+           "scenario (idemproxy; nginx; the upstream for direct) with nginx in its run of the same connections.\n\n"
+        << "| scenario | idemproxy | nginx | upstream | Postgres | Redis | idem-loadgen | machine | server ÷ nginx |\n"
+        << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+    auto server_of = [](const Run& run) -> std::string_view {
+      if (run.kind == "direct") return "upstream";
+      if (run.kind == "nginx") return "nginx";
+      return "idemproxy";
+    };
+    for (const auto& run : runs_) {
+      const json::object* cpu = object_at(*run.raw, "cpu_us_per_request");
+      if (cpu == nullptr || run.kind == "memory" || run.kind == "storm") continue;
+      out << "| " << run.scenario;
+      for (const std::string_view process : kProcesses) out << " | " << fixed(number_at(*cpu, process), 1);
+      const Run* nginx = find_like("nginx", run);
+      const json::object* nginx_cpu = nginx ? object_at(*nginx->raw, "cpu_us_per_request") : nullptr;
+      const double nginx_us = nginx_cpu ? number_at(*nginx_cpu, "nginx") : 0;
+      out << " | " << fixed(number_at(*cpu, "machine"), 1) << " | "
+          << (nginx_us > 0 ? ratio(number_at(*cpu, server_of(run)) / nginx_us) : "—") << " |\n";
+    }
+    for (const auto& [key, mode] : {std::pair{"pgbench", "prepared"}, std::pair{"pgbench_extended", "extended"}}) {
+      const json::object* pgbench = object_at(results_, key);
+      const json::object* cpu = pgbench ? object_at(*pgbench, "cpu_us_per_pair") : nullptr;
+      if (cpu == nullptr || number_at(*cpu, "machine") <= 0) continue;
+      out << "\npgbench -M " << mode << ", per claim + complete pair: pgbench " << fixed(number_at(*cpu, "pgbench"), 1)
+          << " µs, Postgres " << fixed(number_at(*cpu, "postgres"), 1) << " µs, machine "
+          << fixed(number_at(*cpu, "machine"), 1) << " µs.";
+    }
+    return out.str() + "\n\n";
   }
 
   // wrk's runs (2 threads, 64 connections) beside idem-loadgen's runs of the same scenario at 64

@@ -332,19 +332,40 @@ else
 
   # --- scenarios ------------------------------------------------------------------------------------
   RUN_COUNT=0
+  # CPU time by process over each measured phase (bench/cpu_sample.sh), divided by its requests:
+  # what each scenario costs every process on the request path, kernel work included.
+  CPU_GROUPS=("idemproxy=$PROXY_PID,$PROXY_NOCACHE_PID,${PROXY_REDIS_PID:-}" "nginx=tree:$NGINX_PID"
+    "upstream=$UPSTREAM_PID" "postgres=tree:$(head -n 1 "$WORK/pgdata/postmaster.pid")" "redis=${IDEM_REDIS_PID:-}")
+  cpu_sample_command() { echo "bash '$REPO/bench/cpu_sample.sh' $1 ${CPU_GROUPS[*]}"; }  # for idem-loadgen's hooks
+  take_cpu_sample() { bash "$REPO/bench/cpu_sample.sh" "$1" "${CPU_GROUPS[@]}"; }
+  # cpu_per_request BEFORE AFTER REQUESTS: {"idemproxy": µs, ...} per request, from two samples.
+  cpu_per_request() {
+    awk -v requests="$3" -v hz="$(getconf CLK_TCK)" 'FNR == NR { before[$1] = $2; next }
+      { out = out (out == "" ? "" : ", ") "\"" $1 "\": " sprintf("%.1f", ($2 - before[$1]) * 1e6 / hz / requests) }
+      END { print "{" out "}" }' "$1" "$2"
+  }
   # loadgen NAME ARGS...: one idem-loadgen run, its JSON kept in the work directory.
   loadgen() {
     local name=$1
     shift
     RUN_COUNT=$((RUN_COUNT + 1))
-    local out
+    local out requests
     out=$WORK/runs/$(printf '%02d' "$RUN_COUNT")-$name.json
-    if ! "$LOADGEN" --scenario "$name" --json "$out" --count-from "127.0.0.1:$UPSTREAM_PORT" "$@" 2>>"$WORK/loadgen.log"; then
+    rm -f "$WORK/cpu-before" "$WORK/cpu-after"
+    if ! "$LOADGEN" --scenario "$name" --json "$out" --count-from "127.0.0.1:$UPSTREAM_PORT" \
+      --before-measure "$(cpu_sample_command "$WORK/cpu-before")" --after-measure "$(cpu_sample_command "$WORK/cpu-after")" \
+      "$@" 2>>"$WORK/loadgen.log"; then
       FAILED+=("$name")
     fi
     if [ ! -s "$out" ]; then
       FAILED+=("$name (no result)")
       rm -f "$out"
+    else
+      requests=$(jq '.requests // 0' "$out")
+      if [ "$requests" -gt 0 ] && [ -s "$WORK/cpu-before" ] && [ -s "$WORK/cpu-after" ]; then
+        jq --argjson cpu "$(cpu_per_request "$WORK/cpu-before" "$WORK/cpu-after" "$requests")" \
+          '. + {cpu_us_per_request: $cpu}' "$out" >"$out.tmp" && mv "$out.tmp" "$out"
+      fi
     fi
     idem_log "$(tail -n 1 "$WORK/loadgen.log")"
   }
@@ -407,8 +428,11 @@ else
   # pgbench: the proxy's claim and complete statements, taken from proxy/store/pg/sql.hpp as they are
   # now, with the parameters written in (same table, same shapes: a fresh key per transaction), as for
   # the bench's routes: ttl 1h, lease 30s, unknown_outcome lock (an unsettled claim also keeps the
-  # default unknown_retention, 7d).
-  # pgbench takes any ":name" for a variable, even inside a string literal: no colon in the literals.
+  # default unknown_retention, 7d). The scope is the proxy's own, read from a row first-c16 made: its
+  # length is in every row and every index entry, so a shorter one flatters the bound (13 bytes
+  # instead of 79 wrote 26 % less WAL per pair and ran 8 % faster). The owner has the proxy's 32 characters.
+  # pgbench takes any ":name" for a variable, even inside a string literal: no colon in the literals
+  # (the scope, which has one, comes in as a -D variable).
   sql_constant() {
     sed -n "/inline constexpr const char\* $1 = R\"sql(/,/^)sql\";/p" "$REPO/proxy/store/pg/sql.hpp" | sed '1d;$d'
   }
@@ -418,15 +442,15 @@ else
     complete=$(sql_constant kComplete)
     [ -n "$claim" ] && [ -n "$complete" ] || idem_die "cannot find kClaim/kComplete in proxy/store/pg/sql.hpp"
     key="('pgbench-' || :client_id::text || '-' || :seq::text)"
-    owner="('owner-' || :client_id::text || '-' || :seq::text)"
+    owner="lpad(:client_id::text || '-' || :seq::text, 32, '0')"
     {
       echo '\set seq random(1, 9000000000000000000)'
       # $10 (the legacy fingerprint) first, before $1 would take its first two characters.
-      printf '%s;\n' "$claim" | sed -e "s/\\\$10/NULL::text/g" -e "s/\\\$1/'bench-pgbench'/g" -e "s/\\\$2/$key/g" \
+      printf '%s;\n' "$claim" | sed -e "s/\\\$10/NULL::text/g" -e "s/\\\$1/:scope/g" -e "s/\\\$2/$key/g" \
         -e "s/\\\$3/'v2_0000000000000000000000000000000000000000000000000000000000000000'/g" -e "s/\\\$4/$owner/g" \
         -e "s/\\\$5/3600000::bigint/g" -e "s/\\\$6/30000::bigint/g" -e "s/\\\$7/false/g" \
-        -e "s/\\\$8/604800000::bigint/g" -e "s/\\\$9/'bench-pgbench-v1'/g"
-      printf '%s;\n' "$complete" | sed -e "s/\\\$1/'bench-pgbench'/g" -e "s/\\\$2/$key/g" -e "s/\\\$3/$owner/g" \
+        -e "s/\\\$8/604800000::bigint/g" -e "s/\\\$9/:legacy_scope/g"
+      printf '%s;\n' "$complete" | sed -e "s/\\\$1/:scope/g" -e "s/\\\$2/$key/g" -e "s/\\\$3/$owner/g" \
         -e "s/\\\$4/'completed'/g" -e "s/\\\$5/200/g" \
         -e "s/\\\$6/convert_to('Content-Type: application\\/json' || chr(13) || chr(10), 'UTF8')/g" \
         -e "s/\\\$7/convert_to('{\"ok\"' || chr(58) || 'true,\"id\"' || chr(58) || '12345}', 'UTF8')/g" \
@@ -434,19 +458,49 @@ else
     } >"$WORK/claim_complete.pgbench"
   }
   write_pgbench_script
+  PGBENCH_SCOPE=$("$IDEM_PG_BIN/psql" -X -At -d "$IDEMPROXY_PG_DSN" \
+    -c "SELECT scope FROM idempotency_records WHERE scope LIKE 'bench-keyed/%' LIMIT 1")
+  if [ -z "$PGBENCH_SCOPE" ]; then
+    PGBENCH_SCOPE="bench-keyed/v2:$(printf '0%.0s' {1..64})"
+    idem_log "no row of the proxy's to take a scope from: pgbench uses one of the same shape"
+  fi
+  # The scope a claim also probes (fingerprint::request_scope): the v1 form of a route without scope headers.
+  PGBENCH_LEGACY_SCOPE="${PGBENCH_SCOPE%%/*}/-"
   # run_pgbench MODE: prepared (parsed and planned once per connection: the database's bound) or
   # extended (unnamed statements, parsed and planned on every execution).
+  child_count() { wc -w <"/proc/$1/task/$1/children"; }
+  # wait_for_children PID COUNT: until PID has at most COUNT children again (3 s at most).
+  wait_for_children() {
+    local tries=0
+    while [ "$(child_count "$1")" -gt "$2" ] && [ "$tries" -lt 60 ]; do
+      sleep 0.05
+      tries=$((tries + 1))
+    done
+  }
   run_pgbench() {
-    local mode=$1 out=$WORK/pgbench-$1.out tps latency failed
+    local mode=$1 out=$WORK/pgbench-$1.out tps latency failed pairs cpu='{}' backends_before TIMEFORMAT='%3U %3S'
     idem_log "pgbench -M $mode: claim + complete, $PGBENCH_CLIENTS clients, ${DURATION}s"
-    if "$IDEM_PG_BIN/pgbench" -n -M "$mode" -c "$PGBENCH_CLIENTS" -j 2 -T "$DURATION" -f "$WORK/claim_complete.pgbench" \
-      -h 127.0.0.1 -p "$IDEMPROXY_PG_PORT" -U postgres postgres >"$out" 2>&1; then
+    backends_before=$(child_count "$(head -n 1 "$WORK/pgdata/postmaster.pid")")
+    take_cpu_sample "$WORK/cpu-before"
+    if { time "$IDEM_PG_BIN/pgbench" -n -M "$mode" -c "$PGBENCH_CLIENTS" -j 2 -T "$DURATION" -f "$WORK/claim_complete.pgbench" \
+      -D "scope=$PGBENCH_SCOPE" -D "legacy_scope=$PGBENCH_LEGACY_SCOPE" -h 127.0.0.1 -p "$IDEMPROXY_PG_PORT" -U postgres postgres >"$out" 2>&1; } 2>"$WORK/pgbench-time"; then
+      # pgbench's backends count once the postmaster has reaped them (it then holds their times).
+      wait_for_children "$(head -n 1 "$WORK/pgdata/postmaster.pid")" "$backends_before"
+      take_cpu_sample "$WORK/cpu-after"
       tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$out" | tail -n 1)
       latency=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$out")
       failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out")
+      pairs=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
+      # pgbench's own CPU time (user + system, from `time`) beside what the samples saw.
+      if [ "${pairs:-0}" -gt 0 ]; then
+        cpu=$(cpu_per_request "$WORK/cpu-before" "$WORK/cpu-after" "$pairs" |
+          jq --argjson pgbench "$(awk -v pairs="$pairs" '{ printf "%.1f", ($1 + $2) * 1e6 / pairs }' "$WORK/pgbench-time")" \
+            'del(.loadgen) + {pgbench: $pgbench}')
+      fi
       jq -n --argjson clients "$PGBENCH_CLIENTS" --argjson duration "$DURATION" --argjson tps "${tps:-0}" \
-        --argjson latency "${latency:-0}" --argjson failed "${failed:-0}" --arg mode "$mode" \
-        '{clients: $clients, duration_s: $duration, tps: $tps, latency_avg_ms: $latency, failed: $failed, mode: $mode}' \
+        --argjson latency "${latency:-0}" --argjson failed "${failed:-0}" --arg mode "$mode" --argjson cpu "$cpu" \
+        '{clients: $clients, duration_s: $duration, tps: $tps, latency_avg_ms: $latency, failed: $failed, mode: $mode,
+          cpu_us_per_pair: $cpu}' \
         >"$WORK/pgbench-$mode.json"
       idem_log "pgbench -M $mode: $tps claim+complete pairs/s"
     else

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# bench/cpu_sample.sh OUT NAME=PIDS...: writes to OUT one "NAME TICKS" line per group of processes,
+# the CPU time (user + system, in clock ticks) they have used so far, plus "loadgen" (the
+# idem-loadgen that runs this as its --before-measure/--after-measure hook) and "machine" (every CPU,
+# /proc/stat, idle and iowait left out). bench/run.sh takes two samples around a measured phase and
+# divides the difference by the requests served.
+#
+#   PIDS   comma-separated process IDs; a PID prefixed "tree:" also counts its children, live
+#          (their own times) and exited (the cutime/cstime the parent collected), as a Postgres
+#          postmaster or an nginx master reaps its backends and workers.
+# A process that is gone counts 0: a sample never fails the run it measures.
+set -u
+out=$1
+shift
+
+# ticks PID [with_children]: user + system of PID (every thread), plus what it collected from its
+# exited children when asked.
+ticks() {
+  local fields with_children=${2:-}
+  # Fields after the command name, which may hold spaces: utime is the 12th, stime 13th,
+  # cutime 14th, cstime 15th of what follows ") ".
+  fields=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null) || { echo 0; return; }
+  # shellcheck disable=SC2086
+  set -- $fields
+  if [ "$with_children" = with_children ]; then
+    echo $(("${12}" + "${13}" + "${14}" + "${15}"))
+  else
+    echo $(("${12}" + "${13}"))
+  fi
+}
+
+group_ticks() {
+  local total=0 pid child
+  for pid in ${1//,/ }; do
+    case "$pid" in
+      tree:*)
+        pid=${pid#tree:}
+        total=$((total + $(ticks "$pid" with_children)))
+        for child in $(cat "/proc/$pid/task/$pid/children" 2>/dev/null); do
+          total=$((total + $(ticks "$child")))
+        done
+        ;;
+      '') ;;
+      *) total=$((total + $(ticks "$pid"))) ;;
+    esac
+  done
+  echo "$total"
+}
+
+# The idem-loadgen above this script: system() runs it through /bin/sh, which may or may not exec.
+loadgen_pid() {
+  local pid=$PPID comm
+  for _ in 1 2 3; do
+    comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 0
+    if [ "$comm" = idem-loadgen ]; then
+      echo "$pid"
+      return 0
+    fi
+    pid=$(awk '{ sub(/^.*\) /, ""); print $2 }' "/proc/$pid/stat" 2>/dev/null) || return 0
+  done
+}
+
+{
+  for group in "$@"; do
+    echo "${group%%=*} $(group_ticks "${group#*=}")"
+  done
+  echo "loadgen $(group_ticks "$(loadgen_pid)")"
+  # user nice system idle iowait irq softirq steal: everything but idle and iowait.
+  awk '$1 == "cpu" { print "machine", $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat
+} >"$out.tmp" && mv "$out.tmp" "$out"
