@@ -279,9 +279,9 @@ class Report {
     out << "## CPU time per request, by process\n\n"
         << "µs of CPU (user + system, every thread; from /proc) each process used during the measured phase, "
            "divided by the requests served: unlike the instruction counts, the kernel's socket work is in it. "
-           "`machine` is every CPU's busy time, whatever ran. `server ÷ nginx` compares the process serving the "
-           "scenario (idemproxy; nginx; the upstream for direct) with nginx in its run of the same connections.\n\n"
-        << "| scenario | idemproxy | nginx | upstream | Postgres | Redis | idem-loadgen | machine | server ÷ nginx |\n"
+           "`sum` adds the columns before it. `server ÷ nginx` compares the process serving the scenario "
+           "(idemproxy; nginx; the upstream for direct) with nginx in its run of the same connections.\n\n"
+        << "| scenario | idemproxy | nginx | upstream | Postgres | Redis | idem-loadgen | sum | server ÷ nginx |\n"
         << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
     auto server_of = [](const Run& run) -> std::string_view {
       if (run.kind == "direct") return "upstream";
@@ -292,20 +292,24 @@ class Report {
       const json::object* cpu = object_at(*run.raw, "cpu_us_per_request");
       if (cpu == nullptr || run.kind == "memory" || run.kind == "storm") continue;
       out << "| " << run.scenario;
-      for (const std::string_view process : kProcesses) out << " | " << fixed(number_at(*cpu, process), 1);
+      double sum = 0;
+      for (const std::string_view process : kProcesses) {
+        out << " | " << fixed(number_at(*cpu, process), 1);
+        sum += number_at(*cpu, process);
+      }
       const Run* nginx = find_like("nginx", run);
       const json::object* nginx_cpu = nginx ? object_at(*nginx->raw, "cpu_us_per_request") : nullptr;
       const double nginx_us = nginx_cpu ? number_at(*nginx_cpu, "nginx") : 0;
-      out << " | " << fixed(number_at(*cpu, "machine"), 1) << " | "
+      out << " | " << fixed(sum, 1) << " | "
           << (nginx_us > 0 ? ratio(number_at(*cpu, server_of(run)) / nginx_us) : "—") << " |\n";
     }
     for (const auto& [key, mode] : {std::pair{"pgbench", "prepared"}, std::pair{"pgbench_extended", "extended"}}) {
       const json::object* pgbench = object_at(results_, key);
       const json::object* cpu = pgbench ? object_at(*pgbench, "cpu_us_per_pair") : nullptr;
-      if (cpu == nullptr || number_at(*cpu, "machine") <= 0) continue;
-      out << "\npgbench -M " << mode << ", per claim + complete pair: pgbench " << fixed(number_at(*cpu, "pgbench"), 1)
-          << " µs, Postgres " << fixed(number_at(*cpu, "postgres"), 1) << " µs, machine "
-          << fixed(number_at(*cpu, "machine"), 1) << " µs.";
+      if (cpu == nullptr || number_at(*cpu, "postgres") <= 0) continue;
+      const double client = number_at(*cpu, "pgbench"), server = number_at(*cpu, "postgres");
+      out << "\npgbench -M " << mode << ", per claim + complete pair: pgbench " << fixed(client, 1) << " µs, Postgres "
+          << fixed(server, 1) << " µs, sum " << fixed(client + server, 1) << " µs.";
     }
     return out.str() + "\n\n";
   }
