@@ -303,12 +303,13 @@ class Report {
       out << " | " << fixed(sum, 1) << " | "
           << (nginx_us > 0 ? ratio(number_at(*cpu, server_of(run)) / nginx_us) : "—") << " |\n";
     }
+    out << "\n";
     for (const auto& [key, mode] : {std::pair{"pgbench", "prepared"}, std::pair{"pgbench_extended", "extended"}}) {
       const json::object* pgbench = object_at(results_, key);
       const json::object* cpu = pgbench ? object_at(*pgbench, "cpu_us_per_pair") : nullptr;
       if (cpu == nullptr || number_at(*cpu, "postgres") <= 0) continue;
       const double client = number_at(*cpu, "pgbench"), server = number_at(*cpu, "postgres");
-      out << "\npgbench -M " << mode << ", per claim + complete pair: pgbench " << fixed(client, 1) << " µs, Postgres "
+      out << "\n- pgbench -M " << mode << ", per claim + complete pair: pgbench " << fixed(client, 1) << " µs, Postgres "
           << fixed(server, 1) << " µs, sum " << fixed(client + server, 1) << " µs.";
     }
     return out.str() + "\n\n";

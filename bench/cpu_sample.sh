@@ -29,17 +29,28 @@ ticks() {
   fi
 }
 
+# tree_ticks PID: PID with its children, live and exited. A child reaped while its live
+# siblings are read would count twice or not at all: read again until the parent's figure holds.
+tree_ticks() {
+  local parent before sum child
+  for _ in 1 2 3 4 5; do
+    parent=$(ticks "$1" with_children)
+    sum=$parent
+    for child in $(cat "/proc/$1/task/$1/children" 2>/dev/null); do
+      sum=$((sum + $(ticks "$child")))
+    done
+    before=$parent
+    parent=$(ticks "$1" with_children)
+    [ "$parent" = "$before" ] && break
+  done
+  echo "$sum"
+}
+
 group_ticks() {
-  local total=0 pid child
+  local total=0 pid
   for pid in ${1//,/ }; do
     case "$pid" in
-      tree:*)
-        pid=${pid#tree:}
-        total=$((total + $(ticks "$pid" with_children)))
-        for child in $(cat "/proc/$pid/task/$pid/children" 2>/dev/null); do
-          total=$((total + $(ticks "$child")))
-        done
-        ;;
+      tree:*) total=$((total + $(tree_ticks "${pid#tree:}"))) ;;
       '') ;;
       *) total=$((total + $(ticks "$pid"))) ;;
     esac

@@ -336,7 +336,11 @@ else
   # what each scenario costs every process on the request path, kernel work included.
   CPU_GROUPS=("idemproxy=$PROXY_PID,$PROXY_NOCACHE_PID,${PROXY_REDIS_PID:-}" "nginx=tree:$NGINX_PID"
     "upstream=$UPSTREAM_PID" "postgres=tree:$(head -n 1 "$WORK/pgdata/postmaster.pid")" "redis=${IDEM_REDIS_PID:-}")
-  cpu_sample_command() { echo "bash '$REPO/bench/cpu_sample.sh' $1 ${CPU_GROUPS[*]}"; }  # for idem-loadgen's hooks
+  # For idem-loadgen's hooks, which run it through /bin/sh.
+  cpu_sample_command() {
+    printf 'bash %q %q' "$REPO/bench/cpu_sample.sh" "$1"
+    printf ' %q' "${CPU_GROUPS[@]}"
+  }
   take_cpu_sample() { bash "$REPO/bench/cpu_sample.sh" "$1" "${CPU_GROUPS[@]}"; }
   # cpu_per_request BEFORE AFTER REQUESTS: {"idemproxy": µs, ...} per request, from two samples.
   cpu_per_request() {
@@ -428,7 +432,7 @@ else
   # pgbench: the proxy's claim and complete statements, taken from proxy/store/pg/sql.hpp as they are
   # now, with the parameters written in (same table, same shapes: a fresh key per transaction), as for
   # the bench's routes: ttl 1h, lease 30s, unknown_outcome lock (an unsettled claim also keeps the
-  # default unknown_retention, 7d). The scope is the proxy's own, read from a row first-c16 made: its
+  # default unknown_retention, 7d). The scope is the proxy's own, read from a row of the keyed route: its
   # length is in every row and every index entry, so a shorter one flatters the bound (13 bytes
   # instead of 79 wrote 26 % less WAL per pair and ran 8 % faster). The owner has the proxy's 32 characters.
   # pgbench takes any ":name" for a variable, even inside a string literal: no colon in the literals
@@ -468,24 +472,30 @@ else
   PGBENCH_LEGACY_SCOPE="${PGBENCH_SCOPE%%/*}/-"
   # run_pgbench MODE: prepared (parsed and planned once per connection: the database's bound) or
   # extended (unnamed statements, parsed and planned on every execution).
-  child_count() { wc -w <"/proc/$1/task/$1/children"; }
-  # wait_for_children PID COUNT: until PID has at most COUNT children again (3 s at most).
-  wait_for_children() {
-    local tries=0
-    while [ "$(child_count "$1")" -gt "$2" ] && [ "$tries" -lt 60 ]; do
+  children_of() { cat "/proc/$1/task/$1/children" 2>/dev/null || true; }
+  # wait_for_reaped PID CHILDREN: until every child of PID not listed in CHILDREN is gone (3 s at most).
+  wait_for_reaped() {
+    local tries=0 child new
+    while [ "$tries" -lt 60 ]; do
+      new=0
+      for child in $(children_of "$1"); do
+        [[ " $2 " == *" $child "* ]] || new=1
+      done
+      [ "$new" = 0 ] && return 0
       sleep 0.05
       tries=$((tries + 1))
     done
   }
   run_pgbench() {
-    local mode=$1 out=$WORK/pgbench-$1.out tps latency failed pairs cpu='{}' backends_before TIMEFORMAT='%3U %3S'
+    # (LC_ALL=C: `time` prints the locale's decimal separator.)
+    local mode=$1 out=$WORK/pgbench-$1.out tps latency failed pairs cpu='{}' backends_before TIMEFORMAT='%3U %3S' LC_ALL=C
     idem_log "pgbench -M $mode: claim + complete, $PGBENCH_CLIENTS clients, ${DURATION}s"
-    backends_before=$(child_count "$(head -n 1 "$WORK/pgdata/postmaster.pid")")
+    backends_before=$(children_of "$(head -n 1 "$WORK/pgdata/postmaster.pid")")
     take_cpu_sample "$WORK/cpu-before"
     if { time "$IDEM_PG_BIN/pgbench" -n -M "$mode" -c "$PGBENCH_CLIENTS" -j 2 -T "$DURATION" -f "$WORK/claim_complete.pgbench" \
       -D "scope=$PGBENCH_SCOPE" -D "legacy_scope=$PGBENCH_LEGACY_SCOPE" -h 127.0.0.1 -p "$IDEMPROXY_PG_PORT" -U postgres postgres >"$out" 2>&1; } 2>"$WORK/pgbench-time"; then
       # pgbench's backends count once the postmaster has reaped them (it then holds their times).
-      wait_for_children "$(head -n 1 "$WORK/pgdata/postmaster.pid")" "$backends_before"
+      wait_for_reaped "$(head -n 1 "$WORK/pgdata/postmaster.pid")" "$backends_before"
       take_cpu_sample "$WORK/cpu-after"
       tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$out" | tail -n 1)
       latency=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$out")
