@@ -305,7 +305,7 @@ TEST_F(SecurityMaxConnections, ThirdConnectionGets503UntilOneCloses) {
 
 // Every refusal path gives its connection slot back: more refused requests than
 // max_connections, one kind after another (framing, target, TRACE with content, a bad chunk, a
-// head cut off), then a good request is served on a fresh connection and SIGTERM drains to exit 0.
+// head cut off), then both slots serve at once and SIGTERM drains to exit 0.
 TEST_F(SecurityMaxConnections, RefusedRequestsGiveBackTheirSlotsAndTheProxyStillDrains) {
   const auto port = proxy().proxy_port();
   const std::vector<std::string> refused = {
@@ -318,19 +318,19 @@ TEST_F(SecurityMaxConnections, RefusedRequestsGiveBackTheirSlotsAndTheProxyStill
       "POST /orders HTTP/1.1\r\nHost: svc\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",  // key missing
       "GARBAGE\r\n\r\n",
   };
-  // The fixture's readiness probes hold their slots until the proxy has seen them close: the first
-  // exchange is made again while it meets them (for up to 3 s). Every later one must find its slot.
-  const auto probes_gone_by = Clock::now() + 3s;
-  bool first = true;
+  // A slot comes back when the proxy's session for it ends, which can be just after the client saw
+  // the refusal and closed (a refusal's close lingers for the rest of the request); the fixture's
+  // readiness probes hold theirs the same way. So an exchange that meets no free slot is made again,
+  // for up to 3 s: a slot kept for good fails it, and the two connections held at the end prove
+  // that both slots came back.
   for (int round = 0; round < 2; ++round) {
     for (const std::string& bytes : refused) {
       RawExchange exchange = raw_exchange(port, bytes, 5s);
-      while (first && exchange.received.find("too-many-connections") != std::string::npos &&
-             Clock::now() < probes_gone_by) {
+      const auto deadline = Clock::now() + 3s;
+      while (exchange.received.find("too-many-connections") != std::string::npos && Clock::now() < deadline) {
         std::this_thread::sleep_for(50ms);
         exchange = raw_exchange(port, bytes, 5s);
       }
-      first = false;
       ASSERT_TRUE(exchange.error.empty()) << exchange.error;
       EXPECT_TRUE(exchange.received.starts_with("HTTP/1.1 4") || exchange.received.starts_with("HTTP/1.1 5"))
           << bytes << "\n"
@@ -340,9 +340,10 @@ TEST_F(SecurityMaxConnections, RefusedRequestsGiveBackTheirSlotsAndTheProxyStill
           << bytes;
     }
   }
-  const auto served = test::send(port, plain_get());
-  ASSERT_TRUE(served.ok()) << served.error;
-  EXPECT_EQ(served.status, 200) << describe(served);
+  {  // Both slots serve at once: none was kept.
+    const auto first = served_connection(port);
+    const auto second = served_connection(port);
+  }
   EXPECT_EQ(proxy().stop_proxy(10s), 0) << "the proxy did not drain cleanly after the refusals";
 }
 
