@@ -55,13 +55,16 @@ TEST_F(PoolFailure, NoServerMeansUnavailableWithinTheAcquireTimeout) {
   }
   EXPECT_FALSE(store.connected());
 
-  // The slots keep trying, with backoff: some attempts, but no tight loop.
+  // The slots keep trying, with backoff: no tight loop...
   const auto failed_mid = pg::pg_counters().connects_failed.load();
   run_until(io, [] { return false; }, 1200ms);
-  const auto attempts = pg::pg_counters().connects_failed.load() - failed_mid;
-  EXPECT_GE(attempts, 2u);
-  EXPECT_LE(attempts, 20u);
+  EXPECT_LE(pg::pg_counters().connects_failed.load() - failed_mid, 20u);
   EXPECT_GT(failed_mid - failed_before, 0u);
+  // ...but every slot tries again within the longest backoff (5 s). Counted until both did, not over
+  // a fixed window: a jittered delay past the window is no failure (the asan stage met one).
+  const auto failed_late = pg::pg_counters().connects_failed.load();
+  EXPECT_TRUE(run_until(io, [&] { return pg::pg_counters().connects_failed.load() - failed_late >= 2; }, 6s))
+      << "the slots stopped trying to connect";
 }
 
 TEST_F(PoolFailure, SilentServerHitsTheConnectDeadline) {
