@@ -1,11 +1,14 @@
 #include "pg/connection.hpp"
 
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <boost/asio/post.hpp>
 #include <openssl/ssl.h>
 
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -463,8 +466,9 @@ void Connection::arm_deadline(std::chrono::milliseconds timeout) {
 }
 
 void Connection::unwatch_socket() {
-  // release(), not close(): the descriptor is libpq's.
-  if (socket_.is_open()) socket_.release();
+  // The reactor watches this connection's own duplicate (watch_socket): deregistered while the
+  // number is still ours, then closed.
+  if (socket_.is_open()) ::close(socket_.release());
   ++descriptor_generation_;
   read_wait_armed_ = false;
 }
@@ -476,9 +480,18 @@ bool Connection::watch_socket() {
     fail(PgErrorKind::unavailable, "libpq has no socket", Delivery::now);
     return false;
   }
+  // A duplicate, not libpq's descriptor: libpq closes its own the moment it reads the end of the
+  // connection (inside PQconsumeInput), and another thread may get that number at once. The
+  // reactor must only ever deregister a number this connection still holds.
+  const int watched = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (watched < 0) {
+    fail(PgErrorKind::internal, "cannot watch the socket: " + std::system_category().message(errno), Delivery::now);
+    return false;
+  }
   boost::system::error_code error;
-  socket_.assign(fd, error);
+  socket_.assign(watched, error);
   if (error) {
+    ::close(watched);
     fail(PgErrorKind::internal, "cannot watch the socket: " + error.message(), Delivery::now);
     return false;
   }
@@ -486,7 +499,7 @@ bool Connection::watch_socket() {
 }
 
 void Connection::drop() {
-  unwatch_socket();  // PQfinish closes the descriptor
+  unwatch_socket();  // before PQfinish closes libpq's descriptor
   deadline_.cancel();
   conn_.reset();
   state_ = State::closed;
