@@ -334,8 +334,9 @@ else
   RUN_COUNT=0
   # CPU time by process over each measured phase (bench/cpu_sample.sh), divided by its requests:
   # what each scenario costs every process on the request path, kernel work included.
+  POSTMASTER_PID=$(head -n 1 "$WORK/pgdata/postmaster.pid")
   CPU_GROUPS=("idemproxy=$PROXY_PID,$PROXY_NOCACHE_PID,${PROXY_REDIS_PID:-}" "nginx=tree:$NGINX_PID"
-    "upstream=$UPSTREAM_PID" "postgres=tree:$(head -n 1 "$WORK/pgdata/postmaster.pid")" "redis=${IDEM_REDIS_PID:-}")
+    "upstream=$UPSTREAM_PID" "postgres=tree:$POSTMASTER_PID" "redis=${IDEM_REDIS_PID:-}")
   # For idem-loadgen's hooks, which run it through /bin/sh.
   cpu_sample_command() {
     printf 'bash %q %q' "$REPO/bench/cpu_sample.sh" "$1"
@@ -470,8 +471,6 @@ else
   fi
   # The scope a claim also probes (fingerprint::request_scope): the v1 form of a route without scope headers.
   PGBENCH_LEGACY_SCOPE="${PGBENCH_SCOPE%%/*}/-"
-  # run_pgbench MODE: prepared (parsed and planned once per connection: the database's bound) or
-  # extended (unnamed statements, parsed and planned on every execution).
   children_of() { cat "/proc/$1/task/$1/children" 2>/dev/null || true; }
   # wait_for_reaped PID CHILDREN: until every child of PID not listed in CHILDREN is gone (3 s at most).
   wait_for_reaped() {
@@ -486,16 +485,18 @@ else
       tries=$((tries + 1))
     done
   }
+  # run_pgbench MODE: prepared (parsed and planned once per connection: the database's bound) or
+  # extended (unnamed statements, parsed and planned on every execution).
   run_pgbench() {
     # (LC_ALL=C: `time` prints the locale's decimal separator.)
     local mode=$1 out=$WORK/pgbench-$1.out tps latency failed pairs cpu='{}' backends_before TIMEFORMAT='%3U %3S' LC_ALL=C
     idem_log "pgbench -M $mode: claim + complete, $PGBENCH_CLIENTS clients, ${DURATION}s"
-    backends_before=$(children_of "$(head -n 1 "$WORK/pgdata/postmaster.pid")")
+    backends_before=$(children_of "$POSTMASTER_PID")
     take_cpu_sample "$WORK/cpu-before"
     if { time "$IDEM_PG_BIN/pgbench" -n -M "$mode" -c "$PGBENCH_CLIENTS" -j 2 -T "$DURATION" -f "$WORK/claim_complete.pgbench" \
       -D "scope=$PGBENCH_SCOPE" -D "legacy_scope=$PGBENCH_LEGACY_SCOPE" -h 127.0.0.1 -p "$IDEMPROXY_PG_PORT" -U postgres postgres >"$out" 2>&1; } 2>"$WORK/pgbench-time"; then
       # pgbench's backends count once the postmaster has reaped them (it then holds their times).
-      wait_for_reaped "$(head -n 1 "$WORK/pgdata/postmaster.pid")" "$backends_before"
+      wait_for_reaped "$POSTMASTER_PID" "$backends_before"
       take_cpu_sample "$WORK/cpu-after"
       tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$out" | tail -n 1)
       latency=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' "$out")

@@ -259,21 +259,34 @@ class SecurityMaxConnections : public ProxyTest {
   }
 };
 
-// A connection the proxy served and keeps open. The fixture's readiness probes (connect, close)
-// hold their slots until the proxy has seen them close, so a connection made just after the start
-// may be refused: it is made again, for a bounded time.
-std::unique_ptr<HttpConnection> served_connection(std::uint16_t port) {
+// A slot comes back when the proxy's session for it ends, which can be just after the client saw
+// the connection close: the fixture's readiness probes (connect, close) and a refusal (whose close
+// lingers for the rest of the request) hold theirs that long. So an exchange that meets no free slot
+// is made again, every 50 ms for up to 3 s, and its last result is what the test judges.
+template <class Make, class NoSlot>
+auto made_again_while(Make make, NoSlot no_slot) {
   const auto deadline = Clock::now() + 3s;
-  for (;;) {
-    auto connection = std::make_unique<HttpConnection>(port);
-    const auto response = connection->send(plain_get());
-    const bool served = response.ok() && response.status == 200 && connection->is_open();
-    if (served || Clock::now() >= deadline) {
-      EXPECT_TRUE(served) << describe(response);
-      return connection;
-    }
+  auto result = make();
+  while (no_slot(result) && Clock::now() < deadline) {
     std::this_thread::sleep_for(50ms);
+    result = make();
   }
+  return result;
+}
+
+// A connection the proxy served and keeps open.
+std::unique_ptr<HttpConnection> served_connection(std::uint16_t port) {
+  std::unique_ptr<HttpConnection> connection;
+  HttpResponse response;
+  const bool served = made_again_while(
+      [&] {
+        connection = std::make_unique<HttpConnection>(port);
+        response = connection->send(plain_get());
+        return response.ok() && response.status == 200 && connection->is_open();
+      },
+      [](bool ok) { return !ok; });
+  EXPECT_TRUE(served) << describe(response);
+  return connection;
 }
 
 TEST_F(SecurityMaxConnections, ThirdConnectionGets503UntilOneCloses) {
@@ -288,13 +301,8 @@ TEST_F(SecurityMaxConnections, ThirdConnectionGets503UntilOneCloses) {
   EXPECT_TRUE(refused.has_header("Retry-After")) << describe(refused);
 
   first.reset();  // frees a slot once the proxy sees the close
-  HttpResponse served;
-  const auto deadline = Clock::now() + 3s;
-  for (int attempt = 0; attempt < 30 && Clock::now() < deadline; ++attempt) {
-    served = test::send(port, plain_get());
-    if (served.ok() && served.status == 200) break;
-    std::this_thread::sleep_for(100ms);
-  }
+  const HttpResponse served = made_again_while([&] { return test::send(port, plain_get()); },
+                                               [](const HttpResponse& r) { return !(r.ok() && r.status == 200); });
   ASSERT_TRUE(served.ok()) << served.error;
   EXPECT_EQ(served.status, 200) << describe(served);
   // The survivor of the first two is still served on its own connection.
@@ -318,19 +326,13 @@ TEST_F(SecurityMaxConnections, RefusedRequestsGiveBackTheirSlotsAndTheProxyStill
       "POST /orders HTTP/1.1\r\nHost: svc\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",  // key missing
       "GARBAGE\r\n\r\n",
   };
-  // A slot comes back when the proxy's session for it ends, which can be just after the client saw
-  // the refusal and closed (a refusal's close lingers for the rest of the request); the fixture's
-  // readiness probes hold theirs the same way. So an exchange that meets no free slot is made again,
-  // for up to 3 s: a slot kept for good fails it, and the two connections held at the end prove
-  // that both slots came back.
+  // An exchange that meets no free slot is made again (made_again_while): a slot kept for good fails
+  // it, and the two connections held at the end prove that both slots came back.
   for (int round = 0; round < 2; ++round) {
     for (const std::string& bytes : refused) {
-      RawExchange exchange = raw_exchange(port, bytes, 5s);
-      const auto deadline = Clock::now() + 3s;
-      while (exchange.received.find("too-many-connections") != std::string::npos && Clock::now() < deadline) {
-        std::this_thread::sleep_for(50ms);
-        exchange = raw_exchange(port, bytes, 5s);
-      }
+      const RawExchange exchange = made_again_while(
+          [&] { return raw_exchange(port, bytes, 5s); },
+          [](const RawExchange& e) { return e.received.find("too-many-connections") != std::string::npos; });
       ASSERT_TRUE(exchange.error.empty()) << exchange.error;
       EXPECT_TRUE(exchange.received.starts_with("HTTP/1.1 4") || exchange.received.starts_with("HTTP/1.1 5"))
           << bytes << "\n"
