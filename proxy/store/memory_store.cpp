@@ -31,14 +31,19 @@ core::Record MemoryStore::existing_record(const Entry& entry, TimePoint now) {
 
 void MemoryStore::claim(const ClaimRequest& request, ClaimHandler handler) {
   core::ClaimResult result;
+  StoreError error = StoreError::ok;
   {
     const std::lock_guard lock(mutex_);
-    claim_locked(request, result);
+    error = claim_locked(request, result);
   }
-  handler(StoreError::ok, std::move(result));  // outside the lock: the handler may call us again
+  handler(error, std::move(result));  // outside the lock: the handler may call us again
 }
 
-void MemoryStore::claim_locked(const ClaimRequest& request, core::ClaimResult& result) {
+bool MemoryStore::fenced(const std::string& scope, const std::string& key, const std::string& owner) const {
+  return !fences_.empty() && fences_.contains(FencedOwner{scope, key, owner});
+}
+
+StoreError MemoryStore::claim_locked(const ClaimRequest& request, core::ClaimResult& result) {
   const TimePoint now = clock_.now();
   // A live record under the legacy scope is the answer, as in the Postgres claim; never taken over.
   if (!request.legacy_scope.empty()) {
@@ -46,23 +51,33 @@ void MemoryStore::claim_locked(const ClaimRequest& request, core::ClaimResult& r
     if (legacy != records_.end() && is_live(legacy->second, now)) {
       result.existing = existing_record(legacy->second, now);
       result.existing_under_legacy_scope = true;
-      return;
+      return StoreError::ok;
     }
+  }
+  // A claim whose owner was fenced ran after its proxy gave up on it: it takes nothing. As in the
+  // Postgres claim, it answers the live record, or fails when there is none.
+  if (fenced(request.scope, request.key, request.owner)) {
+    const auto it = records_.find(ScopedKey{request.scope, request.key});
+    if (it == records_.end() || !is_live(it->second, now)) return StoreError::internal;
+    result.existing = existing_record(it->second, now);
+    return StoreError::ok;
   }
   auto [it, inserted] = records_.try_emplace(ScopedKey{request.scope, request.key});
   Entry& entry = it->second;
   // Same rule as the Postgres claim: an expired record counts as absent; a lapsed lease is taken
   // over only when asked, and only by the same request (else the caller must see the mismatch).
-  // An `unknown` record is never taken over: it waits for an operator or its expiry.
-  const bool lease_running = entry.state == core::RecordState::in_flight && entry.lease_expires_at > now;
-  const bool replace =
-      inserted || (entry.expires_at <= now && !lease_running) ||
-      (request.take_over_lapsed_lease && entry.state == core::RecordState::in_flight && entry.lease_expires_at <= now &&
-       (entry.fingerprint == request.fingerprint ||
-        (!request.legacy_fingerprint.empty() && entry.fingerprint == request.legacy_fingerprint)));
+  // An `unknown` record is never taken over: it waits for an operator or its expiry. An in-flight
+  // record of a fenced owner counts as absent: its request never went upstream.
+  const bool in_flight = entry.state == core::RecordState::in_flight;
+  const bool lease_running = in_flight && entry.lease_expires_at > now;
+  const bool replace = inserted || (entry.expires_at <= now && !lease_running) ||
+                       (request.take_over_lapsed_lease && in_flight && entry.lease_expires_at <= now &&
+                        (entry.fingerprint == request.fingerprint ||
+                         (!request.legacy_fingerprint.empty() && entry.fingerprint == request.legacy_fingerprint))) ||
+                       (in_flight && fenced(request.scope, request.key, entry.owner));
   if (!replace) {
     result.existing = existing_record(entry, now);
-    return;
+    return StoreError::ok;
   }
   entry = Entry{.fingerprint = request.fingerprint,
                 .state = core::RecordState::in_flight,
@@ -74,6 +89,7 @@ void MemoryStore::claim_locked(const ClaimRequest& request, core::ClaimResult& r
                 .response = {}};
   result.claimed = true;
   result.existing.expires_in = request.ttl;
+  return StoreError::ok;
 }
 
 std::map<MemoryStore::ScopedKey, MemoryStore::Entry>::iterator MemoryStore::find_owned(const std::string& scope,
@@ -122,6 +138,10 @@ void MemoryStore::release(const ReleaseRequest& request, DoneHandler handler) {
     if (it != records_.end()) {
       records_.erase(it);
       error = StoreError::ok;
+    } else {
+      // Nothing to delete: fence the owner, as the Postgres release does (its claim may yet land).
+      fences_.try_emplace(FencedOwner{request.scope, request.key, request.owner},
+                          clock_.now() + fence_lifetime(request));
     }
   }
   handler(error);
@@ -182,6 +202,16 @@ void MemoryStore::sweep_expired(std::size_t batch, SweepHandler handler) {
                       [](const auto& a, const auto& b) { return a->second.expires_at < b->second.expires_at; });
     for (std::size_t i = 0; i < count; ++i) records_.erase(expired[i]);
     deleted = count;
+    // Expired fences too, at most `batch` (uncounted, as in the Postgres sweep).
+    std::size_t fences_left = batch;
+    for (auto fence = fences_.begin(); fence != fences_.end() && fences_left > 0;) {
+      if (fence->second <= now) {
+        fence = fences_.erase(fence);
+        --fences_left;
+      } else {
+        ++fence;
+      }
+    }
   }
   handler(StoreError::ok, deleted);
 }

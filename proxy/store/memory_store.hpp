@@ -8,6 +8,7 @@
 // contract only asks for use from one thread.
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "core/clock.hpp"
@@ -46,7 +47,8 @@ class MemoryStore final : public Store {
     TimePoint expires_at;
     core::StoredResponse response;
   };
-  using ScopedKey = std::pair<std::string, std::string>;  // (scope, key), as the table's primary key
+  using ScopedKey = std::pair<std::string, std::string>;                  // (scope, key), as the table's primary key
+  using FencedOwner = std::tuple<std::string, std::string, std::string>;  // (scope, key, owner)
 
   // The record (scope, key) when `owner` holds it in flight or in `or_state` (the state the
   // operation leaves, so that running it again is a success), else records_.end().
@@ -54,7 +56,8 @@ class MemoryStore final : public Store {
                                                   const std::string& owner, core::RecordState or_state);
   std::int64_t epoch_ms(TimePoint time) const;
   // The claim's decision, with mutex_ held.
-  void claim_locked(const ClaimRequest& request, core::ClaimResult& result);
+  StoreError claim_locked(const ClaimRequest& request, core::ClaimResult& result);
+  bool fenced(const std::string& scope, const std::string& key, const std::string& owner) const;
   // Not expired, or in flight with its lease running (what a claim answers as existing).
   static bool is_live(const Entry& entry, TimePoint now);
   static core::Record existing_record(const Entry& entry, TimePoint now);
@@ -64,6 +67,7 @@ class MemoryStore final : public Store {
   const std::chrono::system_clock::time_point epoch_at_construction_;
   mutable std::mutex mutex_;
   std::map<ScopedKey, Entry> records_;
+  std::map<FencedOwner, TimePoint> fences_;  // owners whose claim was given up on, with their expiry
 };
 
 }  // namespace idem::store

@@ -62,10 +62,17 @@ struct ReleaseRequest {
   std::string scope;
   std::string key;
   std::string owner;
-  // mark_unknown only: the unknown record expires ttl + unknown_retention after its claim.
+  // mark_unknown: the unknown record expires ttl + unknown_retention after its claim.
+  // release: a fence it leaves lasts ttl + unknown_retention (fence_lifetime).
   std::chrono::milliseconds ttl{0};
   std::chrono::milliseconds unknown_retention{0};
 };
+
+// How long a release's fence is kept: at least as long as any in-flight record its owner's claim
+// could have made (ttl + unsettled_retention from the claim, which began before the release).
+inline std::chrono::milliseconds fence_lifetime(const ReleaseRequest& request) {
+  return request.ttl + request.unknown_retention;
+}
 
 // (scope, key) as an operator names a record.
 struct RecordKey {
@@ -98,13 +105,19 @@ class Store {
   virtual ~Store() = default;
   // One round trip: inserts an in-flight record owned by `owner`, or returns the live record.
   // Records past their expiry count as absent (and are replaced), except an in-flight record
-  // whose lease still runs: its request may be executing, whatever its ttl says.
+  // whose lease still runs: its request may be executing, whatever its ttl says. An in-flight
+  // record of a fenced owner (release) counts as absent, lease or not. A claim by a fenced owner
+  // inserts nothing: it returns the live record, if any, else fails (internal).
   virtual void claim(const ClaimRequest& request, ClaimHandler handler) = 0;
   // In-flight record owned by `owner` -> completed/too_large with the response. not_owner otherwise.
   // Idempotent for its owner: run again after reply_lost, it finds its own completion and is ok.
   virtual void complete(const CompleteRequest& request, DoneHandler handler) = 0;
-  // Deletes the in-flight record owned by `owner`. not_owner when it is not ours any more, which
-  // after reply_lost (or after a claim whose reply was lost) means there is nothing left to free.
+  // Deletes the in-flight record owned by `owner`. When there is none (not_owner: not ours any
+  // more, or the claim's reply was lost and the claim has not committed, perhaps never will), it
+  // fences `owner` instead: the claim `owner` made never holds the key, even if it commits after
+  // this (a commit waiting for a synchronous standby): a claim by `owner` inserts nothing, and any
+  // other claim takes over an in-flight record of a fenced owner as if it were absent. So after
+  // this returns ok or not_owner, the key is free of `owner` for good.
   virtual void release(const ReleaseRequest& request, DoneHandler handler) = 0;
   // The request reached the upstream and no answer came back: the in-flight record owned by
   // `owner` becomes `unknown` (terminal: never re-executed, until an operator releases it), and
@@ -116,7 +129,8 @@ class Store {
   // retry run it twice. Completed records are never released (not_found).
   virtual void force_release(const RecordKey& key, ForceReleaseHandler handler) = 0;
   // Deletes at most `batch` records past their expiry (oldest first; uses the expiry index; safe
-  // to run from several processes at once: rows locked by another sweeper are skipped).
+  // to run from several processes at once: rows locked by another sweeper are skipped), and at
+  // most `batch` expired fences (not counted in `deleted`).
   virtual void sweep_expired(std::size_t batch, SweepHandler handler) = 0;
   // Operator view of a live record; not_found when absent or expired.
   virtual void inspect(const RecordKey& key, InspectHandler handler) = 0;

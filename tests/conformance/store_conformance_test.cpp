@@ -41,8 +41,8 @@ class StoreConformance : public ::testing::Test {
   store::CompleteRequest complete_request(const std::string& key, const std::string& owner,
                                           core::StoredResponse response,
                                           RecordState state = RecordState::completed) const {
-    return store::CompleteRequest{.scope = scope_, .key = key, .owner = owner, .state = state,
-                                  .response = std::move(response), .ttl = 60s};
+    return store::CompleteRequest{
+        .scope = scope_, .key = key, .owner = owner, .state = state, .response = std::move(response), .ttl = 60s};
   }
   // `ttl`: the one the key was claimed with (mark_unknown keeps the record ttl + retention from then).
   store::ReleaseRequest release_request(const std::string& key, const std::string& owner,
@@ -57,8 +57,8 @@ class StoreConformance : public ::testing::Test {
 
 // Each backend on its own and under the at-rest encryption decorator; Postgres both with named
 // prepared statements and with unnamed statements.
-using Backends = ::testing::Types<MemoryHarness, PgHarness, PgUnnamedHarness, Encrypted<MemoryHarness>,
-                                  Encrypted<PgHarness>>;
+using Backends =
+    ::testing::Types<MemoryHarness, PgHarness, PgUnnamedHarness, Encrypted<MemoryHarness>, Encrypted<PgHarness>>;
 class BackendNames {
  public:
   template <typename T>
@@ -73,10 +73,14 @@ class BackendNames {
 TYPED_TEST_SUITE(StoreConformance, Backends, BackendNames);
 
 TEST(StoreErrorName, EveryErrorHasItsOwnName) {
-  const std::vector<std::pair<StoreError, std::string_view>> names = {
-      {StoreError::ok, "ok"},           {StoreError::unavailable, "unavailable"}, {StoreError::busy, "busy"}, {StoreError::reply_lost, "reply_lost"},
-      {StoreError::not_owner, "not_owner"}, {StoreError::not_found, "not_found"}, {StoreError::internal, "internal"},
-      {StoreError::corrupt, "corrupt"}};
+  const std::vector<std::pair<StoreError, std::string_view>> names = {{StoreError::ok, "ok"},
+                                                                      {StoreError::unavailable, "unavailable"},
+                                                                      {StoreError::busy, "busy"},
+                                                                      {StoreError::reply_lost, "reply_lost"},
+                                                                      {StoreError::not_owner, "not_owner"},
+                                                                      {StoreError::not_found, "not_found"},
+                                                                      {StoreError::internal, "internal"},
+                                                                      {StoreError::corrupt, "corrupt"}};
   for (const auto& [error, name] : names) EXPECT_EQ(store::store_error_name(error), name);
 }
 
@@ -192,9 +196,30 @@ TYPED_TEST(StoreConformance, ReleaseLetsTheNextClaimClaim) {
   EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "owner-2", binary_response())), StoreError::ok);
 }
 
+// A release that finds nothing to delete fences its owner: the claim that owner gave up on (its
+// reply was lost) may still arrive, and must take nothing. Any other owner still claims the key.
+TYPED_TEST(StoreConformance, AClaimByAnOwnerWhoseReleaseFoundNothingTakesNothing) {
+  EXPECT_EQ(this->harness_.release(this->release_request("k1", "given-up")), StoreError::not_owner);
+  const ClaimOutcome late = this->harness_.claim(this->claim_request("k1", "given-up"));
+  EXPECT_NE(late.error, StoreError::ok) << "there is no record to answer with";
+  EXPECT_FALSE(late.result.claimed);
+  EXPECT_EQ(this->harness_.inspect(this->record_key("k1")).error, StoreError::not_found);
+
+  const ClaimOutcome next = this->harness_.claim(this->claim_request("k1", "owner-2"));
+  ASSERT_EQ(next.error, StoreError::ok);
+  EXPECT_TRUE(next.result.claimed);
+  // Once a live record exists, the fenced owner's claim is answered with it, and still takes nothing.
+  const ClaimOutcome again = this->harness_.claim(this->claim_request("k1", "given-up"));
+  ASSERT_EQ(again.error, StoreError::ok);
+  EXPECT_FALSE(again.result.claimed);
+  EXPECT_EQ(again.result.existing.state, RecordState::in_flight);
+  EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "owner-2", binary_response())), StoreError::ok);
+}
+
 TYPED_TEST(StoreConformance, WrongOwnerCanNeitherCompleteNorRelease) {
   ASSERT_TRUE(this->harness_.claim(this->claim_request("k1", "owner-1")).result.claimed);
-  EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "intruder", binary_response())), StoreError::not_owner);
+  EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "intruder", binary_response())),
+            StoreError::not_owner);
   EXPECT_EQ(this->harness_.release(this->release_request("k1", "intruder")), StoreError::not_owner);
   // Nothing changed: still in flight, and the real owner still holds it.
   const ClaimOutcome probe = this->harness_.claim(this->claim_request("k1", "owner-2"));
@@ -219,7 +244,8 @@ TYPED_TEST(StoreConformance, CompletingAgainByItsOwnerIsASuccessThatChangesNothi
   // Another final state, another owner, or a release: the record is not theirs to change.
   EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "owner-1", binary_response(), RecordState::too_large)),
             StoreError::not_owner);
-  EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "intruder", binary_response())), StoreError::not_owner);
+  EXPECT_EQ(this->harness_.complete(this->complete_request("k1", "intruder", binary_response())),
+            StoreError::not_owner);
   EXPECT_EQ(this->harness_.release(this->release_request("k1", "owner-1")), StoreError::not_owner);
   const ClaimOutcome replay = this->harness_.claim(this->claim_request("k1", "owner-2"));
   ASSERT_EQ(replay.error, StoreError::ok);
@@ -355,7 +381,8 @@ TYPED_TEST(StoreConformance, SameKeyInTwoScopesIsTwoRecords) {
   ASSERT_EQ(b.error, StoreError::ok);
   EXPECT_TRUE(b.result.claimed);
 
-  ASSERT_EQ(this->harness_.complete(this->complete_request("shared-key", "owner-a", binary_response())), StoreError::ok);
+  ASSERT_EQ(this->harness_.complete(this->complete_request("shared-key", "owner-a", binary_response())),
+            StoreError::ok);
   in_b.owner = "owner-b2";
   const ClaimOutcome b_again = this->harness_.claim(in_b);
   ASSERT_EQ(b_again.error, StoreError::ok);
@@ -416,7 +443,8 @@ TYPED_TEST(StoreConformance, AnUnknownRecordOutlivesItsTtlByItsRetention) {
   ASSERT_EQ(later.error, StoreError::ok);
   EXPECT_FALSE(later.result.claimed) << "an unknown record was replaced at its ttl";
   EXPECT_EQ(later.result.existing.state, RecordState::unknown);
-  EXPECT_EQ(this->harness_.force_release(this->record_key("k1")), StoreError::ok) << "the operator can still release it";
+  EXPECT_EQ(this->harness_.force_release(this->record_key("k1")), StoreError::ok)
+      << "the operator can still release it";
 }
 
 // unknown_outcome: lock. A proxy that dies mid-exchange leaves an in-flight record nobody will
@@ -595,8 +623,9 @@ TYPED_TEST(StoreConformance, ForceReleaseNeverDeletesAResult) {
   ASSERT_TRUE(this->harness_.claim(this->claim_request("done", "owner-1")).result.claimed);
   ASSERT_EQ(this->harness_.complete(this->complete_request("done", "owner-1", binary_response())), StoreError::ok);
   ASSERT_TRUE(this->harness_.claim(this->claim_request("big", "owner-1")).result.claimed);
-  ASSERT_EQ(this->harness_.complete(this->complete_request("big", "owner-1", binary_response(), RecordState::too_large)),
-            StoreError::ok);
+  ASSERT_EQ(
+      this->harness_.complete(this->complete_request("big", "owner-1", binary_response(), RecordState::too_large)),
+      StoreError::ok);
 
   EXPECT_EQ(this->harness_.force_release(this->record_key("done")), StoreError::not_found);
   EXPECT_EQ(this->harness_.force_release(this->record_key("big")), StoreError::not_found);
@@ -626,9 +655,9 @@ TYPED_TEST(StoreConformance, ForceReleaseOfAnExpiredRecordIsNotFound) {
 
 // Both stores report Unix epoch milliseconds from their own clock: close to ours.
 void expect_near_wall_clock(std::int64_t epoch_ms) {
-  const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count();
+  const std::int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   EXPECT_LT(std::abs(now_ms - epoch_ms), 60'000) << epoch_ms << " vs wall clock " << now_ms;
 }
 
@@ -667,8 +696,9 @@ TYPED_TEST(StoreConformance, InspectShowsACompletedRecordWithoutItsBody) {
 
 TYPED_TEST(StoreConformance, InspectShowsTooLargeAndUnknownRecords) {
   ASSERT_TRUE(this->harness_.claim(this->claim_request("big", "owner-1")).result.claimed);
-  ASSERT_EQ(this->harness_.complete(this->complete_request("big", "owner-1", binary_response(), RecordState::too_large)),
-            StoreError::ok);
+  ASSERT_EQ(
+      this->harness_.complete(this->complete_request("big", "owner-1", binary_response(), RecordState::too_large)),
+      StoreError::ok);
   ASSERT_TRUE(this->harness_.claim(this->claim_request("lost", "owner-1")).result.claimed);
   ASSERT_EQ(this->harness_.mark_unknown(this->release_request("lost", "owner-1")), StoreError::ok);
 

@@ -198,8 +198,17 @@ void PgStore::complete(const CompleteRequest& request, DoneHandler handler) {
 }
 
 void PgStore::release(const ReleaseRequest& request, DoneHandler handler) {
-  run_single_row_change(impl_->pool, std::make_shared<const Statement>(release_statement(request)),
-                        StoreError::not_owner, std::move(handler));
+  run_statement(impl_->pool, std::make_shared<const Statement>(release_statement(request)), 1,
+                [handler = std::move(handler)](StoreError error, ResultHandle result) {
+                  if (error != StoreError::ok) return handler(error);
+                  const std::optional<bool> released =
+                      PQntuples(result.get()) == 1 ? decode_release_row(result.get(), 0) : std::nullopt;
+                  if (!released) {
+                    log_statement_failure("release", {PgErrorKind::internal, {}, "not one `released` row"});
+                    return handler(StoreError::internal);
+                  }
+                  handler(*released ? StoreError::ok : StoreError::not_owner);
+                });
 }
 
 void PgStore::mark_unknown(const ReleaseRequest& request, DoneHandler handler) {

@@ -72,10 +72,11 @@ Statement complete_statement(const CompleteRequest& request) {
 
 Statement release_statement(const ReleaseRequest& request) {
   Statement statement{.name = "release", .sql = sql::kRelease, .params = {}};
-  statement.params.reserve(3);
+  statement.params.reserve(4);
   statement.params.push_back(Param::text(request.scope));
   statement.params.push_back(Param::text(request.key));
   statement.params.push_back(Param::text(request.owner));
+  statement.params.push_back(Param::int8(fence_lifetime(request).count()));
   return statement;
 }
 
@@ -198,6 +199,11 @@ DecodedInspect decode_inspect_row(const PGresult* result, int row) {
     info.response_status = *status;
   }
   return {std::move(info), {}};
+}
+
+std::optional<bool> decode_release_row(const PGresult* result, int row) {
+  if (PQnfields(result) != sql::release_column_count) return std::nullopt;
+  return BinaryRow(result, row).boolean(sql::release_col_released);
 }
 
 DecodedForceRelease decode_force_release_row(const PGresult* result, int row) {

@@ -52,5 +52,7 @@ struct DecodedForceRelease {
 };
 // Decodes one row of sql::kForceRelease's result (binary format).
 DecodedForceRelease decode_force_release_row(const PGresult* result, int row);
+// A release row's `released` column; nullopt when the row is not one.
+std::optional<bool> decode_release_row(const PGresult* result, int row);
 
 }  // namespace idem::store::pg

@@ -43,6 +43,13 @@ enum ClaimColumn : int {
 // The race: when the conflicting row was inserted (or replaced) by a transaction that commits
 // while this statement waits on it, the second SELECT reads this statement's older snapshot and
 // finds no live row, so the statement returns NO row. The caller runs it again (bounded).
+//
+// Fences (kRelease): an in-flight record whose owner gave up on its claim's reply is taken over
+// like an absent one, whatever its lease says: that claim committed after its proxy answered 503
+// and never forwarded the request (a commit that waited on a synchronous standby, a claim queued
+// in a pooler). And a claim whose own owner is already fenced inserts nothing (it ran after its
+// proxy gave up on it): it returns the live record, or no row. Both probes are primary-key
+// lookups in idempotency_fences, which holds a row only per lost claim reply.
 inline constexpr const char* kClaim = R"sql(
 WITH legacy AS (
   SELECT r.fingerprint, r.state, r.response_status, r.response_headers, r.response_body,
@@ -58,6 +65,7 @@ WITH legacy AS (
          now() + $6 * interval '1 millisecond',
          now() + ($5 + $8) * interval '1 millisecond'
    WHERE NOT EXISTS (SELECT 1 FROM legacy)
+     AND NOT EXISTS (SELECT 1 FROM idempotency_fences AS f WHERE f.scope = $1 AND f.key = $2 AND f.owner = $4)
   ON CONFLICT (scope, key) DO UPDATE
     SET fingerprint = excluded.fingerprint,
         state = excluded.state,
@@ -72,6 +80,9 @@ WITH legacy AS (
     WHERE (r.expires_at <= now() AND NOT (r.state = 'in_flight' AND r.lease_expires_at > now()))
        OR ($7 AND r.state = 'in_flight' AND r.lease_expires_at <= now()
            AND (r.fingerprint = excluded.fingerprint OR r.fingerprint = $10))
+       OR (r.state = 'in_flight'
+           AND EXISTS (SELECT 1 FROM idempotency_fences AS f
+                        WHERE f.scope = r.scope AND f.key = r.key AND f.owner = r.owner))
   RETURNING true AS claimed, r.fingerprint, r.state, r.response_status, r.response_headers,
             r.response_body, (extract(epoch FROM r.lease_expires_at - now()) * 1000)::bigint AS lease_remaining_ms,
             (extract(epoch FROM r.expires_at - now()) * 1000)::bigint AS expires_in_ms
@@ -110,12 +121,34 @@ UPDATE idempotency_records
  WHERE scope = $1 AND key = $2 AND owner = $3 AND state IN ('in_flight', $4)
 )sql";
 
-// Release: deletes the in-flight record owned by $3. 0 rows: not ours, which after a lost reply
-// means done (the row is gone, or the claim it fences never committed).
-// $1 scope text, $2 key text, $3 owner text.
+// Columns of a release row.
+enum ReleaseColumn : int {
+  release_col_released = 0,  // bool: the owner's in-flight record was deleted
+  release_column_count,
+};
+
+// Release: deletes the in-flight record owned by $3 (released = true). When there is none
+// (released = false: not ours, or already deleted by an earlier run of this release), it fences
+// the owner instead: idempotency_fences gets (scope, key, owner), so that the claim this owner
+// gave up on can never hold the key, even if it commits later. "Nothing deleted" does not prove
+// that the claim never committed: its INSERT may still be in progress, invisible to this DELETE
+// (a commit waiting for a synchronous standby, a statement queued in a pooler); every claim
+// treats an in-flight record of a fenced owner as absent (kClaim). The fence lives $4 ms, the
+// longest an in-flight record can live (ttl + unknown_retention), counted from now, after the
+// claim began. A fence left after an ordinary lost release reply costs one row until the sweep.
+// $1 scope text, $2 key text, $3 owner text, $4 fence_ms int8.
 inline constexpr const char* kRelease = R"sql(
-DELETE FROM idempotency_records
- WHERE scope = $1 AND key = $2 AND owner = $3 AND state = 'in_flight'
+WITH released AS (
+  DELETE FROM idempotency_records
+   WHERE scope = $1 AND key = $2 AND owner = $3 AND state = 'in_flight'
+  RETURNING 1
+), fenced AS (
+  INSERT INTO idempotency_fences (scope, key, owner, expires_at)
+  SELECT $1, $2, $3, now() + $4 * interval '1 millisecond'
+   WHERE NOT EXISTS (SELECT 1 FROM released)
+  ON CONFLICT (scope, key, owner) DO NOTHING
+)
+SELECT EXISTS (SELECT 1 FROM released)
 )sql";
 
 // Mark unknown: the in-flight record owned by $3 becomes `unknown`, which no claim takes over
@@ -161,7 +194,9 @@ SELECT EXISTS (SELECT 1 FROM released),
   FROM target AS t
 )sql";
 
-// Sweep: deletes at most $1 expired records, oldest first, and reports how many (command tag).
+// Sweep: deletes at most $1 expired records, oldest first, and reports how many (command tag);
+// and, in the same statement, at most $1 expired fences (not counted: there are few, one per
+// lost claim reply).
 // The inner SELECT walks idempotency_records_expires_at_idx from its start and stops after $1
 // rows; SKIP LOCKED passes over rows another sweeper or a claim holds, so concurrent sweepers
 // never wait on each other and never delete a row twice. The outer DELETE finds the locked rows
@@ -169,8 +204,19 @@ SELECT EXISTS (SELECT 1 FROM released),
 // of primary-key probes. The planner switches to a hash join over a sequential scan only when
 // the batch is a large part of the table (PostgreSQL 15, default costs: at 1,000 of 100,000 rows,
 // not at 500), so keep batches in the hundreds. A claim replacing an expired row the sweep holds
-// waits for the sweep, then inserts. $1 batch int8.
+// waits for the sweep, then inserts. The fences go the same way through their expiry index.
+// $1 batch int8.
 inline constexpr const char* kSweepExpired = R"sql(
+WITH fences AS (
+  DELETE FROM idempotency_fences
+   WHERE (scope, key, owner) IN (
+     SELECT scope, key, owner
+       FROM idempotency_fences
+      WHERE expires_at <= now()
+      ORDER BY expires_at
+      LIMIT $1
+        FOR UPDATE SKIP LOCKED)
+)
 DELETE FROM idempotency_records
  WHERE (scope, key) IN (
    SELECT scope, key
