@@ -1,7 +1,5 @@
 #include "http/upstream_pool.hpp"
 
-#include <sys/socket.h>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ssl/error.hpp>
@@ -32,16 +30,6 @@ using tls::UpstreamTlsResult;
 namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kResponseHeaderLimit = 64 * 1024;
-
-// A pooled connection may have been closed by the upstream while idle (its keep-alive timeout).
-// A non-blocking peek tells without consuming anything: EOF or an error means "do not reuse".
-bool looks_alive(tcp::socket& socket) {
-  char byte;
-  const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0) return false;  // orderly close
-  if (n > 0) return false;   // unsolicited bytes: the stream is out of sync
-  return errno == EAGAIN || errno == EWOULDBLOCK;
-}
 
 // A TLS peer that closes without close_notify shows up as a truncated stream.
 bool is_connection_gone(const beast::error_code& ec) {
@@ -104,7 +92,10 @@ std::optional<UpstreamPool::Connection> UpstreamPool::take_idle(std::chrono::ste
   while (!idle_.empty()) {
     Connection connection = std::move(idle_.back());
     idle_.pop_back();
-    if (now - connection.idle_since < idle_timeout_ && looks_alive(connection.transport->tcp)) return connection;
+    // The upstream may have closed it while idle (its keep-alive timeout), or sent bytes nobody
+    // asked for, which would be read as the next request's response.
+    if (now - connection.idle_since < idle_timeout_ && connection.transport->ready_for_next_request())
+      return connection;
     connection.transport->close();
   }
   return std::nullopt;
