@@ -785,7 +785,7 @@ Setting draw_setting(Draw& draw, const Sabotage& sabotage) {
 // the proxy gave up on it, with the moments that matter as likely as the rest: right at the
 // give-up, around the landing of its owner's release, around the end of its lease. A commit
 // lands at any moment, however late. A statement queued whole starts before its owner's fence
-// expires (fence_lifetime after the release): the fence's expiry assumes that the claim's now()
+// expires (fence_lifetime after the release, at least ttl + unknown_retention): the fence's expiry assumes that the claim's now()
 // came before the release (store README "Fences"); one queued longer than that would insert
 // after the reaper swept the fence.
 void draw_late_claim(Draw& draw, const Setting& setting, Attempt& attempt) {
