@@ -1,10 +1,7 @@
 #include "http/upstream_pool.hpp"
 
-#include <sys/socket.h>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/address.hpp>
-#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/error.hpp>
@@ -25,6 +22,7 @@ namespace beast = boost::beast;
 using asio::ip::tcp;
 using core::UpstreamFailure;
 using tls::ClientStream;
+using tls::is_connection_gone;
 using tls::load_upstream_tls;
 using tls::tls_error_text;
 using tls::UpstreamTlsResult;
@@ -32,22 +30,6 @@ using tls::UpstreamTlsResult;
 namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kResponseHeaderLimit = 64 * 1024;
-
-// A pooled connection may have been closed by the upstream while idle (its keep-alive timeout).
-// A non-blocking peek tells without consuming anything: EOF or an error means "do not reuse".
-bool looks_alive(tcp::socket& socket) {
-  char byte;
-  const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0) return false;  // orderly close
-  if (n > 0) return false;   // unsolicited bytes: the stream is out of sync
-  return errno == EAGAIN || errno == EWOULDBLOCK;
-}
-
-// A TLS peer that closes without close_notify shows up as a truncated stream.
-bool is_connection_gone(const beast::error_code& ec) {
-  return ec == beast_http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
-         ec == asio::error::broken_pipe || ec == asio::ssl::error::stream_truncated;
-}
 
 // Whether a response's fields announce a body: a length other than 0, or a coding. (Looked up only
 // for a status that has no body: three lookups by name otherwise spent on every response.)
@@ -104,7 +86,7 @@ std::optional<UpstreamPool::Connection> UpstreamPool::take_idle(std::chrono::ste
   while (!idle_.empty()) {
     Connection connection = std::move(idle_.back());
     idle_.pop_back();
-    if (now - connection.idle_since < idle_timeout_ && looks_alive(connection.transport->tcp)) return connection;
+    if (now - connection.idle_since < idle_timeout_ && connection.transport->looks_alive()) return connection;
     connection.transport->close();
   }
   return std::nullopt;

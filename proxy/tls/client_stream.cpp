@@ -1,7 +1,12 @@
 #include "tls/client_stream.hpp"
 
+#include <sys/socket.h>
+
+#include <cerrno>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/error.hpp>
@@ -30,6 +35,19 @@ ClientStream::ClientStream(boost::asio::io_context& io, boost::asio::ssl::contex
 void ClientStream::close() {
   boost::system::error_code ignored;
   tcp.close(ignored);
+}
+
+bool ClientStream::looks_alive() {
+  char byte;
+  const ssize_t n = ::recv(tcp.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n >= 0) return false;  // 0: an orderly close; > 0: unsolicited bytes
+  return errno == EAGAIN || errno == EWOULDBLOCK;
+}
+
+bool is_connection_gone(const boost::system::error_code& ec) {
+  return ec == boost::beast::http::error::end_of_stream || ec == boost::asio::error::eof ||
+         ec == boost::asio::error::connection_reset || ec == boost::asio::error::broken_pipe ||
+         ec == boost::asio::error::connection_aborted || ec == boost::asio::ssl::error::stream_truncated;
 }
 
 boost::system::error_code ClientStream::timed_out_or(const boost::system::error_code& ec) const {

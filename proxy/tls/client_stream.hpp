@@ -49,6 +49,11 @@ struct ClientStream {
   // Closes the socket; pending operations fail.
   void close();
 
+  // Whether a keep-alive connection that sat idle may be used again: a non-blocking peek of the
+  // TCP socket, nothing consumed. The peer's close (its keep-alive timeout) shows as EOF or an
+  // error, and bytes it sent unasked put the stream out of step: either way, not reusable.
+  bool looks_alive();
+
   // Connects to the first of `endpoints` that accepts, in order.
   boost::asio::awaitable<boost::system::error_code> connect(
       const std::vector<boost::asio::ip::tcp::endpoint>& endpoints);
@@ -94,5 +99,9 @@ struct ClientStream {
   SocketDeadline deadline_;
   std::string head_;  // the request head being written (http_head.hpp), its capacity kept
 };
+
+// The peer closed or reset the connection (a TLS peer that closes without close_notify shows as a
+// truncated stream): what a keep-alive connection the peer dropped answers a write or a read.
+bool is_connection_gone(const boost::system::error_code& ec);
 
 }  // namespace idem::tls
