@@ -10,6 +10,7 @@
 
 #include "core/trace_context.hpp"
 #include "log/log.hpp"
+#include "relay/settle_decision.hpp"
 
 namespace idem::relay {
 namespace {
@@ -241,50 +242,33 @@ void Relay::on_published(std::shared_ptr<Batch> batch, std::vector<Delivery> del
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const OutboxRow& row = rows[i];
     Delivery& delivery = deliveries[i];
-    RowSettlement settlement{.id = row.id, .outcome = Settlement::released, .delay = {}, .error = {}};
-    switch (delivery.outcome) {
-      case DeliveryOutcome::delivered:
-      case DeliveryOutcome::duplicate:
-        settlement.outcome = Settlement::published;
-        any_through = true;
-        if (delivery.outcome == DeliveryOutcome::duplicate) stats_.duplicates.fetch_add(1, std::memory_order_relaxed);
+    const SettleDecision decision = decide_settlement(delivery.outcome, row.attempts, options_.max_attempts);
+    RowSettlement settlement{.id = row.id, .lane = row.lane, .outcome = decision.settlement, .delay = {}, .error = {}};
+    switch (decision.reason) {
+      case SettleReason::duplicate: stats_.duplicates.fetch_add(1, std::memory_order_relaxed); [[fallthrough]];
+      case SettleReason::delivered: any_through = true; break;
+      case SettleReason::failed:
+        settlement.delay = row_backoff_.delay(decision.attempts);
+        settlement.error = std::move(delivery.error);
+        earliest_retry = std::min(earliest_retry, settlement.delay);
+        log::warn("publish_failed", {{"event_id", row.id},
+                                     {"aggregate_id", row.aggregate_id},
+                                     {"attempts", decision.attempts},
+                                     {"retry_in_ms", count_ms(settlement.delay)},
+                                     {"error", settlement.error}});
         break;
-      case DeliveryOutcome::retry: {
-        const int attempts = row.attempts + 1;
-        if (attempts >= static_cast<int>(options_.max_attempts)) {
-          settlement.outcome = Settlement::parked;
-          settlement.error = delivery.error;
-          log::error("row_parked", {{"event_id", row.id},
-                                    {"aggregate_type", row.aggregate_type},
-                                    {"aggregate_id", row.aggregate_id},
-                                    {"reason", "max_attempts"},
-                                    {"attempts", attempts},
-                                    {"error", delivery.error}});
-        } else {
-          settlement.outcome = Settlement::retry;
-          settlement.delay = row_backoff_.delay(attempts);
-          settlement.error = delivery.error;
-          earliest_retry = std::min(earliest_retry, settlement.delay);
-          log::warn("publish_failed", {{"event_id", row.id},
-                                       {"aggregate_id", row.aggregate_id},
-                                       {"attempts", attempts},
-                                       {"retry_in_ms", count_ms(settlement.delay)},
-                                       {"error", delivery.error}});
-        }
-        break;
-      }
-      case DeliveryOutcome::poison:
-        settlement.outcome = Settlement::parked;
-        settlement.error = delivery.error;
+      case SettleReason::out_of_attempts:
+      case SettleReason::refused:
+        settlement.error = std::move(delivery.error);
         log::error("row_parked", {{"event_id", row.id},
                                   {"aggregate_type", row.aggregate_type},
                                   {"aggregate_id", row.aggregate_id},
-                                  {"reason", "refused_by_sink"},
-                                  {"error", delivery.error}});
+                                  {"reason", settle_reason_name(decision.reason)},
+                                  {"attempts", decision.attempts},
+                                  {"error", settlement.error}});
         break;
-      case DeliveryOutcome::held: settlement.outcome = Settlement::released; break;
-      case DeliveryOutcome::unavailable:
-        settlement.outcome = Settlement::released;
+      case SettleReason::held: break;
+      case SettleReason::sink_unavailable:
         if (unavailable.empty()) unavailable = delivery.error;
         break;
     }
@@ -303,7 +287,8 @@ void Relay::on_published(std::shared_ptr<Batch> batch, std::vector<Delivery> del
 void Relay::release_all(std::shared_ptr<Batch> batch, std::string why) {
   batch->settlements.clear();
   for (const OutboxRow& row : *batch->rows) {
-    batch->settlements.push_back({.id = row.id, .outcome = Settlement::released, .delay = {}, .error = {}});
+    batch->settlements.push_back(
+        {.id = row.id, .lane = row.lane, .outcome = Settlement::released, .delay = {}, .error = {}});
   }
   log::info("releasing_batch", {{"token", batch->token}, {"rows", batch->rows->size()}, {"why", why}});
   settle(std::move(batch));

@@ -7,7 +7,8 @@
 //
 // Failures:
 //  - a row the sink refuses: retried with capped exponential backoff and jitter (available_at),
-//    parked after max_attempts (its aggregate's later rows wait behind it);
+//    parked after max_attempts (its aggregate's later rows wait behind it); what each delivery
+//    outcome does to its row is relay/settle_decision.hpp;
 //  - the sink unreachable or Postgres down: the batch is released (no attempt counted) and the
 //    whole relay backs off (200 ms doubling to 10 s) before claiming again;
 //  - a settle that fails is retried until the batch's lease is nearly over; after that the rows
