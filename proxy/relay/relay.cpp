@@ -68,7 +68,6 @@ Relay::Relay(boost::asio::io_context& io, RelayOptions options, std::shared_ptr<
       row_backoff_(options_.backoff_initial, options_.backoff_max),
       poll_timer_(io),
       retry_timer_(io),
-      retention_timer_(io),
       stats_timer_(io) {
   workers_.resize(std::max(options_.concurrency, 1u));
   for (Worker& worker : workers_) worker.timer = std::make_unique<boost::asio::steady_timer>(io);
@@ -88,7 +87,6 @@ void Relay::start() {
   sink_->start();
   poll_tick();
   run_stats();
-  if (options_.retention_max_age.count() > 0) run_retention();
 }
 
 void Relay::wake() { wake_one(); }
@@ -429,38 +427,6 @@ void Relay::arm_retry_wake(std::chrono::milliseconds delay) {
   });
 }
 
-void Relay::run_retention() {
-  if (stopping_) return;
-  retention_timer_.expires_after(options_.retention_interval);
-  retention_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
-    if (error || self->stopping_) return;
-    self->retention_round(0, 0);
-  });
-}
-
-void Relay::retention_round(std::size_t deleted_so_far, std::size_t batches) {
-  source_->delete_published(
-      options_.retention_max_age, options_.retention_batch,
-      [self = shared_from_this(), deleted_so_far, batches](pg::PgError error, std::size_t deleted) {
-        if (!error.ok()) {
-          if (!self->stopping_) log::warn("retention_failed", {{"error", error.message}});
-          self->run_retention();
-          return;
-        }
-        self->stats_.retention_deleted.fetch_add(deleted, std::memory_order_relaxed);
-        const std::size_t total = deleted_so_far + deleted;
-        // A full batch means more is due: the next one goes at once, each in its own short transaction.
-        if (deleted >= self->options_.retention_batch && !self->stopping_) {
-          self->retention_round(total, batches + 1);
-          return;
-        }
-        if (total > 0) {
-          log::info("retention_deleted", {{"rows", total}, {"statements", batches + 1}});
-        }
-        self->run_retention();
-      });
-}
-
 void Relay::run_stats() {
   source_->backlog([self = shared_from_this()](const pg::PgError& error, Backlog backlog) {
     RelayStats& stats = self->stats_;
@@ -511,7 +477,6 @@ void Relay::stop(std::function<void()> on_stopped) {
   poll_timer_.cancel();
   pause_timer_.cancel();
   retry_timer_.cancel();
-  retention_timer_.cancel();
   stats_timer_.cancel();
   for (Worker& worker : workers_) {
     if (worker.state == WorkerState::idle) worker.state = WorkerState::done;
