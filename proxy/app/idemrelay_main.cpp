@@ -217,7 +217,7 @@ int run(const config::RelayConfig& config, const std::string& config_path,
         break;
       case config::SinkKind::nats_jetstream:
         sink = std::make_shared<relay::NatsJetStreamSink>(io, config.sink.nats,
-                                                          config.relay.lease + config.relay.backoff_max);
+                                                          config.relay.lease + config.relay.backoff_max, stats);
         break;
     }
   } catch (const std::exception& error) {
@@ -341,6 +341,11 @@ int relay_main(int argc, char** argv) {
       // Informational only: a database that is down does not fail the check.
       std::cout << "postgres: " << pg::check_replication_report(config.postgres.dsn, config.postgres.connect_timeout)
                 << "\n";
+      if (config.sink.kind == config::SinkKind::nats_jetstream) {
+        std::cout << relay::NatsJetStreamSink::check_report(config.sink.nats,
+                                                            config.relay.lease + config.relay.backoff_max)
+                  << "\n";
+      }
       return 0;
     case Command::migrate: {
       const pg::MigrateResult result = pg::migrate(config.postgres.dsn, relay::relay_migration_set());

@@ -1,0 +1,43 @@
+#pragma once
+// The Nats-Msg-Id of an outbox event, and when a message of an earlier version, which used the
+// bare outbox id, may still be in the stream's duplicate window.
+//
+// The id names the event, not its row: "<event_id>:<event_fingerprint>" (event_fingerprint.hpp,
+// what the Redis sink's marker holds). Outbox ids are reused (two databases relaying into one
+// stream both start at 1; TRUNCATE ... RESTART IDENTITY; a restore; a failover that lost the
+// sequence's tail), and JetStream answers a repeated Nats-Msg-Id within its window "duplicate":
+// with the bare id a new event was settled as published and never stored.
+//
+// Upgrading: a relay of an earlier version may have published a row under its bare id and stopped
+// before marking it. That copy stays deduplicable for one window after it was stored, i.e. at most
+// one window after this process started (the old relays are stopped before new ones start). So
+// while that lasts, a row created before this process started (plus a clock-skew allowance:
+// created_at is the database's clock) is first probed under its bare id: a publish JetStream
+// refuses unless it is a duplicate (Nats-Expected-Last-Sequence set to a value no stream reaches;
+// the server checks Nats-Msg-Id first). "Duplicate" points at the stored copy, which is read back:
+// byte for byte this row's message -> `duplicate`, no second copy; anything else (another
+// database's event with the same id) -> published under the new id.
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "relay/outbox_row.hpp"
+
+namespace idem::relay {
+
+// "<id>:<64 hex>".
+std::string nats_message_id(const OutboxRow& row);
+// The id an earlier version used: the bare outbox id.
+std::string legacy_nats_message_id(const OutboxRow& row);
+
+// The database's clock may run ahead of ours by this much; rows created that little after our start
+// are probed too.
+inline constexpr std::chrono::minutes kCreatedAtSkewAllowance{5};
+
+// Whether a row may have a copy under its bare id inside the window: this process started less
+// than one `window` ago and the row was created before it started (+ the allowance). Times are
+// Unix epoch microseconds.
+bool may_have_legacy_copy(std::int64_t created_at_micros, std::int64_t started_micros, std::int64_t now_micros,
+                          std::chrono::milliseconds window);
+
+}  // namespace idem::relay
