@@ -4,6 +4,7 @@
 
 #include <nats/nats.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -161,10 +162,9 @@ struct NatsJetStreamSink::Nats {
   }
 };
 
-// One row of a wave: which aggregate chain it belongs to, and whether it goes as a probe under its
-// earlier version's id (nats_message_id.hpp).
+// One row of a wave, and whether it goes as a probe under its earlier version's id
+// (nats_message_id.hpp).
 struct NatsJetStreamSink::Outgoing {
-  std::size_t chain = 0;
   std::size_t index = 0;
   bool probe = false;
 };
@@ -311,36 +311,61 @@ std::vector<Delivery> NatsJetStreamSink::publish_batch(const Job& job) {
   std::vector<std::pair<std::vector<std::size_t>, std::size_t>> chains;  // rows, next position
   chains.reserve(chains_by_aggregate.size());
   for (auto& [aggregate, indexes] : chains_by_aggregate) chains.emplace_back(std::move(indexes), 0);
+  const auto any_unavailable = [&deliveries] {
+    return std::any_of(deliveries.begin(), deliveries.end(),
+                       [](const Delivery& d) { return d.outcome == DeliveryOutcome::unavailable; });
+  };
 
+  // Probes first, for every row that may have a copy under its bare id: a probe never stores
+  // anything, so it need not wait for its aggregate's previous row, and the whole batch's probes
+  // cost one round trip per max_in_flight rows. A copy found settles its row as `duplicate`; no copy
+  // leaves it `held` for the rounds below.
+  std::vector<Outgoing> probes;
   const std::int64_t now_micros = unix_micros_now();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (stream_covers(filters_, subjects[i]) &&
+        may_have_legacy_copy(rows[i].created_at_micros, started_micros_, now_micros, window_)) {
+      probes.push_back({i, true});
+    }
+  }
+  for (std::size_t from = 0; from < probes.size(); from += config_.max_in_flight) {
+    if (std::chrono::steady_clock::now() + config_.publish_timeout > job.deadline) return deliveries;  // all held
+    const auto to = probes.begin() + static_cast<std::ptrdiff_t>(std::min(probes.size(), from + config_.max_in_flight));
+    send_wave(rows, subjects, std::vector<Outgoing>(probes.begin() + static_cast<std::ptrdiff_t>(from), to),
+              deliveries);
+    if (any_unavailable()) return deliveries;  // nothing published yet: the relay backs off
+  }
+
   bool sink_down = false;
   while (!sink_down) {
     std::vector<Outgoing> wave;  // the next row of each aggregate still going
-    for (std::size_t c = 0; c < chains.size() && wave.size() < config_.max_in_flight; ++c) {
-      if (chains[c].second >= chains[c].first.size()) continue;
-      const std::size_t index = chains[c].first[chains[c].second];
+    for (auto& [indexes, next] : chains) {
+      if (wave.size() >= config_.max_in_flight) break;
+      // Rows whose probe found their earlier copy are through already.
+      while (next < indexes.size() && deliveries[indexes[next]].outcome == DeliveryOutcome::duplicate) ++next;
+      if (next >= indexes.size()) continue;
+      const std::size_t index = indexes[next];
+      if (deliveries[index].outcome != DeliveryOutcome::held) {  // its probe was refused
+        next = indexes.size();
+        continue;
+      }
       if (!stream_covers(filters_, subjects[index])) {
         deliveries[index] = {DeliveryOutcome::retry,
                              "subject \"" + subjects[index] + "\" is not covered by stream \"" + config_.stream +
                                  "\" (subjects: " + describe_filters(filters_) + "): not published"};
         stats_.nats_subject_not_in_stream.fetch_add(1, std::memory_order_relaxed);
-        chains[c].second = chains[c].first.size();  // the rest of the aggregate stays held
+        next = indexes.size();  // the rest of the aggregate stays held
         continue;
       }
-      wave.push_back(
-          {c, index, may_have_legacy_copy(rows[index].created_at_micros, started_micros_, now_micros, window_)});
+      wave.push_back({index, false});
     }
     if (wave.empty()) break;
-    // A round is one wave, or two when some rows were probed first.
-    while (!wave.empty() && !sink_down) {
-      if (std::chrono::steady_clock::now() + config_.publish_timeout > job.deadline) return deliveries;  // rest held
-      wave = send_wave(rows, subjects, wave, deliveries);
-    }
+    if (std::chrono::steady_clock::now() + config_.publish_timeout > job.deadline) break;  // the rest stay held
+    send_wave(rows, subjects, wave, deliveries);
     // Advance each chain whose row went through; stop it (the rest held) when its row did not.
     for (auto& [indexes, next] : chains) {
       if (next >= indexes.size()) continue;
-      const Delivery& delivery = deliveries[indexes[next]];
-      switch (delivery.outcome) {
+      switch (deliveries[indexes[next]].outcome) {
         case DeliveryOutcome::delivered:
         case DeliveryOutcome::duplicate: ++next; break;
         case DeliveryOutcome::held: break;  // not in this round (beyond max_in_flight)
@@ -350,13 +375,24 @@ std::vector<Delivery> NatsJetStreamSink::publish_batch(const Job& job) {
       }
     }
   }
+  // Behind a row that did not go through, every later row of its aggregate is `held`, whatever its
+  // probe found: the relay settles an aggregate in order.
+  for (const auto& [indexes, next] : chains) {
+    bool stopped = false;
+    for (const std::size_t index : indexes) {
+      if (stopped) {
+        deliveries[index] = {DeliveryOutcome::held, {}};
+      } else {
+        stopped = deliveries[index].outcome != DeliveryOutcome::delivered &&
+                  deliveries[index].outcome != DeliveryOutcome::duplicate;
+      }
+    }
+  }
   return deliveries;
 }
 
-std::vector<NatsJetStreamSink::Outgoing> NatsJetStreamSink::send_wave(const std::vector<OutboxRow>& rows,
-                                                                      const std::vector<std::string>& subjects,
-                                                                      const std::vector<Outgoing>& wave,
-                                                                      std::vector<Delivery>& deliveries) {
+void NatsJetStreamSink::send_wave(const std::vector<OutboxRow>& rows, const std::vector<std::string>& subjects,
+                                  const std::vector<Outgoing>& wave, std::vector<Delivery>& deliveries) {
   std::vector<std::string> ids;
   ids.reserve(wave.size());
   for (const Outgoing& out : wave) {
@@ -417,8 +453,6 @@ std::vector<NatsJetStreamSink::Outgoing> NatsJetStreamSink::send_wave(const std:
     }
     nats_->board.wave.clear();
   }
-  std::vector<Outgoing> again;
-  bool any_unavailable = sink_down;
   for (std::size_t w = 0; w < wave.size(); ++w) {
     if (!sent[w]) continue;
     const std::size_t index = wave[w].index;
@@ -427,15 +461,14 @@ std::vector<NatsJetStreamSink::Outgoing> NatsJetStreamSink::send_wave(const std:
       deliveries[index] = outcome_of(result, subjects[index], filters_stale_);
       continue;
     }
-    // A probe: not stored before -> publish under the new id; a copy -> read it back.
-    if (result && !result->acked && result->code == JSStreamWrongLastSequenceErr) {
-      again.push_back({wave[w].chain, index, false});
-      continue;
-    }
+    // A probe refused: no copy under the bare id, the row stays `held` and goes out in its round.
+    if (result && !result->acked && result->code == JSStreamWrongLastSequenceErr) continue;
+    // Stored (a server that ignored the expectation: a correct copy of the event), or failed.
     if (!result || !result->acked || !result->duplicate) {
-      deliveries[index] = outcome_of(result, subjects[index], filters_stale_);  // stored now, or failed
+      deliveries[index] = outcome_of(result, subjects[index], filters_stale_);
       continue;
     }
+    // "Duplicate": read the copy back; this row's very message, or another event's with its id.
     jsOptions options;
     jsOptions_Init(&options);
     options.Wait = config_.publish_timeout.count();
@@ -446,25 +479,17 @@ std::vector<NatsJetStreamSink::Outgoing> NatsJetStreamSink::send_wave(const std:
       deliveries[index] = {
           DeliveryOutcome::unavailable,
           "reading back stream message " + std::to_string(result->sequence) + ": " + status_text(status)};
+    } else if (std::string_view(natsMsg_GetData(stored), static_cast<std::size_t>(natsMsg_GetDataLength(stored))) ==
+               bodies[w]) {
+      log::info("nats_earlier_copy_found",
+                {{"event_id", rows[index].id}, {"sequence", static_cast<std::int64_t>(result->sequence)}});
+      deliveries[index] = {DeliveryOutcome::duplicate, {}};
     } else {
-      const std::string_view data(natsMsg_GetData(stored), static_cast<std::size_t>(natsMsg_GetDataLength(stored)));
-      if (data == bodies[w]) {
-        log::info("nats_earlier_copy_found",
-                  {{"event_id", rows[index].id}, {"sequence", static_cast<std::int64_t>(result->sequence)}});
-        deliveries[index] = {DeliveryOutcome::duplicate, {}};
-      } else {
-        // Another event under the same bare id (another database, a reused id).
-        log::warn("event_id_reused", {{"event_id", rows[index].id}, {"stream", config_.stream}});
-        again.push_back({wave[w].chain, index, false});
-      }
+      // Another event under the same bare id (another database, a reused id): stays `held`.
+      log::warn("event_id_reused", {{"event_id", rows[index].id}, {"stream", config_.stream}});
     }
     natsMsg_Destroy(stored);
   }
-  for (const Outgoing& out : wave) {
-    any_unavailable = any_unavailable || deliveries[out.index].outcome == DeliveryOutcome::unavailable;
-  }
-  if (any_unavailable) again.clear();  // the server is not answering: those rows stay held
-  return again;
 }
 
 }  // namespace idem::relay

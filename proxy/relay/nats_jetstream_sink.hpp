@@ -19,10 +19,10 @@
 // Order per aggregate: publishes go in rounds; a round sends the next row of every aggregate
 // still going (at most max_in_flight) with js_PublishMsgAsync and waits for all their acks
 // (publish_timeout); an aggregate's next row goes only after its previous one was acknowledged.
-// A row that may have a copy under an earlier version's id is probed first (one more wave of the
-// round, nats_message_id.hpp). No ack in time: `unavailable` for the unacknowledged rows and the
-// rest of the batch (the server may have stored them: the re-publish is answered as a duplicate).
-// A row larger than the server's max_payload: `poison` (parked at once, the error says the sizes).
+// Rows that may have a copy under an earlier version's id are probed first, the batch's probes
+// together (one more round trip per max_in_flight of them, nats_message_id.hpp). No ack in time: `unavailable` for the
+// unacknowledged rows and the rest of the batch (the server may have stored them: the re-publish is answered as a
+// duplicate). A row larger than the server's max_payload: `poison` (parked at once, the error says the sizes).
 //
 // Threads: libnats runs its own (socket reader, flusher, ack delivery) and its calls block, so the
 // sink confines it to one thread of its own behind a job queue; publish() queues the batch and
@@ -80,10 +80,10 @@ class NatsJetStreamSink final : public Sink, public std::enable_shared_from_this
 
   void run();
   std::vector<Delivery> publish_batch(const Job& job);
-  // Sends `wave` (at most one row per aggregate) and waits for its acks; fills `deliveries` for
-  // rows settled, returns the rows to send again under their new id (probes that found no copy).
-  std::vector<Outgoing> send_wave(const std::vector<OutboxRow>& rows, const std::vector<std::string>& subjects,
-                                  const std::vector<Outgoing>& wave, std::vector<Delivery>& deliveries);
+  // Sends `wave` (publishes: at most one row per aggregate; probes: any) and waits for its acks;
+  // fills `deliveries`. A probe that finds no earlier copy (or another event's) leaves its row `held`.
+  void send_wave(const std::vector<OutboxRow>& rows, const std::vector<std::string>& subjects,
+                 const std::vector<Outgoing>& wave, std::vector<Delivery>& deliveries);
   // Re-reads the stream's subject filters; false (and `error`) when JetStream does not answer.
   bool refresh_filters(std::string& error);
 

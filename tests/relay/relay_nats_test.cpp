@@ -438,6 +438,48 @@ TEST_F(RelayNats, AnEarlierVersionsCopyUnderTheBareIdCountsAsPublishedAndAnother
   EXPECT_NE(relay.stderr_text().find("\"event\":\"event_id_reused\""), std::string::npos) << relay.stderr_text();
 }
 
+// A row whose earlier copy is found still waits behind its aggregate's row that did not go through
+// (here parked at once, too large): rows of an aggregate are settled in order.
+TEST_F(RelayNats, ARowWithAnEarlierCopyStillWaitsBehindItsAggregatesParkedRow) {
+  NatsServer server(dir_->path(), /*max_payload=*/4096);
+  use_nats(server);
+  schema_->client().query(
+      "INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) "
+      "VALUES ('order', 'big', 'e', jsonb_build_object('blob', repeat('x', 8000)))");
+  schema_->insert("order", "big", 1);
+  const PgRow second = schema_->client()
+                           .query("SELECT id, aggregate_type, aggregate_id, event_type, payload::text, headers::text, "
+                                  "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') "
+                                  "FROM outbox ORDER BY id DESC LIMIT 1")
+                           .at(0);
+  const idem::relay::OutboxRow row{.id = std::stoll(*second[0]),
+                                   .aggregate_type = *second[1],
+                                   .aggregate_id = *second[2],
+                                   .event_type = *second[3],
+                                   .payload = *second[4],
+                                   .headers = *second[5],
+                                   .created_at = *second[6],
+                                   .created_at_micros = 0,
+                                   .attempts = 0,
+                                   .traceparent = {},
+                                   .tracestate = {}};
+  publish_message(server.url(), prefix_ + ".order", std::to_string(row.id), idem::relay::HttpSink::body_for(row));
+  const RelayRunner runner(dir_->path(), settings_);
+  Process relay = runner.start("relay");
+  ASSERT_TRUE(eventually(
+      [&] { return schema_->client().scalar_int("SELECT count(*) FROM outbox WHERE parked_at IS NOT NULL") == 1; },
+      15s))
+      << relay.describe();
+  std::this_thread::sleep_for(500ms);  // a few more claims of the lane (poll 100 ms)
+  EXPECT_EQ(schema_->client().scalar_int("SELECT count(*) FROM outbox WHERE id = $1 AND published_at IS NULL",
+                                         {std::to_string(row.id)}),
+            1)
+      << "not settled ahead of the parked row";
+  EXPECT_EQ(relay.terminate(10s), 0) << relay.describe();
+  EXPECT_NE(relay.stderr_text().find("\"event\":\"nats_earlier_copy_found\""), std::string::npos)
+      << "its copy was found: " << relay.stderr_text();
+}
+
 // --check reads the stream and says what its duplicate window covers; short of the recommended
 // hour it warns with the figure.
 TEST_F(RelayNats, CheckSaysWhatTheDuplicateWindowCoversAndWarnsWhenItIsShort) {
