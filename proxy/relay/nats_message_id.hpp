@@ -11,8 +11,8 @@
 // Upgrading: a relay of an earlier version may have published a row under its bare id and stopped
 // before marking it. That copy stays deduplicable for one window after it was stored, i.e. at most
 // one window after this process started (the old relays are stopped before new ones start). So
-// while that lasts, a row created before this process started (plus a clock-skew allowance:
-// created_at is the database's clock) is first probed under its bare id: a publish JetStream
+// while that lasts, a row created before this process started (plus half a second: created_at is
+// the database's clock) is first probed under its bare id: a publish JetStream
 // refuses unless it is a duplicate (Nats-Expected-Last-Sequence set to a value no stream reaches;
 // the server checks Nats-Msg-Id first). "Duplicate" points at the stored copy, which is read back:
 // byte for byte this row's message -> `duplicate`, no second copy; anything else (another
@@ -30,9 +30,10 @@ std::string nats_message_id(const OutboxRow& row);
 // The id an earlier version used: the bare outbox id.
 std::string legacy_nats_message_id(const OutboxRow& row);
 
-// The database's clock may run ahead of ours by this much; rows created that little after our start
-// are probed too.
-inline constexpr std::chrono::minutes kCreatedAtSkewAllowance{5};
+// The database's clock may run a little ahead of ours: rows created that little after our start are
+// probed too. (An old relay stopped before this one started, so its rows are older than our start
+// by that gap as well.) Every row probed costs a round trip per max_in_flight of them: keep it small.
+inline constexpr std::chrono::milliseconds kCreatedAtSkewAllowance{500};
 
 // Whether a row may have a copy under its bare id inside the window: this process started less
 // than one `window` ago and the row was created before it started (+ the allowance). Times are
