@@ -94,6 +94,7 @@ Delivery outcome_of(const std::optional<AckResult>& result, const std::string& s
 struct StreamFacts {
   std::chrono::milliseconds window{0};
   std::vector<std::string> filters;
+  std::int64_t last_stored_micros = 0;  // when its last message was stored; 0 when it holds none
 };
 
 // nullopt with `error` when the stream cannot be read.
@@ -116,6 +117,7 @@ std::optional<StreamFacts> read_stream(jsCtx* js, const std::string& stream, std
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::nanoseconds(info->Config->Duplicates));
     for (int i = 0; i < info->Config->SubjectsLen; ++i) facts.filters.emplace_back(info->Config->Subjects[i]);
   }
+  if (info->State.Msgs > 0) facts.last_stored_micros = info->State.LastTime / 1000;  // ns since the epoch
   if (facts.filters.empty()) facts.filters.push_back(stream);  // a stream made without subjects takes its name
   jsStreamInfo_Destroy(info);
   return facts;
@@ -183,10 +185,12 @@ NatsJetStreamSink::NatsJetStreamSink(boost::asio::io_context& io, config::NatsSi
   filters_ = facts->filters;
   filters_read_at_ = std::chrono::steady_clock::now();
   started_micros_ = unix_micros_now();
+  probe_earlier_copies_ = earlier_copies_possible(facts->last_stored_micros, started_micros_, window_);
   log::info("nats_connected", {{"url", config_.url},
                                {"stream", config_.stream},
                                {"subjects", describe_filters(filters_)},
-                               {"duplicate_window_ms", static_cast<std::int64_t>(window_.count())}});
+                               {"duplicate_window_ms", static_cast<std::int64_t>(window_.count())},
+                               {"probe_earlier_copies", probe_earlier_copies_ ? "yes" : "no"}});
   if (check.verdict == DuplicateWindowVerdict::warned) {
     log::warn("nats_duplicate_window_short", {{"stream", config_.stream},
                                               {"duplicate_window_ms", static_cast<std::int64_t>(window_.count())},
@@ -323,7 +327,7 @@ std::vector<Delivery> NatsJetStreamSink::publish_batch(const Job& job) {
   std::vector<Outgoing> probes;
   const std::int64_t now_micros = unix_micros_now();
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    if (stream_covers(filters_, subjects[i]) &&
+    if (probe_earlier_copies_ && stream_covers(filters_, subjects[i]) &&
         may_have_legacy_copy(rows[i].created_at_micros, started_micros_, now_micros, window_)) {
       probes.push_back({i, true});
     }

@@ -93,6 +93,7 @@ class NatsJetStreamSink final : public Sink, public std::enable_shared_from_this
   std::unique_ptr<Nats> nats_;
   std::chrono::milliseconds window_{0};  // the stream's duplicate window, read at start
   std::int64_t started_micros_ = 0;      // Unix epoch: when this sink was made
+  bool probe_earlier_copies_ = false;    // the stream stored something within a window before that
   // The sink thread's own, after start():
   std::vector<std::string> filters_;  // the stream's subjects
   std::chrono::steady_clock::time_point filters_read_at_;

@@ -16,4 +16,10 @@ bool may_have_legacy_copy(std::int64_t created_at_micros, std::int64_t started_m
   return now_micros - started_micros < window_micros && created_at_micros < started_micros + skew_micros;
 }
 
+bool earlier_copies_possible(std::int64_t last_stored_micros, std::int64_t started_micros,
+                             std::chrono::milliseconds window) {
+  const std::int64_t window_micros = std::chrono::duration_cast<std::chrono::microseconds>(window).count();
+  return last_stored_micros > 0 && last_stored_micros > started_micros - window_micros;
+}
+
 }  // namespace idem::relay

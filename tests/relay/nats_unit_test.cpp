@@ -78,6 +78,15 @@ TEST(NatsMessageId, AnEarlierVersionsCopyIsLookedForOnlyWhileItCanStillBeInTheWi
       << "the database's clock may run a little ahead";
 }
 
+TEST(NatsMessageId, NothingIsProbedWhenTheStreamStoredNothingWithinAWindowBeforeTheStart) {
+  const std::int64_t started = 1'700'000'000'000'000;
+  const std::int64_t second = 1'000'000;
+  EXPECT_FALSE(earlier_copies_possible(0, started, 1h)) << "an empty stream";
+  EXPECT_FALSE(earlier_copies_possible(started - 3601 * second, started, 1h)) << "quiet for longer than the window";
+  EXPECT_TRUE(earlier_copies_possible(started - 3599 * second, started, 1h));
+  EXPECT_TRUE(earlier_copies_possible(started - second, started, 1h));
+}
+
 TEST(NatsDuplicateWindow, ShorterThanLeasePlusBackoffIsRefused) {
   const DuplicateWindowCheck check = check_duplicate_window("OUTBOX", 2s, 3200ms);
   EXPECT_EQ(check.verdict, DuplicateWindowVerdict::refused);

@@ -231,6 +231,9 @@ TEST_F(RelayNats, TwoOutboxesWithCollidingIdsIntoOneStreamStoreEveryEventOnce) {
   for (const auto& [event, count] : copies) EXPECT_EQ(count, 1) << event.first << " " << event.second;
   EXPECT_EQ(stopped_field(second_relay.stderr_text(), "duplicates"), 0)
       << "none of the second outbox's events was taken for one of the first's";
+  EXPECT_NE(first_relay.stderr_text().find("\"probe_earlier_copies\":\"no\""), std::string::npos)
+      << "an empty stream can hold no earlier version's copy: nothing probed\n"
+      << first_relay.stderr_text();
 }
 
 // TRUNCATE ... RESTART IDENTITY hands the ids out again within the duplicate window: the new
@@ -436,6 +439,7 @@ TEST_F(RelayNats, AnEarlierVersionsCopyUnderTheBareIdCountsAsPublishedAndAnother
   EXPECT_EQ(ids, expected) << "the earlier copies kept, the third event added under its own id";
   EXPECT_EQ(stopped_field(relay.stderr_text(), "duplicates"), 2) << relay.stderr_text();
   EXPECT_NE(relay.stderr_text().find("\"event\":\"event_id_reused\""), std::string::npos) << relay.stderr_text();
+  EXPECT_NE(relay.stderr_text().find("\"probe_earlier_copies\":\"yes\""), std::string::npos) << relay.stderr_text();
 }
 
 // A row whose earlier copy is found still waits behind its aggregate's row that did not go through
