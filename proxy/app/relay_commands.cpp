@@ -7,6 +7,7 @@
 #include "pg/migrate.hpp"
 #include "pg/replication_watch.hpp"
 #include "relay/migrations.hpp"
+#include "relay/nats_jetstream_sink.hpp"
 #include "relay/parked_commands.hpp"
 
 namespace idem::app {
@@ -69,6 +70,11 @@ int run_relay_command(const config::RelayConfig& config, const std::string& conf
       // Informational only: a database that is down does not fail the check.
       std::cout << "postgres: " << pg::check_replication_report(config.postgres.dsn, config.postgres.connect_timeout)
                 << "\n";
+      if (config.sink.kind == config::SinkKind::nats_jetstream) {
+        std::cout << relay::NatsJetStreamSink::check_report(config.sink.nats,
+                                                            config.relay.lease + config.relay.backoff_max)
+                  << "\n";
+      }
       return 0;
     case RelayCommand::Kind::migrate: return migrate(config);
     case RelayCommand::Kind::list_parked:

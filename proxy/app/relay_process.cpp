@@ -93,7 +93,7 @@ bool RelayProcess::build(const config::RelayConfig& config, const std::string& c
         break;
       case config::SinkKind::nats_jetstream:
         sink_ = std::make_shared<relay::NatsJetStreamSink>(io_, config.sink.nats,
-                                                           config.relay.lease + config.relay.backoff_max);
+                                                           config.relay.lease + config.relay.backoff_max, stats_);
         break;
     }
   } catch (const std::exception& error) {
