@@ -41,7 +41,7 @@ void MemoryStore::claim(const ClaimRequest& request, ClaimHandler handler) {
   handler(error, std::move(result));  // outside the lock: the handler may call us again
 }
 
-std::function<void()> MemoryStore::claim_visible_later(const ClaimRequest& request, ClaimHandler handler) {
+std::function<void()> MemoryStore::claim_visible_later(const ClaimRequest& request, const ClaimHandler& handler) {
   core::ClaimResult result;
   StoreError error = StoreError::ok;
   std::optional<Entry> write;

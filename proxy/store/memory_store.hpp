@@ -44,7 +44,7 @@ class MemoryStore final : public Store {
   // returned function is called, in place of whatever the key holds then; empty when the claim
   // writes nothing. Until then the caller holds back what Postgres would make wait on the row (the
   // key's other claims, the writes of the record it replaces).
-  std::function<void()> claim_visible_later(const ClaimRequest& request, ClaimHandler handler);
+  std::function<void()> claim_visible_later(const ClaimRequest& request, const ClaimHandler& handler);
 
  private:
   using TimePoint = std::chrono::steady_clock::time_point;
