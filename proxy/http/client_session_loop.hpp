@@ -32,6 +32,7 @@
 #include "http/proxy_metrics.hpp"
 #include "http/record_settlement.hpp"
 #include "http/request_handler.hpp"
+#include "http/streamed_forwarding.hpp"
 #include "tls/buffered_parse.hpp"
 #include "tls/http_head.hpp"
 #include "tls/tls_session.hpp"
@@ -109,7 +110,7 @@ asio::awaitable<void> refuse(Stream& stream, ClientConnection& connection, core:
   co_await linger_close(stream, connection);
 }
 
-inline void log_request(std::string_view method, std::string_view target, const Response& response,
+inline void log_request(std::string_view method, std::string_view target, unsigned status,
                         const RequestTrace& trace) {
   if (!log::enabled(log::Level::info)) return;
   const std::string_view path = target.substr(0, target.find('?'));  // queries may carry secrets
@@ -117,7 +118,7 @@ inline void log_request(std::string_view method, std::string_view target, const 
                         {"path", path},
                         {"route", trace.route},
                         {"decision", trace.decision},
-                        {"status", response.result_int()},
+                        {"status", status},
                         {"upstream_us", static_cast<std::int64_t>(trace.upstream.count())},
                         {"store_us", static_cast<std::int64_t>(trace.store.count())},
                         {"cache_hit", trace.cache_hit ? "true" : "false"},
@@ -260,10 +261,68 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       co_return;
     }
 
+    // Logged as received (the target is normalized below), when logged at all.
+    const bool access_log = services.config->config.log.access;
+    const std::string method = access_log ? std::string(request.parts().method_string) : std::string();
+    const std::string target = access_log ? std::string(request.parts().target) : std::string();
+    request.set_target(std::move(normalized.normalized->target));
+    // absolute-form: the target's authority replaces any Host (RFC 9112 §3.2.2).
+    if (normalized.normalized->authority) request.set_host(std::move(*normalized.normalized->authority));
+    // Only this layer knows the transport; whatever the client claimed is replaced.
+    request.set_field(beast_http::field::unknown, "X-Forwarded-Proto", kIsTls<Stream> ? "https" : "http");
+    const bool client_keep_alive = keeps_connection_open(request.parts());
+    RequestTrace trace;
+    // Only the access log reads it. Two traceparent fields make neither valid (W3C Trace Context §3.2).
+    if (access_log) trace.traceparent = single_valid_traceparent(request.parts());
+
     if (version >= 11 && expects_continue(request.parts())) {
       connection.deadline.expire_after(limits.write_timeout);
       auto [ec, n] = co_await asio::async_write(stream, asio::buffer(kContinue), use_tuple);
       if (ec) co_return;
+    }
+
+    // A request no idempotency rule applies to is streamed both ways, decided from its head.
+    const std::shared_ptr<const RuntimeConfig> config = services.config;
+    const RoutedRequest routed = route_request(*config, request.parts());
+    if (routed.handling == core::BodyHandling::streamed) {
+      if (routed.route != nullptr) trace.route = routed.route->policy.name;
+      connection.deadline.expire_never();
+      const auto handling_started = std::chrono::steady_clock::now();
+      streaming::StreamedOutcome outcome = co_await streaming::forward_streamed(
+          stream, connection, request, parser, buffer, services, *config, routed.route, address,
+          client_keep_alive && !draining, response_head, trace, [&](unsigned status) {
+            trace.handled = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                                  handling_started);
+            services.metrics.record(trace, status);
+            if (access_log) log_request(method, target, status, trace);
+          });
+      if (outcome.refused) {
+        co_await refuse(stream, connection, std::move(*outcome.problem), version, limits.write_timeout,
+                        services.metrics);
+        co_return;
+      }
+      if (outcome.problem) {
+        // Nothing was sent yet: the problem is the answer (the connection closes after it when the
+        // request's body was not read to its end).
+        const bool keep_alive = outcome.request_read && client_keep_alive && !draining;
+        outcome.status = static_cast<unsigned>(outcome.problem->status);
+        trace.handled =
+            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - handling_started);
+        Response response = problem_response(*outcome.problem, version);
+        if (!keep_alive || version < 11) response.keep_alive(keep_alive);
+        services.metrics.record(trace, outcome.status);
+        if (access_log) log_request(method, target, outcome.status, trace);
+        connection.deadline.expire_after(limits.write_timeout);
+        auto [write_ec, written] = co_await write_response(stream, response, response_head);
+        connection.in_request = false;
+        if (write_ec) co_return;
+        if (!outcome.request_read) co_await linger_close(stream, connection);
+        if (!keep_alive) co_return;
+        continue;
+      }
+      connection.in_request = false;
+      if (!outcome.keep_alive) co_return;
+      continue;
     }
 
     connection.deadline.expire_after(limits.body_timeout);
@@ -286,28 +345,15 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       co_return;
     }
 
-    const bool client_keep_alive = keeps_connection_open(request.parts());
-    // Logged as received (the handler rewrites the request for the upstream), when logged at all.
-    const bool access_log = services.config->config.log.access;
-    const std::string method = access_log ? std::string(request.parts().method_string) : std::string();
-    const std::string target = access_log ? std::string(request.parts().target) : std::string();
-    request.set_target(std::move(normalized.normalized->target));
-    // absolute-form: the target's authority replaces any Host (RFC 9112 §3.2.2).
-    if (normalized.normalized->authority) request.set_host(std::move(*normalized.normalized->authority));
-    // Only this layer knows the transport; whatever the client claimed is replaced.
-    request.set_field(beast_http::field::unknown, "X-Forwarded-Proto", kIsTls<Stream> ? "https" : "http");
     // While the request is handled nothing is read from the client: its going away must not
     // cancel the upstream call or the store write (the handler's own deadlines bound them).
     connection.deadline.expire_never();
-    RequestTrace trace;
     const auto handling_started = std::chrono::steady_clock::now();
-    // Only the access log reads it. Two traceparent fields make neither valid (W3C Trace Context §3.2).
-    if (access_log) trace.traceparent = single_valid_traceparent(request.parts());
-    Response response = co_await handle_request(services, request.parts(), address, trace);
+    Response response = co_await handle_request(services, routed, request.parts(), address, trace);
     trace.handled =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - handling_started);
     services.metrics.record(trace, response.result_int());
-    if (access_log) log_request(method, target, response, trace);
+    if (access_log) log_request(method, target, response.result_int(), trace);
 
     const bool keep_alive = client_keep_alive && !draining;
     // An HTTP/1.1 response stays open without a Connection field: Beast's keep_alive(true), which

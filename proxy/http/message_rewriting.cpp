@@ -53,7 +53,7 @@ void set_length_last(Message& message) {
 
 }  // namespace
 
-bool keeps_connection_open(const Response& response) {
+bool keeps_connection_open(const beast_http::response_header<>& response) {
   return core::keeps_connection_open(response.version(), tls::connection_list(response));
 }
 
@@ -75,16 +75,38 @@ void frame_for_client(Response& response, bool head_request) {
 
 }  // namespace
 
-void prepare_client_response(Response& response, bool head_request, const std::vector<std::string>& replay_headers) {
-  erase_fields(response, [&](const Response::value_type& field) {
-    // Only the proxy says whether an answer is a replay: an upstream's own header never reaches
-    // the client on a first execution. Nor when the key expires: that is the record's, which the
-    // proxy keeps (core/stored_headers.hpp).
+// Hop-by-hop fields, and what only the proxy may say: whether an answer is a replay (an
+// upstream's own header never reaches the client on a first execution), when the key expires
+// (the record's, which the proxy keeps: core/stored_headers.hpp), Idempotency-Transient.
+template <class Message>
+void erase_upstream_only_fields(Message& message, const std::vector<std::string>& replay_headers) {
+  erase_fields(message, [&](const Response::value_type& field) {
     if (named(field, "Idempotency-Transient") || named(field, core::kKeyExpiresHeader)) return true;
     return std::any_of(replay_headers.begin(), replay_headers.end(),
                        [&](const std::string& name) { return named(field, name); });
   });
+}
+
+void prepare_client_response(Response& response, bool head_request, const std::vector<std::string>& replay_headers) {
+  erase_upstream_only_fields(response, replay_headers);
   frame_for_client(response, head_request);
+}
+
+void prepare_streamed_head(beast_http::response_header<>& head, const core::StreamedFraming& framing,
+                           const std::vector<std::string>& replay_headers) {
+  erase_upstream_only_fields(head, replay_headers);  // Transfer-Encoding among them: hop-by-hop
+  if (framing.drop_content_length) head.erase(beast_http::field::content_length);
+  if (!framing.transfer_encoding.empty()) head.insert(beast_http::field::transfer_encoding, framing.transfer_encoding);
+}
+
+std::string transfer_codings(const beast_http::fields& fields) {
+  std::string joined;
+  for (const auto& field : fields) {
+    if (field.name() != beast_http::field::transfer_encoding || field.value().empty()) continue;
+    if (!joined.empty()) joined += ", ";
+    joined.append(field.value());
+  }
+  return joined;
 }
 
 Response replay_response(const core::StoredResponse& stored, unsigned version, const core::RoutePolicy& policy) {

@@ -80,11 +80,6 @@ std::shared_ptr<asio::ssl::context> upstream_tls_context(const config::UpstreamT
 }
 }  // namespace
 
-struct UpstreamPool::Transport : ClientStream {
-  using ClientStream::ClientStream;
-  beast::flat_buffer buffer;  // kept across exchanges: its storage is allocated once
-};
-
 UpstreamPool::UpstreamPool(asio::io_context& io, const config::UpstreamConfig& upstream, std::size_t max_connections,
                            std::size_t max_response_body)
     : io_(io),
@@ -134,6 +129,20 @@ asio::awaitable<UpstreamFailure> UpstreamPool::open_connection(Connection& conne
     log::warn("upstream_tls_failed", {{"server_name", tls_name_}, {"reason", *failure}});
     co_return UpstreamFailure::tls_failed;
   }
+  co_return UpstreamFailure::none;
+}
+
+asio::awaitable<UpstreamFailure> UpstreamPool::acquire(UpstreamLease& lease) {
+  const auto now = std::chrono::steady_clock::now();
+  if (std::optional<Connection> pooled = take_idle(now)) {
+    lease = UpstreamLease(*this, std::move(*pooled), true);
+    co_return UpstreamFailure::none;
+  }
+  if (open_ >= max_connections_) co_return UpstreamFailure::pool_exhausted;
+  Connection connection{std::make_unique<Transport>(io_, tls_.get()), Ticket(&open_)};
+  const UpstreamFailure failure = co_await open_connection(connection);
+  if (failure != UpstreamFailure::none) co_return failure;
+  lease = UpstreamLease(*this, std::move(connection), false);
   co_return UpstreamFailure::none;
 }
 

@@ -39,40 +39,18 @@ class UpstreamPool final : public Upstream {
   // Runs on the pool's io_context. A stale pooled connection found closed when written to is
   // replaced once.
   boost::asio::awaitable<UpstreamResult> exchange(const UpstreamRequest& request) override;
+  boost::asio::awaitable<core::UpstreamFailure> acquire(UpstreamLease& lease) override;
   void close_idle() override;
   std::size_t open_connections() const { return open_; }
 
  private:
-  // Counts an open connection for as long as it lives, so every exit path gives its slot back.
-  class Ticket {
-   public:
-    explicit Ticket(std::size_t* open) : open_(open) { ++*open_; }
-    Ticket(Ticket&& other) noexcept : open_(std::exchange(other.open_, nullptr)) {}
-    Ticket& operator=(Ticket&& other) noexcept {
-      if (this != &other) {
-        release();
-        open_ = std::exchange(other.open_, nullptr);
-      }
-      return *this;
-    }
-    ~Ticket() { release(); }
-
-   private:
-    void release() {
-      if (open_) --*open_;
-      open_ = nullptr;
-    }
-    std::size_t* open_;
-  };
-  struct Transport;  // TCP, and TLS over it for an https upstream (upstream_pool.cpp)
-  struct Connection {
-    std::unique_ptr<Transport> transport;  // on the heap: the TLS layer refers to the TCP stream
-    Ticket ticket;
-    std::chrono::steady_clock::time_point idle_since{};
-  };
+  using Transport = UpstreamTransport;
+  using Connection = UpstreamConnection;
+  using Ticket = ConnectionTicket;
 
   std::optional<Connection> take_idle(std::chrono::steady_clock::time_point now);
   void put_idle(Connection&& connection, std::chrono::steady_clock::time_point now);
+  void take_back(Connection&& connection) override { put_idle(std::move(connection), std::chrono::steady_clock::now()); }
   // A new connection, TLS handshake included; a failure says what went wrong.
   boost::asio::awaitable<core::UpstreamFailure> open_connection(Connection& connection);
 

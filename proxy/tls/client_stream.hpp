@@ -46,6 +46,8 @@ struct ClientStream {
   void expire_at(std::chrono::steady_clock::time_point when) { deadline_.expire_at(when); }
   void expire_after(std::chrono::steady_clock::duration timeout) { deadline_.expire_after(timeout); }
   void expire_never() { deadline_.expire_never(); }
+  // The deadline passed (and closed the socket): a failure since is the deadline's doing.
+  bool timed_out() const { return deadline_.expired(); }
   // Closes the socket; pending operations fail.
   void close();
 

@@ -26,11 +26,11 @@ using HeadResponse = boost::beast::http::response<boost::beast::http::string_bod
 // Every Connection line, as one comma-separated list (RFC 9110 §5.3: several lines of a list
 // field are one field; a proxy that reads only the first drops the rest).
 std::string connection_list(std::span<const FieldView> fields);
-std::string connection_list(const HeadResponse& response);
+std::string connection_list(const boost::beast::http::fields& fields);
 
 // Replaces `out` with the message's head.
 void write_head(const HeadRequest& request, std::string& out);
-void write_head(const HeadResponse& response, std::string& out);
+void write_head(const boost::beast::http::response_header<>& response, std::string& out);
 // A request head from its parts, the fields in the order given.
 void write_head(std::string_view method, std::string_view target, unsigned version, std::span<const FieldView> fields,
                 std::string& out);

@@ -95,6 +95,8 @@ class FakeUpstream final : public http::Upstream {
     result.response.body() = "created-" + std::to_string(executions);
     co_return result;
   }
+  // The exchange never streams (http/streamed_forwarding.hpp does, over a real pool).
+  asio::awaitable<UpstreamFailure> acquire(http::UpstreamLease&) override { co_return UpstreamFailure::connect_failed; }
   void close_idle() override {}
 
   void answer(int status, std::string body, std::optional<std::string> transient = std::nullopt) {
@@ -115,6 +117,9 @@ class FakeUpstream final : public http::Upstream {
   http::Request last_request;
   std::deque<http::UpstreamResult> script;
   std::chrono::milliseconds delay{0};  // before every answer: the request is "at the upstream"
+
+ private:
+  void take_back(http::UpstreamConnection&&) override {}
 };
 
 // The memory store, with errors injected on the next claim or owner write. `after_running`: the

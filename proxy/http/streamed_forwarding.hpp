@@ -1,0 +1,315 @@
+#pragma once
+// Plain proxying with the bodies streamed both ways, for every request no idempotency rule
+// applies to (core/body_handling.hpp decides from the head): the request's body goes upstream as
+// it arrives and the answer's body to the client as it comes, each through one window
+// (wire/body_pump.hpp), so neither costs memory with its size and a slow side holds the other
+// back through TCP. A length stays the length, a chunked body goes on chunk by chunk, a body ended
+// by the close ends the client connection too (core/streamed_framing.hpp).
+//
+// Deadlines bound silences, not bodies: the request body's reads limits.body_timeout each; the
+// upstream's answer upstream.timeout for its head (from the request's end) and then for each
+// read; each write to either side limits.write_timeout / upstream.timeout without progress. A
+// feed that keeps sending lives as long as it sends.
+//
+// A failure mid-body is never passed off as an end: the upstream failing or closing early (or
+// the window's deadline passing) closes the client connection at once, without the last chunk or
+// short of the length (no TLS close_notify either); the client going away closes the upstream
+// connection at once (wire/client_gone_watch.hpp), never giving it back to the pool.
+//
+// Templates on the client's stream: included by client_session_loop.hpp only.
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/error.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/problem.hpp"
+#include "core/stored_headers.hpp"
+#include "core/streamed_framing.hpp"
+#include "http/client_connection.hpp"
+#include "http/client_request.hpp"
+#include "http/message_rewriting.hpp"
+#include "http/request_handler.hpp"
+#include "http/request_trace.hpp"
+#include "http/upstream.hpp"
+#include "http/upstream_request.hpp"
+#include "log/log.hpp"
+#include "wire/body_pump.hpp"
+#include "wire/client_gone_watch.hpp"
+#include "wire/response_head.hpp"
+#include "wire/stream_io.hpp"
+
+namespace idem::http {
+
+// The window functions the body pump finds by argument-dependent lookup.
+inline void body_window(ClientRequestParser& parser, char* data, std::size_t size) { parser.body_window(data, size); }
+inline std::size_t body_window_left(const ClientRequestParser& parser) { return parser.body_window_left(); }
+
+namespace streaming {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+
+inline constexpr std::uint32_t kResponseHeaderLimit = 64 * 1024;
+
+// What the client connection does after a streamed exchange.
+struct StreamedOutcome {
+  // Set: nothing was sent to the client; it gets this answer. When the request's body was not
+  // read to its end (`request_read` false), the connection closes after it.
+  std::optional<core::Problem> problem;
+  bool request_read = true;
+  bool refused = false;     // the problem refuses the request itself (413, 400): answered as a refusal
+  bool keep_alive = false;  // the connection may serve its next request
+  unsigned status = 0;      // the status the client got; 0 when none (it went away first)
+};
+
+// The client's side of the pumps: the request body's reads, the response's writes.
+template <class Stream>
+struct ClientEnd {
+  Stream& stream;
+  ClientConnection& connection;
+  std::chrono::milliseconds read_timeout;
+  std::chrono::milliseconds write_timeout;
+
+  boost::system::error_code timed_out_or(const boost::system::error_code& ec) const {
+    return ec && connection.deadline.expired() ? boost::system::error_code(beast::error::timeout) : ec;
+  }
+  asio::awaitable<wire::IoResult> read_some(asio::mutable_buffer buffer) {
+    auto [ec, n] = co_await wire::read_some_within(stream, buffer, connection.deadline, read_timeout);
+    co_return wire::IoResult{timed_out_or(ec), n};
+  }
+  template <class Buffers>
+  asio::awaitable<wire::IoResult> write(Buffers buffers) {
+    auto [ec, n] = co_await wire::write_within(stream, buffers, connection.deadline, write_timeout);
+    co_return wire::IoResult{timed_out_or(ec), n};
+  }
+};
+
+// The upstream's side: the request's writes, the response's reads (each bounded by `timeout`).
+// With a watch, the first read that waits starts watching the client (the answer may take long).
+struct UpstreamEnd {
+  UpstreamTransport& transport;
+  std::chrono::milliseconds timeout;
+  wire::ClientGoneWatch* watch = nullptr;
+
+  boost::system::error_code timed_out_or(const boost::system::error_code& ec) const {
+    return ec && transport.timed_out() ? boost::system::error_code(beast::error::timeout) : ec;
+  }
+  asio::awaitable<wire::IoResult> read_some(asio::mutable_buffer buffer) {
+    if (watch != nullptr) watch->arm(transport.tcp);
+    // (No co_await inside ?: with bindings: GCC 12 mishandles it.)
+    if (transport.tls) {
+      auto [ec, n] = co_await wire::read_some_within(*transport.tls, buffer, transport, timeout);
+      co_return wire::IoResult{timed_out_or(ec), n};
+    }
+    auto [ec, n] = co_await wire::read_some_within(transport.tcp, buffer, transport, timeout);
+    co_return wire::IoResult{timed_out_or(ec), n};
+  }
+  template <class Buffers>
+  asio::awaitable<wire::IoResult> write(Buffers buffers) {
+    if (transport.tls) {
+      auto [ec, n] = co_await wire::write_within(*transport.tls, buffers, transport, timeout);
+      co_return wire::IoResult{timed_out_or(ec), n};
+    }
+    auto [ec, n] = co_await wire::write_within(transport.tcp, buffers, transport, timeout);
+    co_return wire::IoResult{timed_out_or(ec), n};
+  }
+};
+
+// The peer closed or reset the connection (a TLS peer without close_notify: truncated).
+inline bool is_connection_gone(const boost::system::error_code& ec) {
+  return ec == beast_http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+         ec == asio::error::broken_pipe || ec == asio::ssl::error::stream_truncated;
+}
+
+// A window as large as a body known to be smaller (a small message costs a small allocation).
+struct Window {
+  explicit Window(std::size_t size) : data(size > 0 ? new char[size] : nullptr), size(size) {}
+  std::span<char> span() { return {data.get(), size}; }
+  std::unique_ptr<char[]> data;
+  std::size_t size;
+};
+inline std::size_t window_size(bool has_body, const boost::optional<std::uint64_t>& length) {
+  if (!has_body) return 0;
+  if (!length) return wire::kBodyWindow;
+  return static_cast<std::size_t>(std::min<std::uint64_t>(*length, wire::kBodyWindow));
+}
+
+// Whether a head announces a body: a length other than 0, or a coding.
+inline bool announces_body(const beast_http::fields& fields) {
+  for (const auto& field : fields) {
+    if (field.name() == beast_http::field::transfer_encoding) return true;
+    if (field.name() == beast_http::field::content_length && field.value() != "0") return true;
+  }
+  return false;
+}
+
+inline bool has_connection_field(const beast_http::fields& fields) {
+  return std::any_of(fields.begin(), fields.end(),
+                     [](const auto& field) { return field.name() == beast_http::field::connection; });
+}
+
+// Forwards the request whose head `parser` has read (its body not yet) and streams the answer to
+// the client. `head_buffer`: the connection's, for the response head. `route`: the matched one,
+// or null. `keep_alive`: what the client asked for (and the worker allows). `on_head(status)` runs
+// just before the answer's head is written (its metrics and log line are out before a client
+// could read it).
+template <class Stream, class OnHead>
+asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnection& connection,
+                                                  const ClientRequest& request, ClientRequestParser& parser,
+                                                  beast::flat_buffer& client_buffer, WorkerServices& services,
+                                                  const RuntimeConfig& config, const core::Route* route,
+                                                  std::string_view client_address, bool keep_alive,
+                                                  std::string& head_buffer, RequestTrace& trace, OnHead on_head) {
+  const RequestParts& parts = request.parts();
+  const config::LimitsConfig& limits = config.config.limits;
+  const std::chrono::milliseconds upstream_timeout = config.config.upstream.timeout;
+  const bool head_request = parts.method == beast_http::verb::head;
+  const bool safe_method = head_request || parts.method == beast_http::verb::get ||
+                           parts.method == beast_http::verb::options;
+  const bool has_body = !parser.is_done();
+  const RequestBodyFraming request_framing = !has_body         ? RequestBodyFraming::whole
+                                             : parser.chunked() ? RequestBodyFraming::streamed_chunked
+                                                                : RequestBodyFraming::streamed_length;
+  const UpstreamRequest upstream_request(parts, client_address, request_framing, parser.content_length().value_or(0));
+  ClientEnd<Stream> client{stream, connection, limits.body_timeout, limits.write_timeout};
+  const auto started = std::chrono::steady_clock::now();
+  StreamedOutcome outcome;
+  auto answer = [&](core::Problem problem) {
+    outcome.problem = std::move(problem);
+    outcome.request_read = parser.is_done();
+    return outcome;
+  };
+
+  Window request_window(window_size(has_body, parser.content_length()));
+  UpstreamLease lease;  // declared before the watch, which refers to its socket
+  std::optional<wire::ClientGoneWatch> watch;
+  std::optional<wire::StreamedResponseParser> response;
+  wire::PumpResult sent;
+  for (int attempt = 0;; ++attempt) {
+    watch.reset();
+    const core::UpstreamFailure failure = co_await services.upstream.acquire(lease);
+    if (failure != core::UpstreamFailure::none) co_return answer(core::upstream_failure_problem(failure));
+    UpstreamTransport& transport = lease.transport();
+
+    // The head with the body's first window, then the rest as it comes. A reused connection the
+    // upstream closed before the first write is replaced, the request sent again whole: nothing
+    // of it went out (bytes written before a failure are never sent twice).
+    UpstreamEnd to_upstream{transport, upstream_timeout};
+    upstream_request.write_head(transport.head_buffer());
+    const wire::OutFraming request_out =
+        parser.chunked() ? wire::OutFraming::chunked : wire::OutFraming::raw;
+    sent = co_await wire::pump_body(parser, client_buffer, client, to_upstream, request_out, request_window.span(),
+                                    transport.head_buffer(), sent.unsent);
+    switch (sent.end) {
+      case wire::PumpEnd::complete: break;
+      case wire::PumpEnd::sink_failed:
+        if (attempt == 0 && lease.reused() && sent.body_bytes == 0 && sent.written_of_failed == 0 &&
+            is_connection_gone(sent.ec)) {
+          lease.close();
+          continue;
+        }
+        co_return answer(core::upstream_failure_problem(sent.ec == beast::error::timeout
+                                                            ? core::UpstreamFailure::timeout
+                                                            : core::UpstreamFailure::connection_lost));
+      case wire::PumpEnd::source_failed: co_return outcome;  // the client went away or went silent
+      case wire::PumpEnd::malformed:
+        outcome.refused = true;
+        co_return answer(sent.ec == beast_http::error::body_limit
+                             ? core::request_too_large_problem(limits.max_request_body)
+                             : core::bad_request_problem("malformed request body: " + sent.ec.message()));
+    }
+
+    // The head of the answer: upstream.timeout from the request's end. Meanwhile the client is
+    // watched: its going away closes the upstream connection at once.
+    watch.emplace(connection.socket);
+    UpstreamEnd from_upstream{transport, upstream_timeout, &*watch};
+    auto [head_ec, head_bytes] = co_await wire::read_response_head(from_upstream, transport.buffer, response,
+                                                                   kResponseHeaderLimit, head_request);
+    if (!head_ec) break;
+    if (watch->client_gone()) co_return outcome;
+    // TLS 1.3: a server checks our certificate after we consider the handshake done, so its
+    // refusal arrives in place of the response; its application never saw the request.
+    if (!lease.reused() && transport.handshake_refused(head_ec, head_bytes)) {
+      log::warn("upstream_tls_failed", {{"reason", "the upstream rejected the TLS handshake"}});
+      co_return answer(core::upstream_failure_problem(core::UpstreamFailure::tls_failed));
+    }
+    if (head_ec == beast::error::timeout) co_return answer(core::upstream_timeout_problem());
+    // A reused connection closed with not one byte of answer: the upstream dropped an idle
+    // connection as we wrote to it. A safe request without a body is sent again.
+    if (attempt == 0 && lease.reused() && safe_method && !has_body && head_bytes == 0 &&
+        is_connection_gone(head_ec)) {
+      lease.close();
+      sent = {};
+      continue;
+    }
+    co_return answer(core::upstream_failure_problem(is_connection_gone(head_ec) ? core::UpstreamFailure::connection_lost
+                                                                                : core::UpstreamFailure::bad_response));
+  }
+  trace.upstream += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
+
+  auto& message = response->get();
+  const unsigned status = message.result_int();
+  // 101: the upstream switched protocols, which this request did not ask for (Upgrade is
+  // hop-by-hop: never forwarded); the connection is no longer HTTP and is closed with the lease.
+  if (status == 101) co_return answer(core::upstream_failure_problem(core::UpstreamFailure::switched_protocols));
+  const std::string codings = transfer_codings(message);
+  const core::StreamedFraming framing = core::streamed_framing(
+      status, head_request,
+      core::UpstreamFraming{
+          .has_length = response->content_length().has_value(), .chunked = response->chunked(), .transfer_codings = codings},
+      parts.version);
+  if (framing.refusal) co_return answer(*framing.refusal);
+
+  // Whether the upstream connection can serve another exchange once this answer is read: it
+  // stays open, and a 204/304 announcing a body it may send anyway is not trusted.
+  const bool bodiless_status = status == 204 || status == 304;
+  const bool upstream_reusable = keeps_connection_open(message) && !response->need_eof() &&
+                                 !(!head_request && bodiless_status && announces_body(message));
+  outcome.keep_alive = keep_alive && !framing.close_after;
+  prepare_streamed_head(message, framing, replay_headers_of(route));
+  // An HTTP/1.1 response stays open without a Connection field: one is set only when needed.
+  if (!outcome.keep_alive || message.version() < 11 || has_connection_field(message)) {
+    message.keep_alive(outcome.keep_alive);
+  }
+  tls::write_head(message, head_buffer);
+  outcome.status = status;
+  on_head(status);
+
+  const bool streams_body = framing.body != core::StreamedBody::none && !response->is_done();
+  Window response_window(window_size(streams_body, response->content_length()));
+  const wire::OutFraming response_out =
+      framing.body == core::StreamedBody::chunked ? wire::OutFraming::chunked : wire::OutFraming::raw;
+  UpstreamEnd from_upstream{lease.transport(), upstream_timeout, &*watch};
+  const wire::PumpResult relayed = co_await wire::pump_body(*response, lease.transport().buffer, from_upstream, client,
+                                                            response_out, response_window.span(), head_buffer);
+  if (relayed.end == wire::PumpEnd::complete) {
+    if (upstream_reusable && lease.transport().buffer.size() == 0) {
+      watch.reset();
+      lease.give_back();
+    }
+    co_return outcome;
+  }
+  // Cut short: the client must see an incomplete message, so its connection ends now (a TLS
+  // close_notify would make a body ended by the close look complete).
+  if (relayed.end != wire::PumpEnd::sink_failed && !watch->client_gone()) {
+    log::warn("upstream_body_cut", {{"status", status},
+                                    {"body_bytes", static_cast<std::int64_t>(relayed.body_bytes)},
+                                    {"error", relayed.ec.message()}});
+  }
+  outcome.keep_alive = false;
+  watch.reset();
+  lease.close();
+  connection.close();
+  co_return outcome;
+}
+
+}  // namespace streaming
+}  // namespace idem::http

@@ -1,0 +1,178 @@
+#pragma once
+// Moves one HTTP/1 message body from where it is parsed to where it goes, through a fixed window:
+// Beast's relay pattern (a parser filling a caller's buffer, error::need_buffer when it is full),
+// with Beast's chunk framing (make_chunk, make_chunk_last) on the way out. Nothing more is read
+// from the source than the sink has taken: a window is written out before the next read, so a
+// slow sink holds the source back through TCP and memory does not grow with the body. Whatever a
+// read brings is written out at once (an event the source flushed reaches the sink without
+// waiting for the window to fill).
+//
+// A Source offers `awaitable<IoResult> read_some(asio::mutable_buffer)` and a Sink `awaitable<IoResult>
+// write(ConstBufferSequence)` (every byte, or an error and how many went); each keeps its own
+// deadlines and reports a passed one as beast::error::timeout. A Parser is Beast's
+// parser<isRequest, buffer_body> or anything with the same put/put_eof/is_done and the two
+// window functions below (found by argument-dependent lookup).
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/beast/core/buffers_cat.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/read_size.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <tuple>
+
+namespace idem::wire {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace beast_http = boost::beast::http;
+
+using IoResult = std::tuple<boost::system::error_code, std::size_t>;
+
+// At most this much is asked of one read: what one window holds.
+inline constexpr std::size_t kBodyWindow = 32 * 1024;
+
+enum class OutFraming {
+  raw,      // the bytes as they are (a length, or until the close)
+  chunked,  // each window one chunk, then the last chunk (trailers are not passed on)
+};
+
+enum class PumpEnd {
+  complete,       // the whole body went out (chunked: with its last chunk)
+  source_failed,  // the source closed or failed before the body's end (`ec`: why)
+  malformed,      // the parser refused what the source sent (`ec`: its error; body_limit among them)
+  sink_failed,    // the sink failed (`ec`), or its deadline passed (timeout)
+};
+
+struct PumpResult {
+  PumpEnd end = PumpEnd::complete;
+  boost::system::error_code ec;
+  std::uint64_t body_bytes = 0;   // body bytes the sink took
+  std::size_t unsent = 0;         // sink_failed: body bytes of the failed write, still in the window
+  std::size_t written_of_failed = 0;  // sink_failed: bytes of the failed write that went out
+};
+
+// The window of Beast's parser<isRequest, buffer_body>.
+template <bool isRequest>
+void body_window(beast_http::parser<isRequest, beast_http::buffer_body>& parser, char* data, std::size_t size) {
+  auto& body = parser.get().body();
+  body.data = data;
+  body.size = size;
+  body.more = true;
+}
+template <bool isRequest>
+std::size_t body_window_left(const beast_http::parser<isRequest, beast_http::buffer_body>& parser) {
+  return parser.get().body().size;
+}
+
+// Moves the body `parser` reads from `in` (bytes already buffered first) and `source` to `sink`,
+// through `window`. `prefix` (a head) goes out with the first write, and `prefilled` bytes already
+// in the window (a write that failed, made again on another connection) before anything new.
+// The parser must have read its head; it is set eager here.
+template <class Parser, class Source, class Sink>
+asio::awaitable<PumpResult> pump_body(Parser& parser, beast::flat_buffer& in, Source& source, Sink& sink,
+                                      OutFraming framing, std::span<char> window, std::string_view prefix,
+                                      std::size_t prefilled = 0) {
+  PumpResult result;
+  parser.eager(true);
+  std::size_t held = prefilled;
+  for (;;) {
+    body_window(parser, window.data() + held, window.size() - held);
+    // Fill the window from what is buffered; read only when nothing parseable is left and the
+    // window is still empty (what it holds goes out first).
+    for (;;) {
+      if (parser.is_done()) break;
+      if (in.size() > 0) {
+        boost::system::error_code ec;
+        const std::size_t used = parser.put(in.data(), ec);
+        in.consume(used);
+        if (ec == beast_http::error::need_buffer) break;  // the window is full
+        if (ec == beast_http::error::need_more) {
+          ec = {};
+        } else if (ec) {
+          result.end = PumpEnd::malformed;
+          result.ec = ec;
+          co_return result;
+        } else if (parser.is_done()) {
+          break;
+        } else if (used > 0 && in.size() > 0) {
+          continue;
+        }
+      }
+      if (window.size() - body_window_left(parser) > 0) break;
+      const std::size_t space = beast::read_size(in, kBodyWindow);
+      if (space == 0) {
+        result.end = PumpEnd::malformed;
+        result.ec = beast_http::error::buffer_overflow;
+        co_return result;
+      }
+      auto [read_ec, got] = co_await source.read_some(in.prepare(space));
+      in.commit(got);
+      if (read_ec == asio::error::eof) {
+        // The close ends a body that has no length; anywhere else it cuts the body short.
+        boost::system::error_code eof_ec;
+        parser.put_eof(eof_ec);
+        if (!eof_ec && parser.is_done()) break;
+        result.end = PumpEnd::source_failed;
+        result.ec = eof_ec ? eof_ec : beast_http::error::partial_message;
+        co_return result;
+      }
+      if (read_ec) {
+        result.end = PumpEnd::source_failed;
+        result.ec = read_ec;
+        co_return result;
+      }
+    }
+    held = window.size() - body_window_left(parser);
+    const bool done = parser.is_done();
+    const asio::const_buffer head(prefix.data(), prefix.size());
+    const asio::const_buffer data(window.data(), held);
+    boost::system::error_code write_ec;
+    std::size_t written = 0;
+    // (Named buffer sequences, not temporaries, in co_await expressions: GCC 12 mishandles them.)
+    if (framing == OutFraming::raw) {
+      if (head.size() + data.size() > 0) {
+        const std::array<asio::const_buffer, 2> out{head, data};
+        auto [ec, n] = co_await sink.write(out);
+        write_ec = ec;
+        written = n;
+      }
+    } else if (held > 0 && done) {
+      const auto out = beast::buffers_cat(head, beast_http::make_chunk(data), beast_http::make_chunk_last());
+      auto [ec, n] = co_await sink.write(out);
+        write_ec = ec;
+        written = n;
+    } else if (held > 0) {
+      const auto out = beast::buffers_cat(head, beast_http::make_chunk(data));
+      auto [ec, n] = co_await sink.write(out);
+        write_ec = ec;
+        written = n;
+    } else if (done) {
+      const auto out = beast::buffers_cat(head, beast_http::make_chunk_last());
+      auto [ec, n] = co_await sink.write(out);
+        write_ec = ec;
+        written = n;
+    }
+    if (write_ec) {
+      result.end = PumpEnd::sink_failed;
+      result.ec = write_ec;
+      result.unsent = held;
+      result.written_of_failed = written;
+      co_return result;
+    }
+    result.body_bytes += held;
+    held = 0;
+    prefix = {};
+    if (done) co_return result;
+  }
+}
+
+}  // namespace idem::wire
