@@ -22,8 +22,9 @@ ClaimFailure after_claim_failure(StoreError error, const RoutePolicy& policy) {
                                                                       : ClaimFailureAnswer::unavailable,
               false};
     case StoreError::busy:
-      // Nothing was recorded, but the store is there, only saturated: forwarding unprotected now
-      // would let a retry storm's duplicates execute exactly when the store is busiest.
+      // Nothing was recorded, but the store is there, saturated or refusing writes: forwarding
+      // unprotected now would let a retry storm's duplicates execute exactly when the store is
+      // busiest, or every request of a failover's read-only window run unchecked.
       return {ClaimFailureAnswer::unavailable, false};
     case StoreError::reply_lost:
       // The claim may stand. Forwarding now would run the request unprotected while a record says

@@ -61,7 +61,46 @@ bool is_plainly_normal(std::string_view path) {
   return true;
 }
 
+// A segment whose name before its `;` parameters is `.` or `..`, or empty anywhere but last: a
+// dot segment or `//` to servers that drop parameters, a name to the others (see the header).
+bool has_ambiguous_parameters(std::string_view path) {
+  if (path.find(';') == std::string_view::npos) return false;
+  while (!path.empty()) {
+    path.remove_prefix(1);  // the '/' before this segment
+    const std::size_t slash = path.find('/');
+    const std::string_view segment = path.substr(0, slash);
+    path = slash == std::string_view::npos ? std::string_view() : path.substr(slash);
+    const std::size_t semicolon = segment.find(';');
+    if (semicolon == std::string_view::npos) continue;
+    const std::string_view name = segment.substr(0, semicolon);
+    if (name == "." || name == ".." || (name.empty() && !path.empty())) return true;
+  }
+  return false;
+}
+
+TargetResult with_path_checked(NormalizedTarget result, std::size_t path_length) {
+  if (has_ambiguous_parameters(std::string_view(result.target).substr(0, path_length))) {
+    return refused(
+        "the request path holds a '.', '..' or empty segment with ';' parameters, which servers read "
+        "differently");
+  }
+  return {std::move(result), std::nullopt};
+}
+
 }  // namespace
+
+std::string without_path_parameters(std::string_view path) {
+  std::string bare;
+  bare.reserve(path.size());
+  std::size_t at = 0;
+  while (at < path.size()) {
+    const std::size_t semicolon = path.find(';', at);
+    bare.append(path.substr(at, semicolon - at));
+    if (semicolon == std::string_view::npos) break;
+    at = path.find('/', semicolon);  // the parameters end with their segment
+  }
+  return bare;
+}
 
 bool is_valid_host_port(std::string_view host) {
   if (host.empty()) return false;
@@ -138,7 +177,7 @@ TargetResult normalize_request_target(std::string_view target, std::string_view 
 
   if (is_plainly_normal(raw_path)) {
     result.target.assign(rest);
-    return {std::move(result), std::nullopt};
+    return with_path_checked(std::move(result), raw_path.size());
   }
   std::string path;
   path.reserve(raw_path.size() + 1);
@@ -168,8 +207,9 @@ TargetResult normalize_request_target(std::string_view target, std::string_view 
     i += 2;
   }
   result.target = without_dot_segments(path);
+  const std::size_t path_length = result.target.size();
   result.target.append(query);
-  return {std::move(result), std::nullopt};
+  return with_path_checked(std::move(result), path_length);
 }
 
 }  // namespace idem::core

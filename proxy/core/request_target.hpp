@@ -20,7 +20,11 @@ struct NormalizedTarget {
 // characters are decoded and other percent-encodings upper-cased, dot segments are removed and
 // runs of '/' become one. Refused (400, the problem): any other form, a fragment, a malformed
 // percent-encoding, and what cannot be normalized safely (an encoded '/' or '\', any '\', NUL).
-// The query is kept as sent.
+// The query is kept as sent. A `;` in a segment starts its parameters (`/orders;jsessionid=1`),
+// which Tomcat, Jetty and Spring drop before routing; a segment whose name before them is `.`,
+// `..` or empty (but for the last) reads as a dot segment or `//` to them and as a name to
+// servers that keep parameters, so the two disagree on the path's shape: refused (Jetty's
+// default refuses them too).
 struct TargetResult {
   std::optional<NormalizedTarget> normalized;
   std::optional<Problem> problem;
@@ -30,6 +34,12 @@ TargetResult normalize_request_target(std::string_view target, std::string_view 
 // uri-host [ ":" port ] (RFC 9110 §7.2): a reg-name, an IPv4 address or a bracketed IP literal;
 // nothing that could carry a path, user info or a second host.
 bool is_valid_host_port(std::string_view authority);
+
+// The path as Tomcat, Jetty and Spring route it: each segment without its `;` parameters
+// (`/orders;v=2/7;x` is `/orders/7`, `/orders/;jsessionid=1` is `/orders/`). Routes are matched
+// on it, so a spelling with parameters cannot skip the route of the path those servers serve.
+// `path` is normalized (normalize_request_target) and holds no query.
+std::string without_path_parameters(std::string_view path);
 
 // The host a record's scope holds for a request whose Host is `host`: one spelling per host, so
 // a retry that spells it differently is still the same request. Lower case (host names are

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/ascii.hpp"
+#include "core/request_target.hpp"
 
 namespace idem::core {
 namespace {
@@ -58,6 +59,7 @@ bool method_matches(const RouteMatch& match, std::string_view method) {
 RouteTable::RouteTable(std::vector<Route> routes) : routes_(std::move(routes)) {}
 
 const Route* RouteTable::match(std::string_view method, std::string_view path) const {
+  if (path.find(';') != std::string_view::npos) return match(method, without_path_parameters(path));
   for (const Route& route : routes_) {
     if (method_matches(route.match, method) && route_matches_path(route.match, path)) return &route;
   }
@@ -92,6 +94,9 @@ std::string path_pattern_error(std::string_view pattern) {
   if (pattern.empty() || pattern.front() != '/') return "path pattern must start with '/'";
   if (pattern.find_first_of("?#") != std::string_view::npos) {
     return "path pattern must not contain '?' or '#': the query string is never matched";
+  }
+  if (pattern.find(';') != std::string_view::npos) {
+    return "path pattern must not contain ';': a segment's ';' parameters are never matched";
   }
   Segments segments(pattern);
   while (!segments.done()) {

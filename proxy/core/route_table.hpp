@@ -4,7 +4,9 @@
 // `*` segment matches the rest of the path (zero or more segments): `/api/*` matches `/api`,
 // `/api/` and `/api/a/b`. The query string is never part of the match.
 // A trailing slash is significant and literal segments are case-sensitive, unless the route's
-// match says `trailing_slash` / `case_insensitive` (RouteMatch).
+// match says `trailing_slash` / `case_insensitive` (RouteMatch). A segment's `;` parameters are
+// not part of it (`/orders;v=2` is `/orders`: without_path_parameters, request_target.hpp), so a
+// pattern holds no ';'.
 #include <string_view>
 #include <vector>
 
@@ -17,8 +19,8 @@ class RouteTable {
   RouteTable() = default;
   explicit RouteTable(std::vector<Route> routes);
 
-  // `path` is the request target without the query string. Returns nullptr when nothing matches
-  // (the request is then proxied without idempotency handling).
+  // `path` is the normalized request target without the query string, `;` parameters and all.
+  // Returns nullptr when nothing matches (the request is then proxied without idempotency handling).
   const Route* match(std::string_view method, std::string_view path) const;
   const std::vector<Route>& routes() const { return routes_; }
 

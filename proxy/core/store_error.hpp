@@ -9,9 +9,10 @@ enum class StoreError {
   ok,
   unavailable,    // the operation certainly did not take effect: no connection to the store could be
                   // made (server down or unreachable, every connection lost)
-  busy,           // the operation certainly did not take effect, but the store is up: every connection
-                  // stayed busy past acquire_timeout, or the server cancelled the statement
-                  // (statement_timeout). A saturated store, not an absent one.
+  busy,           // the operation certainly did not take effect, but the store is up and would not run
+                  // it: every connection stayed busy past acquire_timeout, the server cancelled the
+                  // statement (statement_timeout), or refused it as read-only (25006: a primary being
+                  // demoted). A store reached but not usable now, not an absent one: never fail_open.
   reply_lost,     // the statement was sent and its answer never came (connection lost, deadline
                   // passed): it may or may not have taken effect. Every owner operation is safe to
                   // repeat with the same request, which is how callers settle it.

@@ -35,4 +35,9 @@ UpstreamFailureKind upstream_failure_kind(UpstreamFailure failure) {
   return UpstreamFailureKind::outcome_unknown;
 }
 
+bool may_send_again(const ReusedConnectionAttempt& attempt) {
+  if (!attempt.connection_gone) return false;
+  return attempt.bytes_written == 0 || (attempt.safe_method && attempt.bytes_read == 0);
+}
+
 }  // namespace idem::core

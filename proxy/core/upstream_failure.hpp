@@ -2,6 +2,7 @@
 // How an exchange with the upstream can fail, and what each failure says about whether the
 // upstream may have executed the request. Pure names; the pool (http/upstream_pool) reports them,
 // failure_policy decides the record's fate, problem.hpp maps them to the client's answer.
+#include <cstddef>
 #include <string_view>
 
 namespace idem::core {
@@ -31,5 +32,20 @@ enum class UpstreamFailureKind {
 };
 // `failure` must not be none.
 UpstreamFailureKind upstream_failure_kind(UpstreamFailure failure);
+
+// A request failed on a keep-alive connection the pool reused: what it knows of that attempt.
+struct ReusedConnectionAttempt {
+  bool connection_gone = false;   // the peer closed or reset it (not a deadline, not garbage)
+  std::size_t bytes_written = 0;  // of this request, taken by the connection before it failed
+  std::size_t bytes_read = 0;     // of an answer
+  bool safe_method = false;       // GET, HEAD, OPTIONS
+};
+// Whether the request may be sent again on a fresh connection: only when the upstream cannot have
+// acted on it. That is when not one byte of it was written (the peer had closed the idle
+// connection before we wrote), whatever the method. Once any byte went out, even the head alone,
+// an upstream may have run it: one that answers without reading the body and closes (Go's
+// net/http does past 256 KB unread) fails our write part-way through a request it executed, so
+// the outcome is unknown. A safe method may also go again when no byte of an answer came.
+bool may_send_again(const ReusedConnectionAttempt& attempt);
 
 }  // namespace idem::core

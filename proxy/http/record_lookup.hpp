@@ -4,9 +4,11 @@
 // nobody holds it. The exchange decides on what this finds (core::decide) and never asks where a
 // finished record came from except to label the replay.
 //
-// One per exchange, used on the worker's io thread. Finished records the store returns are copied
-// into the caches here, and so is this request's own completion once the store confirmed it: a
-// finished record is immutable until it expires, so any copy is as good as the store's.
+// One per exchange, used on the worker's io thread, until the claim it made is handed on to the
+// ClaimedRecord that settles it (claimed_record.hpp), which takes the lookup along. Finished
+// records the store returns are copied into the caches here, and so is this request's own
+// completion once the store confirmed it: a finished record is immutable until it expires, so any
+// copy is as good as the store's.
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <memory>
@@ -64,6 +66,8 @@ class RecordLookup {
 
   // When the last claim went out: the lease and the expiry are measured from here (a lower bound).
   Clock::time_point claim_sent_at() const { return claim_sent_at_; }
+  // The claim it makes (its owner token drawn with the first claim that went to the store).
+  const store::ClaimRequest& claim() const { return claim_; }
 
  private:
   boost::asio::awaitable<FoundRecord> claim_in_store(bool share);

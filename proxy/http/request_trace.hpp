@@ -30,8 +30,8 @@ inline constexpr std::string_view refused = "refused";  // 400/413/431 before th
 struct RequestTrace {
   std::string route = "-";  // "-" when no route matched
   std::string_view decision = decision::passthrough;
-  // The idempotency key, empty without one. Logged only as key_hash(key) (record_settlement.hpp),
-  // never as it is; hashed only when a line is written.
+  // The idempotency key, empty without one. Logged only as key_hash(key) (below), never as it is;
+  // hashed only when a line is written.
   std::string key;
   bool cache_hit = false;
   std::chrono::microseconds upstream{0};  // time in the upstream exchange
@@ -42,5 +42,8 @@ struct RequestTrace {
   // forwarded to the upstream untouched either way.
   std::string traceparent;
 };
+
+// Logs never carry the raw key (it may be guessable or sensitive): the first 16 hex digits of its SHA-256.
+std::string key_hash(std::string_view key);
 
 }  // namespace idem::http

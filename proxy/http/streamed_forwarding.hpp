@@ -33,6 +33,7 @@
 
 #include "core/problem.hpp"
 #include "core/stored_headers.hpp"
+#include "core/upstream_failure.hpp"
 #include "core/streamed_framing.hpp"
 #include "http/client_connection.hpp"
 #include "http/client_request.hpp"
@@ -200,8 +201,9 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
     UpstreamTransport& transport = lease.transport();
 
     // The head with the body's first window, then the rest as it comes. A reused connection the
-    // upstream closed before the first write is replaced, the request sent again whole: nothing
-    // of it went out (bytes written before a failure are never sent twice).
+    // upstream had closed before we wrote a byte is replaced and the request sent again whole
+    // (the window still holds what the failed write carried); once a byte went out, the upstream
+    // may have acted on it (core::may_send_again).
     UpstreamEnd to_upstream{transport, upstream_timeout};
     upstream_request.write_head(transport.head_buffer());
     const wire::OutFraming request_out =
@@ -211,8 +213,8 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
     switch (sent.end) {
       case wire::PumpEnd::complete: break;
       case wire::PumpEnd::sink_failed:
-        if (attempt == 0 && lease.reused() && sent.body_bytes == 0 && sent.written_of_failed == 0 &&
-            is_connection_gone(sent.ec)) {
+        if (attempt == 0 && lease.reused() &&
+            core::may_send_again({is_connection_gone(sent.ec), sent.bytes_written, 0, safe_method})) {
           lease.close();
           continue;
         }
@@ -242,10 +244,11 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
       co_return answer(core::upstream_failure_problem(core::UpstreamFailure::tls_failed));
     }
     if (head_ec == beast::error::timeout) co_return answer(core::upstream_timeout_problem());
-    // A reused connection closed with not one byte of answer: the upstream dropped an idle
-    // connection as we wrote to it. A safe request without a body is sent again.
-    if (attempt == 0 && lease.reused() && safe_method && !has_body && head_bytes == 0 &&
-        is_connection_gone(head_ec)) {
+    // A reused connection closed with not one byte of answer: the upstream may have dropped an
+    // idle connection as we wrote to it. A safe request is sent again (when it had no body: a
+    // streamed one is gone).
+    if (attempt == 0 && lease.reused() && !has_body &&
+        core::may_send_again({is_connection_gone(head_ec), sent.bytes_written, head_bytes, safe_method})) {
       lease.close();
       sent = {};
       continue;

@@ -1,7 +1,5 @@
 #include "http/upstream_pool.hpp"
 
-#include <sys/socket.h>
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ssl/error.hpp>
@@ -32,16 +30,6 @@ using tls::UpstreamTlsResult;
 namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kResponseHeaderLimit = 64 * 1024;
-
-// A pooled connection may have been closed by the upstream while idle (its keep-alive timeout).
-// A non-blocking peek tells without consuming anything: EOF or an error means "do not reuse".
-bool looks_alive(tcp::socket& socket) {
-  char byte;
-  const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0) return false;  // orderly close
-  if (n > 0) return false;   // unsolicited bytes: the stream is out of sync
-  return errno == EAGAIN || errno == EWOULDBLOCK;
-}
 
 // A TLS peer that closes without close_notify shows up as a truncated stream.
 bool is_connection_gone(const beast::error_code& ec) {
@@ -99,7 +87,10 @@ std::optional<UpstreamPool::Connection> UpstreamPool::take_idle(std::chrono::ste
   while (!idle_.empty()) {
     Connection connection = std::move(idle_.back());
     idle_.pop_back();
-    if (now - connection.idle_since < idle_timeout_ && looks_alive(connection.transport->tcp)) return connection;
+    // The upstream may have closed it while idle (its keep-alive timeout), or sent bytes nobody
+    // asked for, which would be read as the next request's response.
+    if (now - connection.idle_since < idle_timeout_ && connection.transport->ready_for_next_request())
+      return connection;
     connection.transport->close();
   }
   return std::nullopt;
@@ -160,11 +151,12 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const UpstreamRequest& re
   };
   const beast_http::verb method = request.parts().method;
   const bool head = method == beast_http::verb::head;
+  const bool safe = method == beast_http::verb::get || head || method == beast_http::verb::options;
 
   // Two attempts at most: the second only when a reused connection turned out to be closed
-  // before the upstream could have read the request (see below). One response deadline covers
-  // both, so a replaced connection costs one connection set-up, never a second `timeout`: the
-  // timing model (core/exchange_timing.hpp) counts on that.
+  // before the upstream could have read any of the request (see below). One response deadline
+  // covers both, so a replaced connection costs one connection set-up, never a second `timeout`:
+  // the timing model (core/exchange_timing.hpp) counts on that.
   std::optional<std::chrono::steady_clock::time_point> response_deadline;
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::optional<Connection> pooled = take_idle(started);
@@ -185,8 +177,9 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const UpstreamRequest& re
     request.write_head(transport.head_buffer());
     auto [write_ec, written] = co_await transport.write(transport.head_buffer(), request.parts().body);
     if (write_ec) {
-      // The peer closed a reused connection before we wrote: it cannot have read this request.
-      if (reused && is_connection_gone(write_ec)) continue;
+      // Sent again only if the peer had closed a reused connection before we wrote a byte: once
+      // part of the request went out, the upstream may have run it (core::may_send_again).
+      if (reused && core::may_send_again({is_connection_gone(write_ec), written, 0, safe})) continue;
       co_return finish(
           {write_ec == beast::error::timeout ? UpstreamFailure::timeout : UpstreamFailure::connection_lost, {}, {}});
     }
@@ -212,11 +205,10 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const UpstreamRequest& re
         result.response.result(parser->get().result_int());
         co_return finish(std::move(result));
       }
-      // A reused connection closed with not one byte of answer: the upstream dropped an idle
-      // connection as we wrote to it. Only safe methods are re-sent; for the others the outcome
-      // is unknown and the idempotency layer decides.
-      const bool safe = method == beast_http::verb::get || head || method == beast_http::verb::options;
-      if (reused && safe && read == 0 && is_connection_gone(read_ec)) continue;
+      // A reused connection closed with not one byte of answer: the upstream may have dropped an
+      // idle connection as we wrote to it, or read the request and died. Only safe methods are
+      // re-sent; for the others the outcome is unknown and the idempotency layer decides.
+      if (reused && core::may_send_again({is_connection_gone(read_ec), written, read, safe})) continue;
       co_return finish(
           {is_connection_gone(read_ec) ? UpstreamFailure::connection_lost : UpstreamFailure::bad_response, {}, {}});
     }

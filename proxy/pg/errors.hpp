@@ -19,9 +19,9 @@ enum class PgErrorKind {
   reply_lost,   // the statement went out and its answer never came (connection lost, our deadline
                 // passed, the server died mid-statement): it may have committed or not
   read_only,    // the statement certainly did not run: the server refused it as read-only (25006), which
-                // is what a primary that became a standby (failover, switchover) answers. The store
-                // is unavailable here: the connection is dropped and its replacement, with
-                // target_session_attrs=read-write, finds the new primary.
+                // is what a primary that became a standby (failover, switchover) answers. The server
+                // is reached but not writable here: the connection is dropped and its replacement,
+                // with target_session_attrs=read-write, finds the new primary.
   retryable,    // the statement changed nothing and may succeed when run again
   internal,     // anything else: unexpected SQLSTATE, unexpected result shape, bad data
 };

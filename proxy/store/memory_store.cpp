@@ -34,16 +34,35 @@ void MemoryStore::claim(const ClaimRequest& request, ClaimHandler handler) {
   StoreError error = StoreError::ok;
   {
     const std::lock_guard lock(mutex_);
-    error = claim_locked(request, result);
+    std::optional<Entry> write;
+    error = decide_claim(request, result, write);
+    if (write) records_.insert_or_assign(ScopedKey{request.scope, request.key}, std::move(*write));
   }
   handler(error, std::move(result));  // outside the lock: the handler may call us again
+}
+
+std::function<void()> MemoryStore::claim_visible_later(const ClaimRequest& request, ClaimHandler handler) {
+  core::ClaimResult result;
+  StoreError error = StoreError::ok;
+  std::optional<Entry> write;
+  {
+    const std::lock_guard lock(mutex_);
+    error = decide_claim(request, result, write);
+  }
+  handler(error, std::move(result));
+  if (!write) return {};
+  return [this, key = ScopedKey{request.scope, request.key}, entry = std::move(*write)] {
+    const std::lock_guard lock(mutex_);
+    records_.insert_or_assign(key, entry);
+  };
 }
 
 bool MemoryStore::fenced(const std::string& scope, const std::string& key, const std::string& owner) const {
   return !fences_.empty() && fences_.contains(FencedOwner{scope, key, owner});
 }
 
-StoreError MemoryStore::claim_locked(const ClaimRequest& request, core::ClaimResult& result) {
+StoreError MemoryStore::decide_claim(const ClaimRequest& request, core::ClaimResult& result,
+                                     std::optional<Entry>& write) const {
   const TimePoint now = clock_.now();
   // A live record under the legacy scope is the answer, as in the Postgres claim; never taken over.
   if (!request.legacy_scope.empty()) {
@@ -62,24 +81,26 @@ StoreError MemoryStore::claim_locked(const ClaimRequest& request, core::ClaimRes
     result.existing = existing_record(it->second, now);
     return StoreError::ok;
   }
-  auto [it, inserted] = records_.try_emplace(ScopedKey{request.scope, request.key});
-  Entry& entry = it->second;
+  const auto it = records_.find(ScopedKey{request.scope, request.key});
   // Same rule as the Postgres claim: an expired record counts as absent; a lapsed lease is taken
   // over only when asked, and only by the same request (else the caller must see the mismatch).
   // An `unknown` record is never taken over: it waits for an operator or its expiry. An in-flight
   // record of a fenced owner counts as absent: its request never went upstream.
-  const bool in_flight = entry.state == core::RecordState::in_flight;
-  const bool lease_running = in_flight && entry.lease_expires_at > now;
-  const bool replace = inserted || (entry.expires_at <= now && !lease_running) ||
-                       (request.take_over_lapsed_lease && in_flight && entry.lease_expires_at <= now &&
-                        (entry.fingerprint == request.fingerprint ||
-                         (!request.legacy_fingerprint.empty() && entry.fingerprint == request.legacy_fingerprint))) ||
-                       (in_flight && fenced(request.scope, request.key, entry.owner));
-  if (!replace) {
-    result.existing = existing_record(entry, now);
-    return StoreError::ok;
+  if (it != records_.end()) {
+    const Entry& entry = it->second;
+    const bool in_flight = entry.state == core::RecordState::in_flight;
+    const bool lease_running = in_flight && entry.lease_expires_at > now;
+    const bool replace = (entry.expires_at <= now && !lease_running) ||
+                         (request.take_over_lapsed_lease && in_flight && entry.lease_expires_at <= now &&
+                          (entry.fingerprint == request.fingerprint ||
+                           (!request.legacy_fingerprint.empty() && entry.fingerprint == request.legacy_fingerprint))) ||
+                         (in_flight && fenced(request.scope, request.key, entry.owner));
+    if (!replace) {
+      result.existing = existing_record(entry, now);
+      return StoreError::ok;
+    }
   }
-  entry = Entry{.fingerprint = request.fingerprint,
+  write = Entry{.fingerprint = request.fingerprint,
                 .state = core::RecordState::in_flight,
                 .owner = request.owner,
                 .created_at = now,

@@ -6,8 +6,10 @@
 //
 // Handlers run inline, before the call returns. Thread-safe (one mutex), though the Store
 // contract only asks for use from one thread.
+#include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -35,6 +37,15 @@ class MemoryStore final : public Store {
   std::size_t size() const;
   bool contains(const RecordKey& key) const;
 
+  // For the timing model (tests/unit/timing): a claim whose commit lands after its statement ran,
+  // as when Postgres's commit waits for a synchronous standby. The statement's decision is taken
+  // now, against what is visible now (lease and expiry counted from now, a fence written later
+  // unseen), and `handler` gets it as from claim(). The record it writes appears only when the
+  // returned function is called, in place of whatever the key holds then; empty when the claim
+  // writes nothing. Until then the caller holds back what Postgres would make wait on the row (the
+  // key's other claims, the writes of the record it replaces).
+  std::function<void()> claim_visible_later(const ClaimRequest& request, ClaimHandler handler);
+
  private:
   using TimePoint = std::chrono::steady_clock::time_point;
   struct Entry {
@@ -55,8 +66,9 @@ class MemoryStore final : public Store {
   std::map<ScopedKey, Entry>::iterator find_owned(const std::string& scope, const std::string& key,
                                                   const std::string& owner, core::RecordState or_state);
   std::int64_t epoch_ms(TimePoint time) const;
-  // The claim's decision, with mutex_ held.
-  StoreError claim_locked(const ClaimRequest& request, core::ClaimResult& result);
+  // The claim's decision, with mutex_ held: fills `result` and `write` (the record the claim puts
+  // in place, if any) without changing anything.
+  StoreError decide_claim(const ClaimRequest& request, core::ClaimResult& result, std::optional<Entry>& write) const;
   bool fenced(const std::string& scope, const std::string& key, const std::string& owner) const;
   // Not expired, or in flight with its lease running (what a claim answers as existing).
   static bool is_live(const Entry& entry, TimePoint now);

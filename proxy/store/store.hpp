@@ -7,6 +7,7 @@
 // (the memory store answers at once). Callers must not rely on the handler running later.
 // There is no cancellation: a handler always runs, after the operation's deadline at the latest;
 // a caller whose session has gone keeps itself alive through the handler's captures.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -68,10 +69,14 @@ struct ReleaseRequest {
   std::chrono::milliseconds unknown_retention{0};
 };
 
-// How long a release's fence is kept: at least as long as any in-flight record its owner's claim
-// could have made (ttl + unsettled_retention from the claim, which began before the release).
+// A fence outlives any in-flight record its owner's claim could make: ttl + unknown_retention
+// after the claim runs. A claim whose commit waits (a synchronous standby) ran before its release;
+// a claim queued in a pooler runs after it, so the fence also lasts at least an hour, far past any
+// pooler's queue (PgBouncer's query_wait_timeout is 120 s by default). A claim that runs even later
+// is not covered (the model check draws queue delays within the fence's life).
+inline constexpr std::chrono::milliseconds kMinFenceLifetime = std::chrono::hours(1);
 inline std::chrono::milliseconds fence_lifetime(const ReleaseRequest& request) {
-  return request.ttl + request.unknown_retention;
+  return std::max(request.ttl + request.unknown_retention, kMinFenceLifetime);
 }
 
 // (scope, key) as an operator names a record.

@@ -1,5 +1,10 @@
 #include "tls/client_stream.hpp"
 
+#include <openssl/bio.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -30,6 +35,26 @@ ClientStream::ClientStream(boost::asio::io_context& io, boost::asio::ssl::contex
 void ClientStream::close() {
   boost::system::error_code ignored;
   tcp.close(ignored);
+}
+
+bool ClientStream::ready_for_next_request() {
+  if (!tls) {
+    // A peek: EOF, an error or a byte all mean "do not reuse".
+    char byte;
+    const ssize_t n = ::recv(tcp.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+  // A read that cannot wait (the socket is non-blocking: connect()): it hands over what the TLS
+  // layer holds or the socket brings, decrypting any whole record. Application bytes, a
+  // close_notify, EOF or an error: not reusable. A record the peer sends after the response
+  // (a TLS 1.3 session ticket) is taken in and is nothing to the application.
+  char byte;
+  boost::system::error_code ec;
+  const std::size_t got = tls->read_some(boost::asio::buffer(&byte, 1), ec);
+  if (got > 0 || ec != boost::asio::error::would_block) return false;
+  // Nothing whole: still nothing may be buffered, not even part of a record.
+  SSL* ssl = tls->native_handle();
+  return SSL_has_pending(ssl) == 0 && BIO_ctrl_pending(SSL_get_rbio(ssl)) == 0;
 }
 
 boost::system::error_code ClientStream::timed_out_or(const boost::system::error_code& ec) const {

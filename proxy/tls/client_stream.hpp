@@ -51,6 +51,13 @@ struct ClientStream {
   // Closes the socket; pending operations fail.
   void close();
 
+  // Between exchanges, before the connection carries another request: true when the peer has
+  // not closed it and not one byte has arrived since the last response, on the socket or inside
+  // the TLS layer (a record that came in the same read as the response's last one, decrypted or
+  // not, is invisible to the socket). Never blocks; with TLS it may consume such bytes, which
+  // only a connection that is not reused had.
+  bool ready_for_next_request();
+
   // Connects to the first of `endpoints` that accepts, in order.
   boost::asio::awaitable<boost::system::error_code> connect(
       const std::vector<boost::asio::ip::tcp::endpoint>& endpoints);

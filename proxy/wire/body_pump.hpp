@@ -17,11 +17,11 @@
 #include <boost/asio/error.hpp>
 #include <boost/beast/core/buffers_cat.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/read_size.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -56,8 +56,8 @@ struct PumpResult {
   PumpEnd end = PumpEnd::complete;
   boost::system::error_code ec;
   std::uint64_t body_bytes = 0;   // body bytes the sink took
+  std::uint64_t bytes_written = 0;  // bytes the sink took, prefix and framing included
   std::size_t unsent = 0;         // sink_failed: body bytes of the failed write, still in the window
-  std::size_t written_of_failed = 0;  // sink_failed: bytes of the failed write that went out
 };
 
 // The window of Beast's parser<isRequest, buffer_body>.
@@ -74,8 +74,9 @@ std::size_t body_window_left(const beast_http::parser<isRequest, beast_http::buf
 }
 
 // Moves the body `parser` reads from `in` (bytes already buffered first) and `source` to `sink`,
-// through `window`. `prefix` (a head) goes out with the first write, and `prefilled` bytes already
-// in the window (a write that failed, made again on another connection) before anything new.
+// through `window`. `prefix` (a head) goes out with the first write (alone when the source must be
+// waited for first), and `prefilled` bytes already in the window (a write that failed, made again
+// on another connection) before anything new.
 // The parser must have read its head; it is set eager here.
 template <class Parser, class Source, class Sink>
 asio::awaitable<PumpResult> pump_body(Parser& parser, beast::flat_buffer& in, Source& source, Sink& sink,
@@ -108,7 +109,22 @@ asio::awaitable<PumpResult> pump_body(Parser& parser, beast::flat_buffer& in, So
         }
       }
       if (window.size() - body_window_left(parser) > 0) break;
-      const std::size_t space = beast::read_size(in, kBodyWindow);
+      if (!prefix.empty()) {
+        // No body byte is here yet: the head goes now, on its own (a feed's client sees its
+        // answer begin at once; an upstream sees the request's head before the body comes).
+        const asio::const_buffer head(prefix.data(), prefix.size());
+        auto [head_ec, head_written] = co_await sink.write(head);
+        result.bytes_written += head_written;
+        if (head_ec) {
+          result.end = PumpEnd::sink_failed;
+          result.ec = head_ec;
+          co_return result;
+        }
+        prefix = {};
+      }
+      // A window's worth at a time (Beast's read_size would ask for what the buffer's capacity
+      // happens to hold, 512 bytes at first).
+      const std::size_t space = std::min(kBodyWindow, in.max_size() - in.size());
       if (space == 0) {
         result.end = PumpEnd::malformed;
         result.ec = beast_http::error::buffer_overflow;
@@ -161,11 +177,11 @@ asio::awaitable<PumpResult> pump_body(Parser& parser, beast::flat_buffer& in, So
         write_ec = ec;
         written = n;
     }
+    result.bytes_written += written;
     if (write_ec) {
       result.end = PumpEnd::sink_failed;
       result.ec = write_ec;
       result.unsent = held;
-      result.written_of_failed = written;
       co_return result;
     }
     result.body_bytes += held;

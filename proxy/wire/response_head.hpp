@@ -7,10 +7,10 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/read_size.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -45,7 +45,7 @@ asio::awaitable<IoResult> read_response_head(Source& source, beast::flat_buffer&
         if (ec && ec != beast_http::error::need_more) co_return IoResult{ec, total};
         if (parser->is_header_done()) break;
       }
-      const std::size_t space = beast::read_size(in, kBodyWindow);
+      const std::size_t space = std::min(kBodyWindow, in.max_size() - in.size());
       if (space == 0) co_return IoResult{beast_http::error::buffer_overflow, total};
       auto [ec, got] = co_await source.read_some(in.prepare(space));
       in.commit(got);

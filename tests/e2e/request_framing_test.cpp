@@ -367,6 +367,44 @@ TEST_F(RequestFraming, SpellingsOfAGuardedPathCannotSkipItsRoute) {
   EXPECT_EQ(upstream_count(key), 1u);
 }
 
+// `;` path parameters: Tomcat, Jetty and Spring serve `POST /orders;x` as `/orders`, so the
+// key: required route of /orders guards it (before, it matched no route and was forwarded plain).
+// It is forwarded as sent (an upstream may read its parameters), and executes once. A dot or inner
+// empty segment with parameters, which those servers and the others read as two different paths,
+// is refused.
+TEST_F(RequestFraming, PathParametersCannotSkipTheRouteOfTheirPath) {
+  for (const std::string target : {"/orders;x", "/orders;jsessionid=AB12", "/orders;x?q=1", "/orders/7;v=1/refunds"}) {
+    SCOPED_TRACE(target);
+    const std::string bytes = "POST " + target +
+                              " HTTP/1.1\r\nHost: svc\r\nX-Tenant-Id: t1\r\nContent-Length: 2\r\n"
+                              "Connection: close\r\n\r\n{}";
+    const RawExchange unkeyed = raw_exchange(proxy().proxy_port(), bytes, std::chrono::seconds(5));
+    EXPECT_TRUE(unkeyed.received.starts_with("HTTP/1.1 400 ")) << unkeyed.received.substr(0, 300);
+    EXPECT_NE(unkeyed.received.find("urn:idemproxy:problem:key-missing"), std::string::npos)
+        << unkeyed.received.substr(0, 400);
+  }
+  EXPECT_EQ(upstream_total(), 0u) << "an unkeyed request with path parameters reached the upstream past its route";
+
+  const std::string key = unique_key("path-parameters");
+  const std::string keyed = "POST /orders;x HTTP/1.1\r\nHost: svc\r\nX-Tenant-Id: t1\r\nIdempotency-Key: " + key +
+                            "\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
+  const RawExchange first = raw_exchange(proxy().proxy_port(), keyed, std::chrono::seconds(5));
+  EXPECT_TRUE(first.received.starts_with("HTTP/1.1 200 ")) << first.received.substr(0, 300);
+  EXPECT_EQ(first.received.find("Idempotent-Replay"), std::string::npos) << first.received.substr(0, 400);
+  EXPECT_NE(first.received.find("\"target\":\"/orders;x\""), std::string::npos) << first.received;
+  const RawExchange retry = raw_exchange(proxy().proxy_port(), keyed, std::chrono::seconds(5));
+  EXPECT_TRUE(retry.received.starts_with("HTTP/1.1 200 ")) << retry.received.substr(0, 300);
+  EXPECT_NE(retry.received.find("Idempotent-Replay: true"), std::string::npos) << retry.received.substr(0, 400);
+  EXPECT_EQ(upstream_count(key), 1u);
+
+  run({
+      {"dot-dot segment with parameters", "POST /x/..;y/orders HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n\r\n",
+       400},
+      {"dot segment with parameters", "POST /.;y/orders HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n\r\n", 400},
+      {"empty segment with parameters", "POST /;y/orders HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n\r\n", 400},
+  });
+}
+
 TEST_F(RequestFraming, TargetsThatCannotBeNormalizedSafelyAreRefused) {
   run({
       {"encoded slash", "POST /orders%2Fx HTTP/1.1\r\nHost: svc\r\nContent-Length: 0\r\n\r\n", 400},

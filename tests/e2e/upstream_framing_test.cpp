@@ -31,8 +31,14 @@ HttpRequest refund(std::string_view id, std::string_view key) {
 
 class UpstreamFraming : public ProxyTest {
  protected:
+  // One worker: one upstream pool, so a request follows the previous one on its kept-alive
+  // connection (with two, the next could land on the other worker's pool and prove nothing).
   ProxyOptions proxy_options() const override {
     ProxyOptions options;
+    std::string text(default_config_template());
+    const std::size_t workers = text.find("workers: 2");
+    text.replace(workers, std::string_view("workers: 2").size(), "workers: 1");
+    options.config_template = std::move(text);
     options.start_upstream = false;
     options.upstream_port = raw_.port();
     return options;
@@ -113,6 +119,38 @@ TEST_F(UpstreamFraming, BytesAfterABodilessResponseNeverBecomeTheNextAnswer) {
     EXPECT_EQ(next.body, "real") << "an answer forged by the bytes after a 204 was taken for the next request";
   }
   EXPECT_EQ(raw_.executions(refunds_target("next")), 3u);
+}
+
+// Go's net/http answers a request whose body it will not read (past 256 KB unread) and closes:
+// the unread body turns the close into a reset, which fails the proxy's write part-way through a
+// request the upstream already ran. On a reused keep-alive connection that write error sent the
+// request again on a fresh connection: a second execution. Only a request of which not one byte
+// was written goes again; this one's outcome is unknown (502, the record locked, the retry 502
+// outcome-unknown). The body (7 MiB) outgrows what the connection can hold unread: the proxy's
+// send buffer (at most tcp_wmem's 4 MiB) and the upstream's receive window (tcp_rmem's 128 KiB,
+// never grown since nothing reads it), so the write fails whatever the timing.
+TEST_F(UpstreamFraming, AnUpstreamThatAnswersBeforeReadingTheBodyAndClosesRunsTheRequestOnce) {
+  raw_.script("/orders", RawUpstream::Reply{.bytes = "HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\n"
+                                                     "Connection: close\r\n\r\n",
+                                            .close_after = true,
+                                            .answer_after_head = true});
+  // A kept-alive connection in the pool, which the keyed request then reuses.
+  const HttpResponse warm = send(HttpRequest::get("/plain/warm"));
+  ASSERT_EQ(warm.status, 200) << describe(warm);
+  ASSERT_EQ(raw_.connections(), 1u);
+
+  const std::string key = unique_key("answered-before-the-body");
+  const std::string body(7 * 1024 * 1024, 'x');
+  const HttpRequest request = HttpRequest::post("/orders", body, "application/octet-stream")
+                                  .with("Idempotency-Key", key)
+                                  .with("X-Tenant-Id", "t1");
+  const HttpResponse first = send(request, std::chrono::seconds(20));
+  expect_problem(first, 502, "upstream-bad-response");
+  EXPECT_EQ(raw_.executions("/orders"), 1u) << "the part-written request was sent again on a fresh connection";
+  EXPECT_EQ(raw_.connections(), 1u) << "a second connection was opened for it";
+  const HttpResponse retry = send(request, std::chrono::seconds(20));
+  expect_problem(retry, 502, "outcome-unknown");
+  EXPECT_EQ(raw_.executions("/orders"), 1u);
 }
 
 }  // namespace

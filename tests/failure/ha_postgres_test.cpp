@@ -106,12 +106,11 @@ TEST_F(HaPostgres, PrimaryTurningReadOnlyAnswers503StoreUnavailableExecutesNothi
     EXPECT_EQ(rig.upstream_count(key), 0u) << "a refused request reached the upstream";
     refused.push_back(key);
   }
-  // fail_open: the store is unavailable, so the documented fail_open answer (forwarded unchecked),
-  // never a 500 and never a second execution.
+  // fail_open too: the store is reached, only not writable, so fail_open does not apply.
   const std::string open_key = unique_key("open-while-read-only");
   const HttpResponse open = send(port, keyed_post("/open", open_key));
-  EXPECT_TRUE(open.status == 200 || open.status == 503) << describe(open);
-  EXPECT_LE(rig.upstream_count(open_key), 1u);
+  EXPECT_EQ(open.status, 503) << describe(open);
+  EXPECT_EQ(rig.upstream_count(open_key), 0u);
   const std::string logs = rig.proxy_logs();
   EXPECT_NE(logs.find("(read_only, SQLSTATE 25006)"), std::string::npos) << "the named error is not logged:\n" << logs;
   EXPECT_NE(logs.find("connection closed after read_only"), std::string::npos) << logs;
@@ -128,6 +127,53 @@ TEST_F(HaPostgres, PrimaryTurningReadOnlyAnswers503StoreUnavailableExecutesNothi
   EXPECT_EQ(replayed.body, stored.body);
   EXPECT_EQ(rig.upstream_count(before), 1u);
   EXPECT_EQ(rig.proxy_starts(), 1);
+}
+
+// A primary turning read-only while the proxy's sessions stay connected (a demotion: every
+// statement meets 25006) on a fail_open route: the store was reached, so it fails closed, 503
+// store-unavailable, and nothing is forwarded unchecked (before, 25006 counted as "no connection"
+// and every such request ran unprotected). Once writable, each refused key executes once.
+TEST_F(HaPostgres, ReadOnlyPrimaryOnAFailOpenRouteIs503AndForwardsNothing) {
+  PrivatePostgres& postgres = start_private_postgres();
+  ProxyRig& rig = start_rig(rig_options({}, postgres.dsn()));
+  const std::uint16_t port = rig.proxy_port();
+  const HttpResponse warm = send(port, keyed_post("/open", unique_key("open-writable")));
+  ASSERT_EQ(warm.status, 200) << describe(warm);
+
+  // Every session's next transaction read-only, sessions kept: a reload reaches the idle backends
+  // before their next statement runs. Known once a fresh session reads the new default.
+  admin_sql(postgres.dsn(), "ALTER SYSTEM SET default_transaction_read_only = on");
+  admin_sql(postgres.dsn(), "SELECT pg_reload_conf()");
+  ASSERT_TRUE(eventually(
+      [&] {
+        return BlockingPg(postgres.dsn()).scalar("SHOW default_transaction_read_only") ==
+               std::optional<std::string>("on");
+      },
+      5s))
+      << "the reload never took";
+
+  std::vector<std::string> refused;
+  for (int i = 0; i < 4; ++i) {
+    const std::string key = unique_key("open-while-read-only");
+    const HttpResponse response = send(port, keyed_post("/open", key));
+    EXPECT_EQ(response.status, 503) << describe(response);
+    EXPECT_EQ(problem_slug(response), "store-unavailable") << describe(response);
+    EXPECT_FALSE(response.header("Idempotency-Status").has_value()) << describe(response);
+    EXPECT_EQ(rig.upstream_count(key), 0u) << "a fail_open request was forwarded while the store refused writes";
+    refused.push_back(key);
+  }
+  EXPECT_NE(rig.proxy_logs().find("(read_only, SQLSTATE 25006)"), std::string::npos)
+      << "the claims never met the read-only server:\n"
+      << rig.proxy_logs();
+
+  make_read_only(postgres.dsn(), false);
+  for (const std::string& key : refused) {
+    const HttpResponse retried = send_while_refused(port, keyed_post("/open", key), Clock::now() + 15s);
+    EXPECT_EQ(retried.status, 200) << describe(retried);
+    EXPECT_FALSE(retried.header("Idempotency-Status").has_value())
+        << "not checked once writable: " << describe(retried);
+    EXPECT_EQ(rig.upstream_count(key), 1u);
+  }
 }
 
 }  // namespace

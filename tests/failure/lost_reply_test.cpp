@@ -8,6 +8,7 @@
 // (prepared and unnamed alike): only the claim carries the fingerprint ("v2:...", after the key); the owner
 // writes (complete, release, mark_unknown) carry scope, key and owner, and complete also its
 // state ("completed"). Every key is unique to its test.
+#include <atomic>
 #include <cstdlib>
 #include <future>
 #include <regex>
@@ -435,6 +436,76 @@ TEST_F(LostOwnerWrite, ReleaseReplySlowerThanTheDeadlineIsRepeatedAndFreesTheKey
 }
 TEST_F(LostOwnerWrite, MarkUnknownReplySlowerThanTheDeadlineIsRepeatedAndLocksTheKey) {
   expect_mark_unknown_locks_the_key(StatementFault::slow_past_the_deadline);
+}
+
+// ---- Two background writes on one key -----------------------------------------------------------
+// The first request's completion never reaches Postgres (dropped: certainly not written) and is
+// retried in the background, held off until the test lets it through. Meanwhile its waiting
+// duplicate's poll loses its reply (hung until query_timeout): the duplicate is answered 503 and
+// releases what its poll may have claimed, in the background too. That release finds nothing of
+// its own and ends first, while the completion is still pending. A retry must still not read the
+// record the store holds (in flight, and once its lease lapsed an unknown outcome: 502 under
+// `lock`, run again under `retry`): 503 until the completion lands, then the replay, executed once.
+class OverlappingSettlements : public LostReply {
+ protected:
+  void expect_the_key_held_until_the_completion_lands(const std::string& route) {
+    ProxyRig& rig = start_behind_fault_proxy({{"LEASE", "5s"}});  // the shortest the rig's timeouts allow
+    const std::string key = unique_key("overlap-" + route);
+    const std::string path = "/" + route;
+    // Every attempt at the completion is dropped while `held` (at most 8 come in the ~6 s it is
+    // held, with the background retry's backoff of 100 ms doubling to 2 s).
+    auto held = std::make_shared<std::atomic<bool>>(true);
+    for (int i = 0; i < 16; ++i) {
+      postgres_proxy().drop_next_request([held, completion = completion_of(key)](
+                                             std::string_view request) { return held->load() && completion(request); },
+                                         AfterLoss::reset);
+    }
+
+    const auto sent_at = Clock::now();
+    auto first = std::async(std::launch::async, [&] {
+      return send(rig.proxy_port(), keyed_post(path, key).with("X-Test-Delay-Ms", "600"), 10s);
+    });
+    ASSERT_TRUE(eventually([&] { return rig.upstream_count(key) == 1; }, 3s, 5ms));
+    auto duplicate = std::async(std::launch::async, [&] { return send(rig.proxy_port(), keyed_post(path, key), 10s); });
+    // Its first claim found the first request in flight; its next poll's reply is lost.
+    ASSERT_TRUE(eventually([&] { return claims_forwarded(postgres_proxy(), key) >= 2; }, 3s, 1ms));
+    postgres_proxy().lose_next_reply(claim_of(key), AfterLoss::hang);
+
+    const HttpResponse original = first.get();
+    EXPECT_EQ(original.status, 200) << describe(original);
+    const HttpResponse waited = duplicate.get();
+    EXPECT_EQ(waited.status, 503) << describe(waited);
+    EXPECT_EQ(problem_slug(waited), "store-unavailable") << describe(waited);
+    ASSERT_TRUE(postgres_proxy().wait_fired(2, 0ms)) << "the completion was not dropped or the poll's reply not lost";
+    ASSERT_TRUE(logged(rig, "release_recovered")) << "the duplicate's release never ended";
+    EXPECT_EQ(rig.proxy_logs().find("\"complete_recovered\""), std::string::npos) << "the completion was not held";
+
+    // Both while the lease holds and after it lapsed: the key is this process's to settle.
+    for (const auto at : {Clock::now(), sent_at + 5500ms}) {
+      std::this_thread::sleep_until(at);
+      const HttpResponse retried = send(rig.proxy_port(), keyed_post(path, key), 10s);
+      EXPECT_EQ(retried.status, 503) << "at " << elapsed_ms(sent_at) << " ms: " << describe(retried);
+      EXPECT_EQ(problem_slug(retried), "store-unavailable") << describe(retried);
+      EXPECT_EQ(rig.upstream_count(key), 1u) << "run again while its completion was pending";
+    }
+
+    held->store(false);
+    const HttpResponse replayed = send_until_settled(rig.proxy_port(), keyed_post(path, key), 10s);
+    EXPECT_TRUE(is_replay(replayed)) << describe(replayed);
+    EXPECT_EQ(replayed.body, original.body);
+    EXPECT_EQ(rig.upstream_count(key), 1u);
+    EXPECT_TRUE(logged(rig, "complete_recovered"));
+    std::cout << "[ overlap  ] /" << route << ": " << postgres_proxy().faults_fired() - 1
+              << " completion attempts dropped, the replay " << elapsed_ms(sent_at) << " ms after the first request\n";
+  }
+};
+
+TEST_F(OverlappingSettlements, AReleaseEndingFirstLeavesTheKeyHeldUntilTheCompletionLandsUnderLock) {
+  expect_the_key_held_until_the_completion_lands("wait");
+}
+
+TEST_F(OverlappingSettlements, AReleaseEndingFirstLeavesTheKeyHeldUntilTheCompletionLandsUnderRetry) {
+  expect_the_key_held_until_the_completion_lands("wait-retry");
 }
 
 // ---- A saturated store -------------------------------------------------------------------------

@@ -50,6 +50,11 @@ routes:
     match: { method: POST, path: /wait }
     in_flight: wait
     wait_timeout: ${WAIT_TIMEOUT}
+  - name: wait-retry
+    match: { method: POST, path: /wait-retry }
+    in_flight: wait
+    unknown_outcome: retry
+    wait_timeout: ${WAIT_TIMEOUT}
 )";
 
 const std::map<std::string, std::string>& default_variables() {

@@ -27,6 +27,7 @@ namespace idem::test::failure {
 //   POST /retry  unknown_outcome: retry
 //   POST /open   store_unavailable: fail_open
 //   POST /wait   in_flight: wait
+//   POST /wait-retry   in_flight: wait, unknown_outcome: retry
 // The replay cache is off (every retry asks Postgres), the reaper does not run, and there is no
 // admin listener unless ADMIN_LISTEN names one (its fixed default port would collide between tests
 // running side by side).

@@ -63,7 +63,9 @@ TEST_F(HaDriver, MultiHostDsnSkipsARefusedFirstHost) {
   EXPECT_EQ(outcome.first_value, port);
 }
 
-TEST_F(HaDriver, ReadOnlyRefusalIsNamedUnavailableToTheStoreAndClosesTheConnection) {
+// Read-only is a store reached but not usable (busy), never `unavailable`: fail_open applies only
+// when no connection could be made, and a demoted primary took ours.
+TEST_F(HaDriver, ReadOnlyRefusalIsBusyToTheStoreNotUnavailableAndClosesTheConnection) {
   boost::asio::io_context io(1);
   // Every transaction of this session read-only: what a standby (or a demoted primary) answers.
   auto pool = std::make_shared<pg::Pool>(io, pool_options(dsn_with(dsn(), "options", "-c default_transaction_read_only=on")));
@@ -75,7 +77,7 @@ TEST_F(HaDriver, ReadOnlyRefusalIsNamedUnavailableToTheStoreAndClosesTheConnecti
   EXPECT_EQ(refused.error->kind, pg::PgErrorKind::read_only) << refused.error->message;
   EXPECT_EQ(refused.error->sqlstate, "25006");
   EXPECT_EQ(pg::pg_error_kind_name(refused.error->kind), "read_only");
-  EXPECT_EQ(store::pg::to_store_error(refused.error->kind), core::StoreError::unavailable);
+  EXPECT_EQ(store::pg::to_store_error(refused.error->kind), core::StoreError::busy);
   // The connection was dropped: the pool connects a new one (on a failover: to the new primary).
   EXPECT_TRUE(run_until(io, [&] { return pg::pg_counters().connects_succeeded.load() > connects_before; }, 5s))
       << "the connection that answered 25006 was kept";

@@ -29,6 +29,7 @@
 #include "support/env.hpp"
 #include "support/eventually.hpp"
 #include "support/proxy_launcher.hpp"
+#include "support/raw_upstream.hpp"
 #include "support/test_pki.hpp"
 #include "support/tls_client.hpp"
 
@@ -339,6 +340,42 @@ TEST_F(Tls, UpstreamAddressedByIpIsVerifiedAgainstItsIpSan) {
   ASSERT_FALSE(failures.empty()) << wrong.proxy_process()->stderr_text();
   EXPECT_EQ(field(failures.front(), "reason"), "certificate verify failed: IP address mismatch");
   EXPECT_EQ(upstream_total(upstream.port), 1u);
+}
+
+// (c) Bytes a TLS upstream sends after a complete response, in a record of its own that arrives
+// in one read with the response's last record, wait inside the proxy's TLS layer, where a peek at
+// the socket before reusing the connection cannot see them: the connection is not reused, so they
+// never become the next request's answer. (The same record: they wait in the proxy's read buffer,
+// which was checked already.) Each next request gets its own answer, executed once.
+TEST_F(Tls, BytesATlsUpstreamSendsAfterItsResponseNeverAnswerTheNextRequest) {
+  RawUpstream raw(RawUpstream::Tls{pki().server.cert, pki().server.key});
+  const std::string answered = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst";
+  const std::string forged = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged";
+  raw.script("/plain/own-record", RawUpstream::Reply{.bytes = answered, .trailing_bytes = forged});
+  raw.script("/plain/same-record", RawUpstream::Reply{.bytes = answered + forged});
+  raw.script("/plain/next", RawUpstream::Reply{.bytes = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nreal"});
+  ProxySetup setup;
+  setup.upstream_origin = "https://localhost";
+  setup.upstream_port = raw.port();
+  setup.upstream_tls = "ca_file: " + yaml(pki().ca.cert);
+  ProxyHarness& proxy = start_proxy(setup);
+
+  for (const std::string target : {"/plain/own-record", "/plain/same-record"}) {
+    SCOPED_TRACE(target);
+    const HttpResponse first = send(proxy.proxy_port(), HttpRequest::get(target));
+    ASSERT_EQ(first.status, 200) << describe(first);
+    EXPECT_EQ(first.body, "first");
+    for (int i = 0; i < 3; ++i) {
+      const HttpResponse next = send(proxy.proxy_port(), HttpRequest::get("/plain/next"));
+      EXPECT_EQ(next.status, 200) << describe(next);
+      EXPECT_EQ(next.body, "real") << "bytes sent after an earlier response answered this request";
+    }
+    EXPECT_EQ(raw.executions(target), 1u);
+  }
+  EXPECT_EQ(raw.executions("/plain/next"), 6u);
+  // The others were kept alive: one connection that ended with each stray answer, and one reused
+  // by the three next requests after the first (the second stray answer came on that one).
+  EXPECT_EQ(raw.connections(), 3u);
 }
 
 // (d) An upstream certificate from a CA the proxy does not trust: 502 upstream-tls-failed, the

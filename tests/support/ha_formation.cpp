@@ -327,15 +327,28 @@ std::string HaFormation::synchronous_standby_names(int node) const {
   return query(node_dsn(node), "SHOW synchronous_standby_names").at(0).at(0);
 }
 
+void HaFormation::kill_node(int index) {
+  Node& node = nodes_.at(static_cast<std::size_t>(index));
+  if (!node.keeper || !node.keeper->running())
+    throw std::logic_error("kill: " + node.name + "'s keeper is not running");
+  kill_tree(node.keeper->pid());
+  if (!node.keeper->wait_exit(10s)) throw std::runtime_error(node.name + "'s keeper survived SIGKILL");
+}
+
 int HaFormation::kill_primary() {
   const std::optional<int> index = primary();
   if (!index) throw std::runtime_error("kill_primary: no primary (" + describe_states() + ")");
-  Node& node = nodes_.at(static_cast<std::size_t>(*index));
-  if (!node.keeper || !node.keeper->running()) throw std::logic_error("kill_primary: the keeper is not running");
-  kill_tree(node.keeper->pid());
-  if (!node.keeper->wait_exit(10s)) throw std::runtime_error("the primary's keeper survived SIGKILL");
+  kill_node(*index);
   paused_wal_senders_.clear();  // they died with it
   return *index;
+}
+
+int HaFormation::kill_secondary() {
+  const std::optional<int> first = primary();
+  if (!first) throw std::runtime_error("kill_secondary: no primary (" + describe_states() + ")");
+  const int standby = 1 - *first;
+  kill_node(standby);
+  return standby;
 }
 
 std::optional<int> HaFormation::wait_for_new_primary(int old_primary, std::chrono::milliseconds timeout) const {
@@ -378,6 +391,31 @@ void HaFormation::make_asynchronous(std::chrono::milliseconds timeout) {
     std::this_thread::sleep_for(kPoll);
   }
   throw std::runtime_error("synchronous_standby_names is still '" + names + "' on the primary");
+}
+
+void HaFormation::set_node_unhealthy_timeout(std::chrono::milliseconds timeout) {
+  const std::filesystem::path pgdata = dir_.path() / "monitor" / "data";
+  const std::string value = std::to_string(timeout.count());
+  {
+    std::ofstream conf(pgdata / "postgresql.conf", std::ios::app);
+    conf << "pgautofailover.node_considered_unhealthy_timeout = " << value << "\n";
+    if (!conf) throw std::runtime_error("cannot append to the monitor's postgresql.conf");
+  }
+  const std::string pid_file = read_file(pgdata / "postmaster.pid");
+  const pid_t postmaster = pid_file.empty() ? 0 : static_cast<pid_t>(std::stol(pid_file));
+  if (postmaster <= 0 || ::kill(postmaster, SIGHUP) != 0)
+    throw std::runtime_error("cannot reload the monitor's postgres");
+  const auto deadline = Clock::now() + 10s;
+  std::string now;
+  while (Clock::now() < deadline) {
+    now = query(monitor_uri_,
+                "SELECT setting FROM pg_settings WHERE name = 'pgautofailover.node_considered_unhealthy_timeout'")
+              .at(0)
+              .at(0);
+    if (now == value) return;
+    std::this_thread::sleep_for(kPoll);
+  }
+  throw std::runtime_error("the monitor's node_considered_unhealthy_timeout is " + now + ", not " + value);
 }
 
 void HaFormation::pause_wal_sender() {

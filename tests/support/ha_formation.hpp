@@ -67,6 +67,10 @@ class HaFormation {
   // postgres service, the node-active service, the postmaster and its backends), frozen first
   // (SIGSTOP) so nothing restarts in between. The node stays down. Returns its index.
   int kill_primary();
+  // The same for the secondary, the primary left running. While the monitor has not yet noticed
+  // (seconds) the primary's synchronous_standby_names still names it: every commit on the primary
+  // waits, until its keeper applies wait_primary and clears the setting. Returns its index.
+  int kill_secondary();
   // Waits until a node other than `old_primary` is primary (reported and goal state primary or
   // wait_primary) and accepts writes. Its index; nullopt at the deadline.
   std::optional<int> wait_for_new_primary(int old_primary, std::chrono::milliseconds timeout) const;
@@ -75,6 +79,11 @@ class HaFormation {
   // `pg_autoctl set node replication-quorum false` on the standby, then waits until the primary's
   // synchronous_standby_names is empty. Throws when it does not become empty in time.
   void make_asynchronous(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  // How long the monitor waits after a node's last report before it acts on its failed health
+  // checks (pgautofailover.node_considered_unhealthy_timeout: 20 s by default, 2 s in this
+  // formation). Appended to the monitor's postgresql.conf and reloaded; returns once the monitor
+  // reads the new value. Throws when it does not within 10 s.
+  void set_node_unhealthy_timeout(std::chrono::milliseconds timeout);
   // SIGSTOP / SIGCONT of the primary's walsender processes: WAL stops reaching the standby while
   // commits go on (with asynchronous replication), a replication lag the test controls.
   void pause_wal_sender();
@@ -98,6 +107,7 @@ class HaFormation {
   void create_monitor();
   void create_node(int index, std::chrono::steady_clock::time_point deadline);
   void wait_ready(std::chrono::steady_clock::time_point deadline);
+  void kill_node(int index);
   void stop_all() noexcept;
 
   TempDir dir_;

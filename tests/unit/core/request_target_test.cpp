@@ -74,6 +74,35 @@ TEST(RequestTarget, WhatCannotBeNormalizedSafelyIsRefused) {
   EXPECT_EQ(normalized("*"), "400 the request target * is for OPTIONS only");
 }
 
+// `;` parameters stay in the forwarded target (an upstream may read them: Spring's matrix
+// variables); a dot segment or an inner empty segment carrying them is refused, since servers that
+// drop parameters (Tomcat: `/..;/admin` is `/../admin`) and servers that keep them read two paths.
+TEST(RequestTarget, PathParametersAreKeptUnlessTheyMakeTheShapeOfThePathAmbiguous) {
+  for (const std::string_view target :
+       {"/orders;x", "/orders;jsessionid=AB12?q=1", "/orders/;jsessionid=AB12", "/orders;v=2/7;x/refunds", "/;x"}) {
+    EXPECT_EQ(normalized(target), target);
+  }
+  EXPECT_EQ(normalized("/a/b;x/../c"), "/a/c");
+  EXPECT_EQ(normalized("/%6Frders;x"), "/orders;x");
+  EXPECT_EQ(normalized("/orders%3bx"), "/orders%3Bx") << "an encoded ';' is a character of the name";
+  for (const std::string_view target : {"/orders/..;x/admin", "/..;/orders", "/.;x/orders", "/orders/.;x", "/;x/orders",
+                                        "/x//;y/orders", "/orders/%2e%2e;x/y", "http://svc/..;/orders"}) {
+    EXPECT_EQ(normalized(target),
+              "400 the request path holds a '.', '..' or empty segment with ';' parameters, which servers read "
+              "differently")
+        << target;
+  }
+}
+
+TEST(PathParameters, EachSegmentLosesItsParametersAsTomcatJettyAndSpringRouteIt) {
+  EXPECT_EQ(without_path_parameters("/orders"), "/orders");
+  EXPECT_EQ(without_path_parameters("/orders;x"), "/orders");
+  EXPECT_EQ(without_path_parameters("/orders;v=2/7;a=b;c/refunds"), "/orders/7/refunds");
+  EXPECT_EQ(without_path_parameters("/orders/;jsessionid=AB12"), "/orders/");
+  EXPECT_EQ(without_path_parameters("/;x"), "/");
+  EXPECT_EQ(without_path_parameters("/orders;"), "/orders");
+}
+
 TEST(ScopeHost, OneSpellingPerHost) {
   EXPECT_EQ(scope_host("Tenant-A.API.test"), "tenant-a.api.test");
   EXPECT_EQ(scope_host("tenant-a.api.test:8443"), "tenant-a.api.test");

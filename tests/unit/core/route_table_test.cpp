@@ -90,6 +90,7 @@ TEST(PathPatternError, InvalidPatternsSayWhy) {
            Case{"orders", "start with '/'"},
            Case{"/orders?x=1", "'?' or '#'"},
            Case{"/orders#top", "'?' or '#'"},
+           Case{"/orders;v=2", "';'"},
            Case{"//orders", "empty segment"},
            Case{"/orders//refunds", "empty segment"},
            Case{"/orders//", "empty segment"},
@@ -136,6 +137,23 @@ TEST(RouteTable, CaseInsensitiveAndTrailingSlashRoutesMatchTheSpellingsTheirUpst
   root.match.trailing_slash = true;
   EXPECT_TRUE(route_matches_path(root.match, "/"));
   EXPECT_FALSE(route_matches_path(root.match, "/x/"));
+}
+
+// Tomcat, Jetty and Spring serve `/orders;x` as `/orders`: the route that guards /orders guards it.
+TEST(RouteTable, PathParametersCannotSkipTheRouteOfTheirPath) {
+  Route loose = make_route("loose", {"POST"}, "/loose");
+  loose.match.trailing_slash = true;
+  const RouteTable table(
+      {make_route("refunds", {"POST"}, "/orders/{id}/refunds"), make_route("orders", {"POST"}, "/orders"), loose});
+  for (const std::string_view path : {"/orders;x", "/orders;jsessionid=AB12", "/orders;a=1;b=2", "/orders;"}) {
+    EXPECT_EQ(matched(table, "POST", path), "orders") << path;
+  }
+  EXPECT_EQ(matched(table, "POST", "/orders/7;v=1/refunds;x"), "refunds");
+  EXPECT_EQ(matched(table, "POST", "/orders;x/7/refunds"), "refunds");
+  EXPECT_EQ(matched(table, "POST", "/orders/;jsessionid=AB12"), "")
+      << "that is /orders/, which the route does not take";
+  EXPECT_EQ(matched(table, "POST", "/loose/;jsessionid=AB12"), "loose");
+  EXPECT_EQ(matched(table, "POST", "/orders%3Bx"), "") << "an encoded ';' is part of the name";
 }
 
 TEST(RouteTable, EmptyMethodListMatchesAnyMethod) {

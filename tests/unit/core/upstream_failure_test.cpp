@@ -35,6 +35,29 @@ TEST(UpstreamFailureKind, EveryFailureSaysWhetherTheRequestCanHaveRun) {
   EXPECT_FALSE(upstream_failure_problem(UpstreamFailure::timeout).retry_after.has_value());
 }
 
+// A request on a reused keep-alive connection goes again on a fresh one only when the upstream
+// cannot have acted on it: not one byte written, or (a safe method) not one byte of an answer.
+TEST(MaySendAgain, OnlyARequestOfWhichNothingWentOutIsSentAgainUnlessItIsSafe) {
+  constexpr std::size_t kRequest = 7 * 1024 * 1024;
+  for (const bool safe : {false, true}) {
+    EXPECT_TRUE(may_send_again({.connection_gone = true, .bytes_written = 0, .safe_method = safe}))
+        << "closed while idle, found at the first write";
+    EXPECT_FALSE(may_send_again({.connection_gone = false, .bytes_written = 0, .safe_method = safe}))
+        << "a deadline or an error that is not the peer's close";
+    EXPECT_FALSE(
+        may_send_again({.connection_gone = true, .bytes_written = kRequest, .bytes_read = 12, .safe_method = safe}))
+        << "part of an answer came";
+  }
+  // The head (or more) went out and the peer reset the connection while we wrote the body: an
+  // upstream that answers without reading the body may have run it.
+  EXPECT_FALSE(may_send_again({.connection_gone = true, .bytes_written = 312, .safe_method = false}));
+  EXPECT_FALSE(may_send_again({.connection_gone = true, .bytes_written = 1, .safe_method = false}));
+  // Written whole, no answer: the upstream may have read it and died; only a safe method goes again.
+  EXPECT_FALSE(may_send_again({.connection_gone = true, .bytes_written = kRequest, .safe_method = false}));
+  EXPECT_TRUE(may_send_again({.connection_gone = true, .bytes_written = kRequest, .safe_method = true}));
+  EXPECT_TRUE(may_send_again({.connection_gone = true, .bytes_written = 312, .safe_method = true}));
+}
+
 TEST(ObservedState, AnInFlightRecordWhoseLeaseLapsedReadsAsUnknown) {
   EXPECT_FALSE(lease_lapsed(RecordState::in_flight, 1ms));
   EXPECT_TRUE(lease_lapsed(RecordState::in_flight, 0ms));
