@@ -110,8 +110,7 @@ asio::awaitable<void> refuse(Stream& stream, ClientConnection& connection, core:
   co_await linger_close(stream, connection);
 }
 
-inline void log_request(std::string_view method, std::string_view target, unsigned status,
-                        const RequestTrace& trace) {
+inline void log_request(std::string_view method, std::string_view target, unsigned status, const RequestTrace& trace) {
   if (!log::enabled(log::Level::info)) return;
   const std::string_view path = target.substr(0, target.find('?'));  // queries may carry secrets
   log::info("request", {{"method", method},

@@ -28,13 +28,12 @@ RoutedRequest route_request(const RuntimeConfig& config, const RequestParts& hea
 // headers, or the default spelling when no route matched.
 const std::vector<std::string>& replay_headers_of(const core::Route* route);
 
-// A request route_request() reads whole. Runs on the worker's io thread; `request` must outlive it. The store write that completes a
-// record happens before this returns, so the response is stored before the client sees it, even
-// if the client has gone away meanwhile.
-// `routed` points into the configuration snapshot it was decided with, which the caller holds
-// until this completes.
+// A request route_request() reads whole. Runs on the worker's io thread; `request` must outlive
+// it. The store write that completes a record happens before this returns, so the response is
+// stored before the client sees it, even if the client has gone away meanwhile. `routed` points
+// into the configuration snapshot it was decided with, which the caller holds until this completes.
 boost::asio::awaitable<Response> handle_request(WorkerServices& services, const RoutedRequest& routed,
-                                                const RequestParts& request,
-                                                std::string_view client_address, RequestTrace& trace);
+                                                const RequestParts& request, std::string_view client_address,
+                                                RequestTrace& trace);
 
 }  // namespace idem::http

@@ -173,10 +173,10 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
   const config::LimitsConfig& limits = config.config.limits;
   const std::chrono::milliseconds upstream_timeout = config.config.upstream.timeout;
   const bool head_request = parts.method == beast_http::verb::head;
-  const bool safe_method = head_request || parts.method == beast_http::verb::get ||
-                           parts.method == beast_http::verb::options;
+  const bool safe_method =
+      head_request || parts.method == beast_http::verb::get || parts.method == beast_http::verb::options;
   const bool has_body = !parser.is_done();
-  const RequestBodyFraming request_framing = !has_body         ? RequestBodyFraming::whole
+  const RequestBodyFraming request_framing = !has_body          ? RequestBodyFraming::whole
                                              : parser.chunked() ? RequestBodyFraming::streamed_chunked
                                                                 : RequestBodyFraming::streamed_length;
   const UpstreamRequest upstream_request(parts, client_address, request_framing, parser.content_length().value_or(0));
@@ -206,8 +206,7 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
     // may have acted on it (core::may_send_again).
     UpstreamEnd to_upstream{transport, upstream_timeout};
     upstream_request.write_head(transport.head_buffer());
-    const wire::OutFraming request_out =
-        parser.chunked() ? wire::OutFraming::chunked : wire::OutFraming::raw;
+    const wire::OutFraming request_out = parser.chunked() ? wire::OutFraming::chunked : wire::OutFraming::raw;
     sent = co_await wire::pump_body(parser, client_buffer, client, to_upstream, request_out, request_window.span(),
                                     transport.head_buffer(), sent.unsent);
     switch (sent.end) {
@@ -264,11 +263,12 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
   // hop-by-hop: never forwarded); the connection is no longer HTTP and is closed with the lease.
   if (status == 101) co_return answer(core::upstream_failure_problem(core::UpstreamFailure::switched_protocols));
   const std::string codings = transfer_codings(message);
-  const core::StreamedFraming framing = core::streamed_framing(
-      status, head_request,
-      core::UpstreamFraming{
-          .has_length = response->content_length().has_value(), .chunked = response->chunked(), .transfer_codings = codings},
-      parts.version);
+  const core::StreamedFraming framing =
+      core::streamed_framing(status, head_request,
+                             core::UpstreamFraming{.has_length = response->content_length().has_value(),
+                                                   .chunked = response->chunked(),
+                                                   .transfer_codings = codings},
+                             parts.version);
   if (framing.refusal) co_return answer(*framing.refusal);
 
   // Whether the upstream connection can serve another exchange once this answer is read: it

@@ -50,7 +50,9 @@ class UpstreamPool final : public Upstream {
 
   std::optional<Connection> take_idle(std::chrono::steady_clock::time_point now);
   void put_idle(Connection&& connection, std::chrono::steady_clock::time_point now);
-  void take_back(Connection&& connection) override { put_idle(std::move(connection), std::chrono::steady_clock::now()); }
+  void take_back(Connection&& connection) override {
+    put_idle(std::move(connection), std::chrono::steady_clock::now());
+  }
   // A new connection, TLS handshake included; a failure says what went wrong.
   boost::asio::awaitable<core::UpstreamFailure> open_connection(Connection& connection);
 

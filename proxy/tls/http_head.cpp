@@ -108,7 +108,7 @@ void write_head(std::string_view method, std::string_view target, unsigned versi
 
 void write_head(const boost::beast::http::response_header<>& response, std::string& out) {
   const beast_http::fields& fields = response;  // a head is its fields, with a start line
-  const auto reason = response.reason();  // the standard phrase when the message has none
+  const auto reason = response.reason();        // the standard phrase when the message has none
   out.resize(kVersionSize + 1 + 3 + 1 + reason.size() + 2 + fields_size(fields));
   char* at = out.data();
   put_version(at, response.version());

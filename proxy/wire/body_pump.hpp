@@ -55,9 +55,9 @@ enum class PumpEnd {
 struct PumpResult {
   PumpEnd end = PumpEnd::complete;
   boost::system::error_code ec;
-  std::uint64_t body_bytes = 0;   // body bytes the sink took
+  std::uint64_t body_bytes = 0;     // body bytes the sink took
   std::uint64_t bytes_written = 0;  // bytes the sink took, prefix and framing included
-  std::size_t unsent = 0;         // sink_failed: body bytes of the failed write, still in the window
+  std::size_t unsent = 0;           // sink_failed: body bytes of the failed write, still in the window
 };
 
 // The window of Beast's parser<isRequest, buffer_body>.
@@ -164,18 +164,18 @@ asio::awaitable<PumpResult> pump_body(Parser& parser, beast::flat_buffer& in, So
     } else if (held > 0 && done) {
       const auto out = beast::buffers_cat(head, beast_http::make_chunk(data), beast_http::make_chunk_last());
       auto [ec, n] = co_await sink.write(out);
-        write_ec = ec;
-        written = n;
+      write_ec = ec;
+      written = n;
     } else if (held > 0) {
       const auto out = beast::buffers_cat(head, beast_http::make_chunk(data));
       auto [ec, n] = co_await sink.write(out);
-        write_ec = ec;
-        written = n;
+      write_ec = ec;
+      written = n;
     } else if (done) {
       const auto out = beast::buffers_cat(head, beast_http::make_chunk_last());
       auto [ec, n] = co_await sink.write(out);
-        write_ec = ec;
-        written = n;
+      write_ec = ec;
+      written = n;
     }
     result.bytes_written += written;
     if (write_ec) {

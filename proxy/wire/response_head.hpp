@@ -30,8 +30,8 @@ inline constexpr int kMaxInterimResponses = 16;
 // A close before the head is end_of_stream with no byte read, partial_message after some.
 template <class Source>
 asio::awaitable<IoResult> read_response_head(Source& source, beast::flat_buffer& in,
-                                             std::optional<StreamedResponseParser>& parser,
-                                             std::uint32_t header_limit, bool head_request) {
+                                             std::optional<StreamedResponseParser>& parser, std::uint32_t header_limit,
+                                             bool head_request) {
   std::size_t total = 0;
   for (int interim = 0;; ++interim) {
     parser.emplace();
@@ -51,9 +51,9 @@ asio::awaitable<IoResult> read_response_head(Source& source, beast::flat_buffer&
       in.commit(got);
       total += got;
       if (ec == asio::error::eof) {
-        co_return IoResult{parser->got_some() || in.size() > 0 ? beast_http::error::partial_message
-                                                                : beast_http::error::end_of_stream,
-                           total};
+        co_return IoResult{
+            parser->got_some() || in.size() > 0 ? beast_http::error::partial_message : beast_http::error::end_of_stream,
+            total};
       }
       if (ec) co_return IoResult{ec, total};
     }
