@@ -16,7 +16,7 @@ enum class BodyHandling {
 
 // `route`: the matched route's policy, null when none matched. `key_header_sent`: a line of the
 // route's key header is in the head (its value is not looked at: an empty or malformed key is
-// the guarded flow's 400).
+// the guarded flow's 400); read only for a `key: optional` route.
 BodyHandling body_handling(const RoutePolicy* route, std::string_view method, bool key_header_sent);
 
 }  // namespace idem::core

@@ -34,7 +34,10 @@ std::string_view path_of(std::string_view target) { return target.substr(0, targ
 RoutedRequest route_request(const RuntimeConfig& config, const RequestParts& head) {
   const core::Route* route = config.routes.match(head.method_string, path_of(head.target));
   const core::RoutePolicy* policy = route != nullptr ? &route->policy : nullptr;
-  const bool key_sent = policy != nullptr && key_header_sent(head, *policy);
+  // Only an optional key's presence matters (core/body_handling.hpp): the fields are not walked
+  // for the others.
+  const bool key_sent =
+      policy != nullptr && policy->key == core::KeyRequirement::optional && key_header_sent(head, *policy);
   return {route, core::body_handling(policy, head.method_string, key_sent)};
 }
 

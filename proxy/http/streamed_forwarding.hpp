@@ -71,7 +71,8 @@ struct StreamedOutcome {
   unsigned status = 0;      // the status the client got; 0 when none (it went away first)
 };
 
-// The client's side of the pumps: the request body's reads, the response's writes.
+// The client's side of the pumps: the request body's reads, the response's writes. (Each returns
+// the awaitable of wire's operation rather than awaiting it: no coroutine frame of its own.)
 template <class Stream>
 struct ClientEnd {
   Stream& stream;
@@ -79,17 +80,12 @@ struct ClientEnd {
   std::chrono::milliseconds read_timeout;
   std::chrono::milliseconds write_timeout;
 
-  boost::system::error_code timed_out_or(const boost::system::error_code& ec) const {
-    return ec && connection.deadline.expired() ? boost::system::error_code(beast::error::timeout) : ec;
-  }
   asio::awaitable<wire::IoResult> read_some(asio::mutable_buffer buffer) {
-    auto [ec, n] = co_await wire::read_some_within(stream, buffer, connection.deadline, read_timeout);
-    co_return wire::IoResult{timed_out_or(ec), n};
+    return wire::read_some_within(stream, buffer, connection.deadline, read_timeout);
   }
   template <class Buffers>
-  asio::awaitable<wire::IoResult> write(Buffers buffers) {
-    auto [ec, n] = co_await wire::write_within(stream, buffers, connection.deadline, write_timeout);
-    co_return wire::IoResult{timed_out_or(ec), n};
+  asio::awaitable<wire::IoResult> write(const Buffers& buffers) {
+    return wire::write_within(stream, buffers, connection.deadline, write_timeout);
   }
 };
 
@@ -100,27 +96,15 @@ struct UpstreamEnd {
   std::chrono::milliseconds timeout;
   wire::ClientGoneWatch* watch = nullptr;
 
-  boost::system::error_code timed_out_or(const boost::system::error_code& ec) const {
-    return ec && transport.timed_out() ? boost::system::error_code(beast::error::timeout) : ec;
-  }
   asio::awaitable<wire::IoResult> read_some(asio::mutable_buffer buffer) {
     if (watch != nullptr) watch->arm(transport.tcp);
-    // (No co_await inside ?: with bindings: GCC 12 mishandles it.)
-    if (transport.tls) {
-      auto [ec, n] = co_await wire::read_some_within(*transport.tls, buffer, transport, timeout);
-      co_return wire::IoResult{timed_out_or(ec), n};
-    }
-    auto [ec, n] = co_await wire::read_some_within(transport.tcp, buffer, transport, timeout);
-    co_return wire::IoResult{timed_out_or(ec), n};
+    if (transport.tls) return wire::read_some_within(*transport.tls, buffer, transport, timeout);
+    return wire::read_some_within(transport.tcp, buffer, transport, timeout);
   }
   template <class Buffers>
-  asio::awaitable<wire::IoResult> write(Buffers buffers) {
-    if (transport.tls) {
-      auto [ec, n] = co_await wire::write_within(*transport.tls, buffers, transport, timeout);
-      co_return wire::IoResult{timed_out_or(ec), n};
-    }
-    auto [ec, n] = co_await wire::write_within(transport.tcp, buffers, transport, timeout);
-    co_return wire::IoResult{timed_out_or(ec), n};
+  asio::awaitable<wire::IoResult> write(const Buffers& buffers) {
+    if (transport.tls) return wire::write_within(*transport.tls, buffers, transport, timeout);
+    return wire::write_within(transport.tcp, buffers, transport, timeout);
   }
 };
 
@@ -130,12 +114,22 @@ inline bool is_connection_gone(const boost::system::error_code& ec) {
          ec == asio::error::broken_pipe || ec == asio::ssl::error::stream_truncated;
 }
 
-// A window as large as a body known to be smaller (a small message costs a small allocation).
-struct Window {
-  explicit Window(std::size_t size) : data(size > 0 ? new char[size] : nullptr), size(size) {}
-  std::span<char> span() { return {data.get(), size}; }
-  std::unique_ptr<char[]> data;
-  std::size_t size;
+// A window as large as a body known to be smaller: a small message's fits in the coroutine's
+// frame and costs no allocation.
+class Window {
+ public:
+  explicit Window(std::size_t size)
+      : heap_(size > kInline ? new char[size] : nullptr), data_(heap_ ? heap_.get() : inline_), size_(size) {}
+  Window(const Window&) = delete;  // data_ may point into this object
+  Window& operator=(const Window&) = delete;
+  std::span<char> span() { return {data_, size_}; }
+
+ private:
+  static constexpr std::size_t kInline = 512;
+  std::unique_ptr<char[]> heap_;
+  char inline_[kInline];
+  char* data_;
+  std::size_t size_;
 };
 inline std::size_t window_size(bool has_body, const boost::optional<std::uint64_t>& length) {
   if (!has_body) return 0;
@@ -195,7 +189,6 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
   std::optional<wire::StreamedResponseParser> response;
   wire::PumpResult sent;
   for (int attempt = 0;; ++attempt) {
-    watch.reset();
     const core::UpstreamFailure failure = co_await services.upstream.acquire(lease);
     if (failure != core::UpstreamFailure::none) co_return answer(core::upstream_failure_problem(failure));
     UpstreamTransport& transport = lease.transport();
@@ -228,14 +221,11 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
                              : core::bad_request_problem("malformed request body: " + sent.ec.message()));
     }
 
-    // The head of the answer: upstream.timeout from the request's end. Meanwhile the client is
-    // watched: its going away closes the upstream connection at once.
-    watch.emplace(connection.socket);
-    UpstreamEnd from_upstream{transport, upstream_timeout, &*watch};
+    // The head of the answer: upstream.timeout from the request's end.
+    UpstreamEnd from_upstream{transport, upstream_timeout};
     auto [head_ec, head_bytes] = co_await wire::read_response_head(from_upstream, transport.buffer, response,
                                                                    kResponseHeaderLimit, head_request);
     if (!head_ec) break;
-    if (watch->client_gone()) co_return outcome;
     // TLS 1.3: a server checks our certificate after we consider the handshake done, so its
     // refusal arrives in place of the response; its application never saw the request.
     if (!lease.reused() && transport.handshake_refused(head_ec, head_bytes)) {
@@ -290,6 +280,10 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
   Window response_window(window_size(streams_body, response->content_length()));
   const wire::OutFraming response_out =
       framing.body == core::StreamedBody::chunked ? wire::OutFraming::chunked : wire::OutFraming::raw;
+  // While the body is awaited the client is watched: its going away closes the upstream
+  // connection at once (armed by the first read that waits: a small answer that came with its
+  // head costs no watch).
+  watch.emplace(connection.socket);
   UpstreamEnd from_upstream{lease.transport(), upstream_timeout, &*watch};
   const wire::PumpResult relayed = co_await wire::pump_body(*response, lease.transport().buffer, from_upstream, client,
                                                             response_out, response_window.span(), head_buffer);

@@ -5,7 +5,8 @@
 // (the deadline moves on with every partial write). The deadline is lifted once the operation
 // completes, so the time spent on the other side of the pump is never charged to this one.
 // `Deadline` is anything with expire_after(duration) and expire_never() that closes the socket when
-// it passes (tls::SocketDeadline, tls::ClientStream); `timed_out()` tells that from other failures.
+// it passes (tls::SocketDeadline, tls::ClientStream), and tells that it did (expired() or
+// timed_out()): a failure then is reported as beast::error::timeout.
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -36,13 +37,24 @@ struct MoveDeadlineOnProgress {
   }
 };
 
+template <class Deadline>
+boost::system::error_code timed_out_or(const Deadline& deadline, const boost::system::error_code& ec) {
+  bool passed = false;
+  if constexpr (requires { deadline.expired(); }) {
+    passed = deadline.expired();
+  } else {
+    passed = deadline.timed_out();
+  }
+  return ec && passed ? boost::system::error_code(beast::error::timeout) : ec;
+}
+
 template <class AsyncReadStream, class Deadline>
 asio::awaitable<IoResult> read_some_within(AsyncReadStream& stream, asio::mutable_buffer buffer, Deadline& deadline,
                                            std::chrono::milliseconds timeout) {
   deadline.expire_after(timeout);
   auto [ec, n] = co_await stream.async_read_some(buffer, use_tuple);
   deadline.expire_never();
-  co_return IoResult{ec, n};
+  co_return IoResult{timed_out_or(deadline, ec), n};
 }
 
 // Every byte of `buffers`. A non-blocking TCP socket is written at once first: a window usually
@@ -56,7 +68,7 @@ asio::awaitable<IoResult> write_within(AsyncWriteStream& stream, const Buffers& 
     if (stream.non_blocking()) {
       boost::system::error_code ec;
       written = stream.write_some(rest, ec);
-      if (ec && ec != asio::error::would_block) co_return IoResult{ec, written};
+      if (ec && ec != asio::error::would_block) co_return IoResult{timed_out_or(deadline, ec), written};
       rest.consume(written);
       if (beast::buffer_bytes(rest) == 0) co_return IoResult{boost::system::error_code{}, written};
     }
@@ -64,7 +76,7 @@ asio::awaitable<IoResult> write_within(AsyncWriteStream& stream, const Buffers& 
   const MoveDeadlineOnProgress<Deadline> condition{&deadline, timeout};
   auto [ec, n] = co_await asio::async_write(stream, rest, condition, use_tuple);
   deadline.expire_never();
-  co_return IoResult{ec, written + n};
+  co_return IoResult{timed_out_or(deadline, ec), written + n};
 }
 
 }  // namespace idem::wire

@@ -97,5 +97,7 @@ std::uint64_t stream_scale();
 // Whether memory bounds are checked: not under a sanitizer (its shadow memory and quarantine
 // grow with traffic whatever the proxy holds).
 bool memory_bounds_checked();
+// A time bound as the plain stage checks it, widened fivefold under a sanitizer.
+std::chrono::milliseconds time_bound(std::chrono::milliseconds plain);
 
 }  // namespace idem::test
