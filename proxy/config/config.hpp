@@ -40,7 +40,6 @@ struct ListenerTlsConfig {
 
 struct LimitsConfig {
   std::size_t max_request_body = 10 * 1024 * 1024;   // 413 beyond
-  std::size_t max_response_body = 64 * 1024 * 1024;  // upstream responses larger get 502
   std::size_t max_header_bytes = 16 * 1024;          // request line + headers; 431 beyond
   std::size_t max_request_line = 8 * 1024;           // method, target and version; 414 beyond
   std::chrono::milliseconds header_timeout{10'000};  // time to receive a request's headers
@@ -160,7 +159,7 @@ struct Config {
   // Unset in the file: one whole exchange (core::default_drain_timeout of the timing model; 37s
   // with the default upstream and store timeouts).
   std::chrono::milliseconds drain_timeout{37'000};
-  LimitsConfig limits;             // limits.max_response_body is restart-only; the rest reload
+  LimitsConfig limits;
   UpstreamConfig upstream;         // restart-only
   StoreConfig store;               // restart-only
   ReaperConfig reaper;             // restart-only
@@ -171,7 +170,7 @@ struct Config {
 };
 
 // The restart-only settings (marked in Config) that `after` changes from `before`, named as the
-// file names them ("store", "limits.max_response_body"), in Config's order.
+// file names them ("store", "reaper"), in Config's order.
 std::vector<std::string> restart_only_changes(const Config& before, const Config& after);
 // `next` with the restart-only settings of `running` put back: what a reload puts in force.
 Config keep_restart_only(Config next, const Config& running);

@@ -245,7 +245,11 @@ void ConfigReader::read_limits(const Field& field, LimitsConfig& limits) {
   if (const Field* f = fields->find("max_request_body"))
     assign(yaml_.byte_size(*f, "limits.max_request_body"), limits.max_request_body);
   if (const Field* f = fields->find("max_response_body")) {
-    assign(yaml_.byte_size(*f, "limits.max_response_body"), limits.max_response_body);
+    // Accepted so an older file still loads: no answer is held whole past its route's
+    // max_stored_body any more (README "Streaming").
+    issues_.warning(f->key.Mark(),
+                    "limits.max_response_body is no longer used: an answer past its route's max_stored_body, "
+                    "and every answer no idempotency rule applies to, is streamed to its client; remove it");
   }
   if (const Field* f = fields->find("max_header_bytes")) {
     assign(yaml_.byte_size(*f, "limits.max_header_bytes", kMaxHeaderBytes), limits.max_header_bytes);

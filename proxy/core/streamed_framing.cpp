@@ -3,9 +3,6 @@
 #include "core/ascii.hpp"
 
 namespace idem::core {
-namespace {
-
-// Whether a coding list names a coding other than chunked ("gzip, chunked", "br").
 bool names_other_codings(std::string_view codings) {
   while (!codings.empty()) {
     const auto comma = codings.find(',');
@@ -15,6 +12,8 @@ bool names_other_codings(std::string_view codings) {
   }
   return false;
 }
+
+namespace {
 
 Problem coding_refusal(std::string_view codings) {
   return upstream_bad_response_problem("the upstream's response uses the transfer coding \"" + std::string(codings) +

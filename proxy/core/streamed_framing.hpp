@@ -38,6 +38,10 @@ struct StreamedFraming {
   std::optional<Problem> refusal;    // set: nothing is passed on, the client gets this 502
 };
 
+// Whether a Transfer-Encoding list names a coding other than chunked ("gzip, chunked", "br"):
+// such a body is coded, and only a client told so can read it.
+bool names_other_codings(std::string_view codings);
+
 // `status` of the final response; `head_request`: the request was HEAD; `client_version` 10 or 11.
 StreamedFraming streamed_framing(unsigned status, bool head_request, const UpstreamFraming& upstream,
                                  unsigned client_version);

@@ -110,6 +110,25 @@ asio::awaitable<void> refuse(Stream& stream, ClientConnection& connection, core:
   co_await linger_close(stream, connection);
 }
 
+// The answer when nothing of an upstream's was sent: `problem`, the connection kept for the next
+// request only when the client keeps it (`keep_alive`) and its request was read to its end (the
+// unread rest would be read as the next request: the connection lingers closed instead).
+// Whether the connection serves on.
+template <class Stream>
+asio::awaitable<bool> answer_problem(Stream& stream, ClientConnection& connection, const core::Problem& problem,
+                                     unsigned version, bool keep_alive, bool request_read,
+                                     std::chrono::milliseconds write_timeout, std::string& head) {
+  keep_alive = keep_alive && request_read;
+  Response response = problem_response(problem, version);
+  if (!keep_alive || version < 11) response.keep_alive(keep_alive);
+  connection.deadline.expire_after(write_timeout);
+  auto [write_ec, written] = co_await write_response(stream, response, head);
+  connection.in_request = false;
+  if (write_ec) co_return false;
+  if (!request_read) co_await linger_close(stream, connection);
+  co_return keep_alive;
+}
+
 inline void log_request(std::string_view method, std::string_view target, unsigned status, const RequestTrace& trace) {
   if (!log::enabled(log::Level::info)) return;
   const std::string_view path = target.substr(0, target.find('?'));  // queries may carry secrets
@@ -301,22 +320,15 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
         co_return;
       }
       if (outcome.problem) {
-        // Nothing was sent yet: the problem is the answer (the connection closes after it when the
-        // request's body was not read to its end).
-        const bool keep_alive = outcome.request_read && client_keep_alive && !draining;
-        outcome.status = static_cast<unsigned>(outcome.problem->status);
         trace.handled =
             std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - handling_started);
-        Response response = problem_response(*outcome.problem, version);
-        if (!keep_alive || version < 11) response.keep_alive(keep_alive);
-        services.metrics.record(trace, outcome.status);
-        if (access_log) log_request(method, target, outcome.status, trace);
-        connection.deadline.expire_after(limits.write_timeout);
-        auto [write_ec, written] = co_await write_response(stream, response, response_head);
-        connection.in_request = false;
-        if (write_ec) co_return;
-        if (!outcome.request_read) co_await linger_close(stream, connection);
-        if (!keep_alive) co_return;
+        const auto status = static_cast<unsigned>(outcome.problem->status);
+        services.metrics.record(trace, status);
+        if (access_log) log_request(method, target, status, trace);
+        const bool serves_on =
+            co_await answer_problem(stream, connection, *outcome.problem, version, client_keep_alive && !draining,
+                                    outcome.request_read, limits.write_timeout, response_head);
+        if (!serves_on) co_return;
         continue;
       }
       connection.in_request = false;
@@ -348,13 +360,40 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     // cancel the upstream call or the store write (the handler's own deadlines bound them).
     connection.deadline.expire_never();
     const auto handling_started = std::chrono::steady_clock::now();
-    Response response = co_await handle_request(services, routed, request.parts(), address, trace);
+    Answer answer = co_await handle_request(services, routed, request.parts(), address, trace);
+    Response& response = answer.response;
     trace.handled =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - handling_started);
     services.metrics.record(trace, response.result_int());
     if (access_log) log_request(method, target, response.result_int(), trace);
 
     const bool keep_alive = client_keep_alive && !draining;
+    if (answer.rest) {
+      // An answer past what its route keeps: its head and first bytes, the rest streamed.
+      OpenResponse& rest = *answer.rest;
+      const streaming::AnswerInFlight in_flight{
+          .head = response,
+          .kept_body = response.body(),
+          .parser = *rest.parser,
+          .lease = rest.lease,
+          .upstream_framing = {.has_length = rest.parser->content_length().has_value(),
+                               .chunked = rest.parser->chunked(),
+                               .transfer_codings = rest.transfer_codings},
+          .reusable = rest.reusable};
+      const bool head_request = request.parts().method == beast_http::verb::head;
+      const streaming::StreamedOutcome outcome = co_await streaming::relay_answer(
+          stream, connection, in_flight, version, head_request, keep_alive, config->config.upstream.timeout,
+          limits.write_timeout, response_head, [](unsigned) {});
+      if (outcome.problem) {
+        const bool serves_on = co_await answer_problem(stream, connection, *outcome.problem, version, keep_alive, true,
+                                                       limits.write_timeout, response_head);
+        if (!serves_on) co_return;
+        continue;
+      }
+      connection.in_request = false;
+      if (!outcome.keep_alive) co_return;
+      continue;
+    }
     // An HTTP/1.1 response stays open without a Connection field: Beast's keep_alive(true), which
     // parses the field's tokens, is needed only when one came through.
     if (!keep_alive || response.version() < 11 || has_connection_field(response)) response.keep_alive(keep_alive);

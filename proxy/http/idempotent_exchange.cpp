@@ -56,7 +56,7 @@ class IdempotentExchange {
         identity_(policy, request),
         lookup_(services, identity_.claim(), trace) {}
 
-  asio::awaitable<Response> run(std::optional<std::string> key, std::string_view path, std::string_view query) {
+  asio::awaitable<Answer> run(std::optional<std::string> key, std::string_view path, std::string_view query) {
     executor_ = co_await asio::this_coro::executor;
     if (const auto refused = identity_.prepare_claim(std::move(key), path, query, lookup_, services_.cache.enabled())) {
       if (*refused == core::KeyError::missing && policy_.key == core::KeyRequirement::optional) {
@@ -92,7 +92,7 @@ class IdempotentExchange {
                          executor_);
   }
 
-  asio::awaitable<Response> act(const core::Decision& decision, const FoundRecord& found) {
+  asio::awaitable<Answer> act(const core::Decision& decision, const FoundRecord& found) {
     switch (decision.action) {
       case core::Action::execute: co_return co_await execute();
       case core::Action::replay:
@@ -110,7 +110,7 @@ class IdempotentExchange {
   // in_flight: wait — hold the duplicate and poll the record with backoff until the first request
   // finishes (then answer as a retry would be answered: usually the replay) or wait_timeout passes
   // (409). Polling, not LISTEN/NOTIFY, so it works through PgBouncer and across proxies alike.
-  asio::awaitable<Response> wait_for_first(core::Decision decision) {
+  asio::awaitable<Answer> wait_for_first(core::Decision decision) {
     const std::size_t cap = services_.config->config.limits.max_waiting;
     if (services_.waiting.fetch_add(1) >= cap) {
       services_.waiting.fetch_sub(1);
@@ -143,7 +143,7 @@ class IdempotentExchange {
 
   // The claim (or a poll, which is a claim too) failed. A claim whose reply was lost may have
   // recorded this request as in flight: the fenced release frees the key behind the 503.
-  asio::awaitable<Response> claim_failed(store::StoreError error) {
+  asio::awaitable<Answer> claim_failed(store::StoreError error) {
     const core::ClaimFailure failure = core::after_claim_failure(error, policy_);
     log::warn("store_unavailable", {{"route", policy_.name},
                                     {"error", store::store_error_name(error)},
@@ -157,10 +157,9 @@ class IdempotentExchange {
         co_return problem(core::record_corrupt_problem());
       case core::ClaimFailureAnswer::forward_unchecked: {
         trace_.decision = decision::unchecked;
-        Response response =
-            co_await forward_plain(services_, request_, client_address_, trace_, policy_.replay_headers);
-        response.set("Idempotency-Status", "unchecked");
-        co_return response;
+        Answer answer = co_await forward_plain(services_, request_, client_address_, trace_, policy_.replay_headers);
+        answer.response.set("Idempotency-Status", "unchecked");
+        co_return answer;
       }
       case core::ClaimFailureAnswer::unavailable: break;
     }
@@ -177,7 +176,7 @@ class IdempotentExchange {
     return problem(core::store_unavailable_problem(std::chrono::seconds(1)));
   }
 
-  asio::awaitable<Response> execute() {
+  asio::awaitable<Answer> execute() {
     ClaimedRecord claimed = claimed_record();
     const unsigned version = request_.version;
     const UpstreamRequest upstream_request(request_, client_address_);
@@ -187,7 +186,10 @@ class IdempotentExchange {
       ~InFlight() { gauge.fetch_sub(1, std::memory_order_relaxed); }
     } in_flight{services_.metrics.in_flight_records};
     trace_.decision = decision::executed;
-    UpstreamResult result = co_await services_.upstream.exchange(upstream_request);
+    // The body is kept while it may be stored; past max_stored_body the record is settled at once
+    // (too large to replay, or released) and the rest streams to this client: a long answer costs
+    // neither memory nor lease time, and its outcome is never unknown.
+    UpstreamResult result = co_await services_.upstream.exchange(upstream_request, policy_.max_stored_body);
     trace_.upstream += result.elapsed;
     if (result.failure != core::UpstreamFailure::none) {
       co_await claimed.settle_upstream_failure(result);
@@ -196,8 +198,9 @@ class IdempotentExchange {
 
     Response& response = result.response;
     const int status = static_cast<int>(response.result_int());
+    const std::size_t body_size = result.rest ? policy_.max_stored_body + 1 : response.body().size();
     bool kept_a_record = true;
-    switch (core::classify_response(status, response["Idempotency-Transient"], response.body().size(), policy_)) {
+    switch (core::classify_response(status, response["Idempotency-Transient"], body_size, policy_)) {
       case core::Outcome::release:
         kept_a_record = false;
         co_await claimed.release();
@@ -213,6 +216,12 @@ class IdempotentExchange {
         co_await claimed.complete(core::RecordState::too_large, std::move(too_large));
         break;
       }
+    }
+    if (result.rest) {
+      // Its head is framed for the client where the rest is streamed.
+      strip_upstream_fields(response, policy_.replay_headers);
+      if (policy_.key_expires_header && kept_a_record) response.set(core::kKeyExpiresHeader, key_expires());
+      co_return Answer(std::move(response), std::move(result.rest));
     }
     prepare_client_response(response, false, policy_.replay_headers);
     if (policy_.key_expires_header && kept_a_record) response.set(core::kKeyExpiresHeader, key_expires());
@@ -237,10 +246,10 @@ class IdempotentExchange {
 
 }  // namespace
 
-asio::awaitable<Response> run_idempotent_exchange(WorkerServices& services, const core::RoutePolicy& policy,
-                                                  const RequestParts& request, std::string_view client_address,
-                                                  std::optional<std::string> key, std::string_view path,
-                                                  std::string_view query, RequestTrace& trace) {
+asio::awaitable<Answer> run_idempotent_exchange(WorkerServices& services, const core::RoutePolicy& policy,
+                                                const RequestParts& request, std::string_view client_address,
+                                                std::optional<std::string> key, std::string_view path,
+                                                std::string_view query, RequestTrace& trace) {
   IdempotentExchange exchange(services, policy, request, client_address, trace);
   co_return co_await exchange.run(std::move(key), path, query);
 }

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "core/route.hpp"
-#include "http/message.hpp"
+#include "http/answer.hpp"
 #include "http/request_parts.hpp"
 #include "http/request_trace.hpp"
 #include "http/runtime.hpp"
@@ -20,9 +20,9 @@ namespace idem::http {
 // none). `path`/`query` split from the request target. The record is completed (or released)
 // before this returns, so the response is stored before the client sees it; a completion write
 // that fails is retried in the background until the lease ends.
-boost::asio::awaitable<Response> run_idempotent_exchange(WorkerServices& services, const core::RoutePolicy& policy,
-                                                         const RequestParts& request, std::string_view client_address,
-                                                         std::optional<std::string> key, std::string_view path,
-                                                         std::string_view query, RequestTrace& trace);
+boost::asio::awaitable<Answer> run_idempotent_exchange(WorkerServices& services, const core::RoutePolicy& policy,
+                                                       const RequestParts& request, std::string_view client_address,
+                                                       std::optional<std::string> key, std::string_view path,
+                                                       std::string_view query, RequestTrace& trace);
 
 }  // namespace idem::http

@@ -75,12 +75,11 @@ void frame_for_client(Response& response, bool head_request) {
 
 }  // namespace
 
-// Hop-by-hop fields, and what only the proxy may say: whether an answer is a replay (an
-// upstream's own header never reaches the client on a first execution), when the key expires
-// (the record's, which the proxy keeps: core/stored_headers.hpp), Idempotency-Transient.
-template <class Message>
-void erase_upstream_only_fields(Message& message, const std::vector<std::string>& replay_headers) {
-  erase_fields(message, [&](const Response::value_type& field) {
+void strip_upstream_fields(beast_http::fields& head, const std::vector<std::string>& replay_headers) {
+  erase_fields(head, [&](const Response::value_type& field) {
+    // Only the proxy says whether an answer is a replay: an upstream's own header never reaches
+    // the client on a first execution. Nor when the key expires: that is the record's, which the
+    // proxy keeps (core/stored_headers.hpp).
     if (named(field, "Idempotency-Transient") || named(field, core::kKeyExpiresHeader)) return true;
     return std::any_of(replay_headers.begin(), replay_headers.end(),
                        [&](const std::string& name) { return named(field, name); });
@@ -88,13 +87,11 @@ void erase_upstream_only_fields(Message& message, const std::vector<std::string>
 }
 
 void prepare_client_response(Response& response, bool head_request, const std::vector<std::string>& replay_headers) {
-  erase_upstream_only_fields(response, replay_headers);
+  strip_upstream_fields(response, replay_headers);
   frame_for_client(response, head_request);
 }
 
-void prepare_streamed_head(beast_http::response_header<>& head, const core::StreamedFraming& framing,
-                           const std::vector<std::string>& replay_headers) {
-  erase_upstream_only_fields(head, replay_headers);  // Transfer-Encoding among them: hop-by-hop
+void frame_streamed_head(beast_http::fields& head, const core::StreamedFraming& framing) {
   if (framing.drop_content_length) head.erase(beast_http::field::content_length);
   if (!framing.transfer_encoding.empty()) head.insert(beast_http::field::transfer_encoding, framing.transfer_encoding);
 }

@@ -17,11 +17,15 @@ namespace idem::http {
 // recomputed (Content-Length) unless it answers a HEAD request.
 void prepare_client_response(Response& response, bool head_request, const std::vector<std::string>& replay_headers);
 
-// The head of a response streamed to the client (http/streamed_forwarding.hpp): the same fields
-// removed as by prepare_client_response, every Transfer-Encoding line replaced by `framing`'s,
-// Content-Length dropped where it must be (core/streamed_framing.hpp).
-void prepare_streamed_head(beast_http::response_header<>& head, const core::StreamedFraming& framing,
-                           const std::vector<std::string>& replay_headers);
+// The fields an upstream's head loses before a client sees it: hop-by-hop ones (Transfer-Encoding
+// among them: read its codings first), Idempotency-Transient, Idempotency-Key-Expires and
+// `replay_headers` (only the proxy says what is a replay, and when a key expires).
+void strip_upstream_fields(beast_http::fields& head, const std::vector<std::string>& replay_headers);
+
+// The framing of a head whose body is streamed to the client (http/streamed_forwarding.hpp), its
+// upstream fields already stripped: `framing`'s Transfer-Encoding, Content-Length dropped where it
+// must be (core/streamed_framing.hpp).
+void frame_streamed_head(beast_http::fields& head, const core::StreamedFraming& framing);
 
 // Every Transfer-Encoding line of a head, as one list ("gzip, chunked"); empty when none.
 std::string transfer_codings(const beast_http::fields& fields);

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "http/message.hpp"
+#include "http/answer.hpp"
 #include "http/request_parts.hpp"
 #include "http/request_trace.hpp"
 #include "http/runtime.hpp"
@@ -14,9 +14,10 @@
 namespace idem::http {
 
 // `replay_headers` are stripped from the answer: the matched route's, or the default spelling when
-// no route matched (an upstream's replay header never passes for the proxy's).
-boost::asio::awaitable<Response> forward_plain(WorkerServices& services, const RequestParts& request,
-                                               std::string_view client_address, RequestTrace& trace,
-                                               const std::vector<std::string>& replay_headers);
+// no route matched (an upstream's replay header never passes for the proxy's). Nothing of the
+// answer's body is kept: it is streamed to the client (Answer::rest).
+boost::asio::awaitable<Answer> forward_plain(WorkerServices& services, const RequestParts& request,
+                                             std::string_view client_address, RequestTrace& trace,
+                                             const std::vector<std::string>& replay_headers);
 
 }  // namespace idem::http

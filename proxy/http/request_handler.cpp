@@ -46,9 +46,9 @@ const std::vector<std::string>& replay_headers_of(const core::Route* route) {
   return route != nullptr ? route->policy.replay_headers : kUnroutedReplayHeaders;
 }
 
-asio::awaitable<Response> handle_request(WorkerServices& services, const RoutedRequest& routed,
-                                         const RequestParts& received, std::string_view client_address,
-                                         RequestTrace& trace) {
+asio::awaitable<Answer> handle_request(WorkerServices& services, const RoutedRequest& routed,
+                                       const RequestParts& received, std::string_view client_address,
+                                       RequestTrace& trace) {
   const std::string_view target = received.target;
   const auto question = target.find('?');
   const std::string_view path = target.substr(0, question);

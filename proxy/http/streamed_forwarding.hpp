@@ -20,9 +20,12 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/beast/core/error.hpp>
+#include <boost/beast/core/buffers_cat.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/error.hpp>
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -146,9 +149,96 @@ inline bool announces_body(const beast_http::fields& fields) {
   return false;
 }
 
-inline bool has_connection_field(const beast_http::fields& fields) {
-  return std::any_of(fields.begin(), fields.end(),
-                     [](const auto& field) { return field.name() == beast_http::field::connection; });
+// An upstream's answer on its way to the client: its head (the upstream's own fields already
+// stripped), the body's first bytes when the exchange kept some, its parser in the middle of the
+// body, its connection.
+struct AnswerInFlight {
+  beast_http::response_header<>& head;
+  std::string_view kept_body;
+  wire::StreamedResponseParser& parser;
+  UpstreamLease& lease;
+  core::UpstreamFraming upstream_framing;  // its codings outlive the relay
+  bool reusable = false;                   // the connection may serve another exchange after this body
+};
+
+// Frames the answer for the client (core/streamed_framing.hpp), writes its head and streams its
+// body. The request was read whole: a refusal (a coding an HTTP/1.0 client cannot receive) is
+// returned as the problem to answer. `on_head(status)` runs just before the head is written.
+template <class Stream, class OnHead>
+asio::awaitable<StreamedOutcome> relay_answer(Stream& stream, ClientConnection& connection,
+                                              const AnswerInFlight& answer, unsigned client_version, bool head_request,
+                                              bool keep_alive, std::chrono::milliseconds upstream_timeout,
+                                              std::chrono::milliseconds write_timeout, std::string& head_buffer,
+                                              OnHead on_head) {
+  StreamedOutcome outcome;
+  auto& head = answer.head;
+  const unsigned status = head.result_int();
+  const core::StreamedFraming framing =
+      core::streamed_framing(status, head_request, answer.upstream_framing, client_version);
+  if (framing.refusal) {
+    outcome.problem = std::move(framing.refusal);
+    co_return outcome;
+  }
+  outcome.keep_alive = keep_alive && !framing.close_after;
+  frame_streamed_head(head, framing);
+  // Every Connection line went with the upstream's fields: HTTP/1.1 stays open without one,
+  // HTTP/1.0 closes without one.
+  if (head.version() >= 11 && !outcome.keep_alive) head.set(beast_http::field::connection, "close");
+  if (head.version() < 11 && outcome.keep_alive) head.set(beast_http::field::connection, "keep-alive");
+  tls::write_head(head, head_buffer);
+  outcome.status = status;
+  on_head(status);
+
+  wire::StreamedResponseParser& parser = answer.parser;
+  UpstreamLease& lease = answer.lease;
+  ClientEnd<Stream> client{stream, connection, std::chrono::milliseconds::zero(), write_timeout};
+  const wire::OutFraming out =
+      framing.body == core::StreamedBody::chunked ? wire::OutFraming::chunked : wire::OutFraming::raw;
+  std::string_view prefix = head_buffer;
+  wire::PumpResult relayed;
+  if (!answer.kept_body.empty() && framing.body != core::StreamedBody::none) {
+    // The head with the bytes the exchange kept, framed as the rest will be.
+    const asio::const_buffer head_bytes(head_buffer.data(), head_buffer.size());
+    const asio::const_buffer kept(answer.kept_body.data(), answer.kept_body.size());
+    boost::system::error_code ec;
+    if (out == wire::OutFraming::chunked) {
+      const auto bytes = beast::buffers_cat(head_bytes, beast_http::make_chunk(kept));
+      auto [write_ec, n] = co_await client.write(bytes);
+      ec = write_ec;
+    } else {
+      const std::array<asio::const_buffer, 2> bytes{head_bytes, kept};
+      auto [write_ec, n] = co_await client.write(bytes);
+      ec = write_ec;
+    }
+    relayed.end = ec ? wire::PumpEnd::sink_failed : wire::PumpEnd::complete;
+    prefix = {};
+  }
+  // While the body is awaited the client is watched: its going away closes the upstream
+  // connection at once (armed by the first read that waits: a small answer that came with its
+  // head costs no watch).
+  wire::ClientGoneWatch watch(connection.socket);
+  if (relayed.end == wire::PumpEnd::complete) {
+    const bool streams_body = framing.body != core::StreamedBody::none && !parser.is_done();
+    Window window(window_size(streams_body, parser.content_length()));
+    UpstreamEnd from_upstream{lease.transport(), upstream_timeout, &watch};
+    relayed =
+        co_await wire::pump_body(parser, lease.transport().buffer, from_upstream, client, out, window.span(), prefix);
+  }
+  if (relayed.end == wire::PumpEnd::complete) {
+    if (answer.reusable && lease.transport().buffer.size() == 0) lease.give_back();
+    co_return outcome;
+  }
+  // Cut short: the client must see an incomplete message, so its connection ends now (a TLS
+  // close_notify would make a body ended by the close look complete).
+  if (relayed.end != wire::PumpEnd::sink_failed && !watch.client_gone()) {
+    log::warn("upstream_body_cut", {{"status", status},
+                                    {"body_bytes", static_cast<std::int64_t>(relayed.body_bytes)},
+                                    {"error", relayed.ec.message()}});
+  }
+  outcome.keep_alive = false;
+  lease.close();
+  connection.close();
+  co_return outcome;
 }
 
 // Forwards the request whose head `parser` has read (its body not yet) and streams the answer to
@@ -184,8 +274,7 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
   };
 
   Window request_window(window_size(has_body, parser.content_length()));
-  UpstreamLease lease;  // declared before the watch, which refers to its socket
-  std::optional<wire::ClientGoneWatch> watch;
+  UpstreamLease lease;
   std::optional<wire::StreamedResponseParser> response;
   wire::PumpResult sent;
   for (int attempt = 0;; ++attempt) {
@@ -248,64 +337,29 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
   trace.upstream += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
 
   auto& message = response->get();
-  const unsigned status = message.result_int();
   // 101: the upstream switched protocols, which this request did not ask for (Upgrade is
   // hop-by-hop: never forwarded); the connection is no longer HTTP and is closed with the lease.
-  if (status == 101) co_return answer(core::upstream_failure_problem(core::UpstreamFailure::switched_protocols));
-  const std::string codings = transfer_codings(message);
-  const core::StreamedFraming framing =
-      core::streamed_framing(status, head_request,
-                             core::UpstreamFraming{.has_length = response->content_length().has_value(),
-                                                   .chunked = response->chunked(),
-                                                   .transfer_codings = codings},
-                             parts.version);
-  if (framing.refusal) co_return answer(*framing.refusal);
-
+  if (message.result_int() == 101) {
+    co_return answer(core::upstream_failure_problem(core::UpstreamFailure::switched_protocols));
+  }
   // Whether the upstream connection can serve another exchange once this answer is read: it
   // stays open, and a 204/304 announcing a body it may send anyway is not trusted.
+  const unsigned status = message.result_int();
   const bool bodiless_status = status == 204 || status == 304;
-  const bool upstream_reusable = keeps_connection_open(message) && !response->need_eof() &&
-                                 !(!head_request && bodiless_status && announces_body(message));
-  outcome.keep_alive = keep_alive && !framing.close_after;
-  prepare_streamed_head(message, framing, replay_headers_of(route));
-  // An HTTP/1.1 response stays open without a Connection field: one is set only when needed.
-  if (!outcome.keep_alive || message.version() < 11 || has_connection_field(message)) {
-    message.keep_alive(outcome.keep_alive);
-  }
-  tls::write_head(message, head_buffer);
-  outcome.status = status;
-  on_head(status);
-
-  const bool streams_body = framing.body != core::StreamedBody::none && !response->is_done();
-  Window response_window(window_size(streams_body, response->content_length()));
-  const wire::OutFraming response_out =
-      framing.body == core::StreamedBody::chunked ? wire::OutFraming::chunked : wire::OutFraming::raw;
-  // While the body is awaited the client is watched: its going away closes the upstream
-  // connection at once (armed by the first read that waits: a small answer that came with its
-  // head costs no watch).
-  watch.emplace(connection.socket);
-  UpstreamEnd from_upstream{lease.transport(), upstream_timeout, &*watch};
-  const wire::PumpResult relayed = co_await wire::pump_body(*response, lease.transport().buffer, from_upstream, client,
-                                                            response_out, response_window.span(), head_buffer);
-  if (relayed.end == wire::PumpEnd::complete) {
-    if (upstream_reusable && lease.transport().buffer.size() == 0) {
-      watch.reset();
-      lease.give_back();
-    }
-    co_return outcome;
-  }
-  // Cut short: the client must see an incomplete message, so its connection ends now (a TLS
-  // close_notify would make a body ended by the close look complete).
-  if (relayed.end != wire::PumpEnd::sink_failed && !watch->client_gone()) {
-    log::warn("upstream_body_cut", {{"status", status},
-                                    {"body_bytes", static_cast<std::int64_t>(relayed.body_bytes)},
-                                    {"error", relayed.ec.message()}});
-  }
-  outcome.keep_alive = false;
-  watch.reset();
-  lease.close();
-  connection.close();
-  co_return outcome;
+  const bool reusable = keeps_connection_open(message) && !response->need_eof() &&
+                        !(!head_request && bodiless_status && announces_body(message));
+  const std::string codings = transfer_codings(message);
+  strip_upstream_fields(message, replay_headers_of(route));
+  const AnswerInFlight in_flight{.head = message,
+                                 .kept_body = {},
+                                 .parser = *response,
+                                 .lease = lease,
+                                 .upstream_framing = {.has_length = response->content_length().has_value(),
+                                                      .chunked = response->chunked(),
+                                                      .transfer_codings = codings},
+                                 .reusable = reusable};
+  co_return co_await relay_answer(stream, connection, in_flight, parts.version, head_request, keep_alive,
+                                  upstream_timeout, limits.write_timeout, head_buffer, on_head);
 }
 
 }  // namespace streaming

@@ -5,6 +5,8 @@
 // place to run the exchange in-process.
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
+#include <cstddef>
+#include <memory>
 
 #include "core/upstream_failure.hpp"
 #include "http/message.hpp"
@@ -15,8 +17,12 @@ namespace idem::http {
 
 struct UpstreamResult {
   core::UpstreamFailure failure = core::UpstreamFailure::none;
-  Response response;  // complete when failure == none; header only for response_too_large
+  // failure == none: the answer, whole; or, with `rest`, its head (hop-by-hop fields still in)
+  // and the body's first bytes.
+  Response response;
   std::chrono::microseconds elapsed{0};
+  // Set when the body goes on past what the exchange was asked to keep: the rest, to stream.
+  std::unique_ptr<OpenResponse> rest;
 };
 
 // Called on the worker's io thread that owns it, one coroutine per request; an implementation
@@ -24,7 +30,11 @@ struct UpstreamResult {
 class Upstream {
  public:
   virtual ~Upstream() = default;
-  virtual boost::asio::awaitable<UpstreamResult> exchange(const UpstreamRequest& request) = 0;
+  // Sends the request and reads the answer, keeping at most `keep_up_to` bytes of its body: a
+  // longer body comes back open (UpstreamResult::rest) as soon as that is known, its first bytes
+  // read, the rest for the caller to stream. One deadline (upstream.timeout) covers the request
+  // and what is read here.
+  virtual boost::asio::awaitable<UpstreamResult> exchange(const UpstreamRequest& request, std::size_t keep_up_to) = 0;
   // A connection for one streamed exchange: a pooled one that looks alive, else a new one
   // (connected, TLS handshake done), within the pool's limit. On failure (nothing sent:
   // connect_failed, tls_failed, pool_exhausted) `lease` holds nothing. The borrower sets the

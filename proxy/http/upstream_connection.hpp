@@ -8,9 +8,11 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "tls/client_stream.hpp"
+#include "wire/response_head.hpp"
 
 namespace idem::http {
 
@@ -90,6 +92,16 @@ class UpstreamLease {
   Upstream* owner_ = nullptr;
   std::optional<UpstreamConnection> connection_;
   bool reused_ = false;
+};
+
+// The rest of an answer whose body goes on past what the exchange keeps (UpstreamResult::rest):
+// its connection, and its parser in the middle of the body, for the client connection to stream
+// (http/streamed_forwarding.hpp). The head and the body's first bytes are in the result's response.
+struct OpenResponse {
+  UpstreamLease lease;
+  std::optional<wire::StreamedResponseParser> parser;  // emplaced in place: a parser cannot move
+  std::string transfer_codings;  // every Transfer-Encoding line of the head, joined (the response has none left)
+  bool reusable = false;         // the connection may serve another exchange once the body is read to its end
 };
 
 }  // namespace idem::http

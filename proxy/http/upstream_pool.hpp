@@ -30,15 +30,14 @@ class UpstreamPool final : public Upstream {
   // `max_connections`: open connections this pool may hold (busy + idle). Start-up only: resolves
   // the upstream's host name once and loads the TLS files of an https upstream; throws
   // std::runtime_error saying what failed.
-  UpstreamPool(boost::asio::io_context& io, const config::UpstreamConfig& upstream, std::size_t max_connections,
-               std::size_t max_response_body);
+  UpstreamPool(boost::asio::io_context& io, const config::UpstreamConfig& upstream, std::size_t max_connections);
   ~UpstreamPool() override;
   UpstreamPool(const UpstreamPool&) = delete;
   UpstreamPool& operator=(const UpstreamPool&) = delete;
 
   // Runs on the pool's io_context. A stale pooled connection found closed when written to is
   // replaced once.
-  boost::asio::awaitable<UpstreamResult> exchange(const UpstreamRequest& request) override;
+  boost::asio::awaitable<UpstreamResult> exchange(const UpstreamRequest& request, std::size_t keep_up_to) override;
   boost::asio::awaitable<core::UpstreamFailure> acquire(UpstreamLease& lease) override;
   void close_idle() override;
   std::size_t open_connections() const { return open_; }
@@ -65,7 +64,6 @@ class UpstreamPool final : public Upstream {
   std::chrono::milliseconds timeout_;
   std::chrono::milliseconds idle_timeout_;
   std::size_t max_connections_;
-  std::size_t max_response_body_;
   std::size_t open_ = 0;
   std::vector<Connection> idle_;  // most recently used last
 };

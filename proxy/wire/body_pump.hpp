@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <tuple>
 
@@ -73,10 +74,64 @@ std::size_t body_window_left(const beast_http::parser<isRequest, beast_http::buf
   return parser.get().body().size;
 }
 
+// One step of filling a window from what is buffered.
+enum class BodyStep {
+  done,       // the body is complete
+  full,       // the window is full
+  read,       // more bytes must be read first
+  malformed,  // the parser refused the bytes (`ec`: its error; body_limit among them)
+};
+
+// Feeds `in` to `parser` (eager: as much as the window takes), consuming what it parsed.
+template <class Parser>
+BodyStep parse_buffered_body(Parser& parser, beast::flat_buffer& in, boost::system::error_code& ec) {
+  for (;;) {
+    if (parser.is_done()) return BodyStep::done;
+    if (in.size() == 0) return BodyStep::read;
+    const std::size_t used = parser.put(in.data(), ec);
+    in.consume(used);
+    if (ec == beast_http::error::need_buffer) {
+      ec = {};
+      return BodyStep::full;
+    }
+    if (ec == beast_http::error::need_more) {
+      ec = {};
+      return BodyStep::read;
+    }
+    if (ec) return BodyStep::malformed;
+    if (used == 0) return parser.is_done() ? BodyStep::done : BodyStep::read;
+  }
+}
+
+// Reads what the source has next into `in` (a window's worth at most: Beast's read_size would ask
+// for what the buffer's capacity happens to hold, 512 bytes at first). The close ends a body that
+// has no length (done); anywhere else it cuts the body short (`ec` partial_message). Returns
+// false with `ec` set when the body cannot go on.
+template <class Parser, class Source>
+asio::awaitable<bool> read_body_bytes(Parser& parser, beast::flat_buffer& in, Source& source,
+                                      boost::system::error_code& ec) {
+  const std::size_t space = std::min(kBodyWindow, in.max_size() - in.size());
+  if (space == 0) {
+    ec = beast_http::error::buffer_overflow;
+    co_return false;
+  }
+  auto [read_ec, got] = co_await source.read_some(in.prepare(space));
+  in.commit(got);
+  if (read_ec == asio::error::eof) {
+    boost::system::error_code eof_ec;
+    parser.put_eof(eof_ec);
+    if (!eof_ec && parser.is_done()) co_return true;
+    ec = eof_ec ? eof_ec : beast_http::error::partial_message;
+    co_return false;
+  }
+  ec = read_ec;
+  co_return !read_ec;
+}
+
 // Moves the body `parser` reads from `in` (bytes already buffered first) and `source` to `sink`,
-// through `window`. `prefix` (a head) goes out with the first write (alone when the source must be
-// waited for first), and `prefilled` bytes already in the window (a write that failed, made again
-// on another connection) before anything new.
+// through `window`. `prefix` (a head) goes out with the first write (alone when nothing of the
+// body is buffered and the source must be waited for), and `prefilled` bytes already in the
+// window (a write that failed, made again on another connection) before anything new.
 // The parser must have read its head; it is set eager here.
 template <class Parser, class Source, class Sink>
 asio::awaitable<PumpResult> pump_body(Parser& parser, beast::flat_buffer& in, Source& source, Sink& sink,
@@ -90,25 +145,12 @@ asio::awaitable<PumpResult> pump_body(Parser& parser, beast::flat_buffer& in, So
     // Fill the window from what is buffered; read only when nothing parseable is left and the
     // window is still empty (what it holds goes out first).
     for (;;) {
-      if (parser.is_done()) break;
-      if (in.size() > 0) {
-        boost::system::error_code ec;
-        const std::size_t used = parser.put(in.data(), ec);
-        in.consume(used);
-        if (ec == beast_http::error::need_buffer) break;  // the window is full
-        if (ec == beast_http::error::need_more) {
-          ec = {};
-        } else if (ec) {
-          result.end = PumpEnd::malformed;
-          result.ec = ec;
-          co_return result;
-        } else if (parser.is_done()) {
-          break;
-        } else if (used > 0 && in.size() > 0) {
-          continue;
-        }
+      const BodyStep step = parse_buffered_body(parser, in, result.ec);
+      if (step == BodyStep::malformed) {
+        result.end = PumpEnd::malformed;
+        co_return result;
       }
-      if (window.size() - body_window_left(parser) > 0) break;
+      if (step != BodyStep::read || window.size() - body_window_left(parser) > 0) break;
       if (!prefix.empty()) {
         // No body byte is here yet: the head goes now, on its own (a feed's client sees its
         // answer begin at once; an upstream sees the request's head before the body comes).
@@ -122,28 +164,8 @@ asio::awaitable<PumpResult> pump_body(Parser& parser, beast::flat_buffer& in, So
         }
         prefix = {};
       }
-      // A window's worth at a time (Beast's read_size would ask for what the buffer's capacity
-      // happens to hold, 512 bytes at first).
-      const std::size_t space = std::min(kBodyWindow, in.max_size() - in.size());
-      if (space == 0) {
-        result.end = PumpEnd::malformed;
-        result.ec = beast_http::error::buffer_overflow;
-        co_return result;
-      }
-      auto [read_ec, got] = co_await source.read_some(in.prepare(space));
-      in.commit(got);
-      if (read_ec == asio::error::eof) {
-        // The close ends a body that has no length; anywhere else it cuts the body short.
-        boost::system::error_code eof_ec;
-        parser.put_eof(eof_ec);
-        if (!eof_ec && parser.is_done()) break;
+      if (!co_await read_body_bytes(parser, in, source, result.ec)) {
         result.end = PumpEnd::source_failed;
-        result.ec = eof_ec ? eof_ec : beast_http::error::partial_message;
-        co_return result;
-      }
-      if (read_ec) {
-        result.end = PumpEnd::source_failed;
-        result.ec = read_ec;
         co_return result;
       }
     }
@@ -188,6 +210,37 @@ asio::awaitable<PumpResult> pump_body(Parser& parser, beast::flat_buffer& in, So
     held = 0;
     prefix = {};
     if (done) co_return result;
+  }
+}
+
+enum class BodyKept {
+  whole,       // the body is complete, all of it in `body`
+  past_limit,  // the body goes on past `limit` (its first bytes in `body`, perhaps none): stream the rest
+  failed,      // the source failed or closed early, or sent what the parser refuses (`ec`)
+};
+
+// Reads the body `parser` reads from `in` and `source` into `body` while it fits `limit`: an answer
+// to store must be whole, and one past the limit is known as soon as possible (a Content-Length
+// above it before a byte of the body is read) and not read further here.
+template <class Parser, class Source>
+asio::awaitable<BodyKept> read_body_up_to(Parser& parser, beast::flat_buffer& in, Source& source, std::string& body,
+                                          std::size_t limit, boost::system::error_code& ec) {
+  parser.eager(true);
+  if (const auto length = parser.content_length(); length && !parser.is_done()) {
+    if (*length > limit) co_return BodyKept::past_limit;
+    body.reserve(static_cast<std::size_t>(*length));
+  }
+  for (;;) {
+    if (parser.is_done()) co_return BodyKept::whole;
+    if (body.size() > limit) co_return BodyKept::past_limit;
+    const std::size_t kept = body.size();
+    const std::size_t room = std::min(kBodyWindow, limit + 1 - kept);
+    body.resize(kept + room);
+    body_window(parser, body.data() + kept, room);
+    const BodyStep step = parse_buffered_body(parser, in, ec);
+    body.resize(kept + room - body_window_left(parser));
+    if (step == BodyStep::malformed) co_return BodyKept::failed;
+    if (step == BodyStep::read && !co_await read_body_bytes(parser, in, source, ec)) co_return BodyKept::failed;
   }
 }
 

@@ -15,7 +15,8 @@
 //                                    "uploads": n}: response bodies begun, written to their end,
 //                                    cut by the client (a write failed, or it closed while one was
 //                                    pending), connections open now, upload bodies received whole
-// Anything else: 200 "ok". Keep-alive as HTTP/1.1 says. One io thread.
+// Anything else: 200 "ok". Paths are matched by their last segment (/guarded/download is a
+// download). Keep-alive as HTTP/1.1 says. One io thread.
 //
 // Usage: idem-stream-upstream --listen 127.0.0.1:PORT (0 = ephemeral). Prints "listening
 // 127.0.0.1:<port>" once bound; SIGTERM/SIGINT exit 0.
@@ -129,13 +130,14 @@ class Session : public std::enable_shared_from_this<Session> {
       const std::string query = question == std::string::npos ? "" : target.substr(question + 1);
       keep_alive_ = request.keep_alive();
       bool ok = false;
-      if (path == "/upload") {
+      // Matched by the last segment: a test's route may put a prefix before it.
+      if (path.ends_with("/upload")) {
         ok = co_await upload(parser);
       } else {
         if (!co_await discard_body(parser)) co_return;
-        if (path == "/download") {
+        if (path.ends_with("/download")) {
           ok = co_await download(query);
-        } else if (path == "/sse") {
+        } else if (path.ends_with("/sse")) {
           ok = co_await sse(query);
         } else if (path == "/__streams") {
           ok = co_await respond("{\"started\":" + std::to_string(counters_.started) +

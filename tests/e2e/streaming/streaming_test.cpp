@@ -41,6 +41,8 @@ constexpr std::uint64_t kGiB = 1024 * kMiB;
 // below outlive.
 std::string streaming_config() {
   std::string text(default_config_template());
+  // A guarded route (key required, the default max_stored_body of 1 MiB) in front of the same upstream.
+  text.insert(text.find("limits:"), "  - name: guarded\n    match: { method: POST, path: /guarded/* }\n");
   const std::string limits = "limits: { max_request_body: 8MiB }";
   text.replace(text.find(limits), limits.size(), "limits: { max_request_body: ${MAX_REQUEST_BODY} }");
   return text;
@@ -382,6 +384,24 @@ TEST_F(Streaming, OtherTransferCodingsAreForwardedNamed) {
   const StreamedResponse refused = old_client.read_response(keeping_body());
   EXPECT_EQ(refused.status, 502) << refused.body;
   EXPECT_NE(refused.body.find("gzip"), std::string::npos) << refused.body;
+
+  // A guarded route never stores such a body (it could only replay it without its coding): the
+  // first client gets it named, the record says too large to replay.
+  const std::string key = unique_key("coded");
+  const std::string post =
+      "POST /guarded/download?size=5000&chunked=1&coding=gzip HTTP/1.1\r\nHost: svc\r\n"
+      "Idempotency-Key: " +
+      key + "\r\nContent-Length: 2\r\n\r\n{}";
+  StreamingConnection guarded(proxy().proxy_port());
+  ASSERT_TRUE(guarded.send(post));
+  const StreamedResponse coded = guarded.read_response();
+  ASSERT_TRUE(coded.complete) << coded.error;
+  EXPECT_EQ(coded.header("Transfer-Encoding"), "gzip, chunked");
+  EXPECT_EQ(coded.body_sha256, pattern_sha256(5000));
+  ASSERT_TRUE(guarded.send(post));
+  const StreamedResponse retried = guarded.read_response(keeping_body());
+  EXPECT_EQ(retried.status, 409) << retried.body;
+  EXPECT_NE(retried.body.find("response-too-large-to-replay"), std::string::npos) << retried.body;
 }
 
 class StreamingSmallLimit : public Streaming {
@@ -407,6 +427,73 @@ TEST_F(StreamingSmallLimit, TheRequestBodyLimitHoldsOnStreamedBodies) {
   // The upstream never got a complete body.
   EXPECT_EQ(upstream_streams().uploads, before.uploads);
   (void)sent;
+}
+
+// A guarded answer past the route's max_stored_body: the record is settled at once as too large
+// to replay (with its status), and the rest streams to the first client. It costs no memory and
+// no lease time, and its outcome is never unknown, even when the upstream dies mid-body.
+TEST_F(Streaming, AGuardedAnswerPastMaxStoredBodyStreamsToItsFirstClientAndRetriesGet409) {
+  const std::uint64_t size = 200 * kMiB / stream_scale();
+  const std::string key = unique_key("guarded-large");
+  const auto post = [&](const std::string& target, const std::string& with_key) {
+    return "POST " + target + " HTTP/1.1\r\nHost: svc\r\nIdempotency-Key: " + with_key +
+           "\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+  };
+  const std::string target = "/guarded/download?size=" + std::to_string(size);
+  StreamedResponse first;
+  StreamCounts while_streaming;
+  std::string retry_while_streaming;
+  const std::uint64_t growth = peak_growth_kib(proxy_pid(), [&] {
+    StreamingConnection connection(proxy().proxy_port());
+    ASSERT_TRUE(connection.send(post(target, key)));
+    std::uint64_t read = 0;
+    ReadOptions options = with_silence(30s);
+    options.on_body = [&](std::string_view piece, auto) {
+      // With the first client still reading, a retry already meets the settled record.
+      if (read < 4 * kMiB / stream_scale() && read + piece.size() >= 4 * kMiB / stream_scale()) {
+        StreamingConnection retry(proxy().proxy_port());
+        if (retry.send(post(target, key))) retry_while_streaming = retry.read_response(keeping_body()).body;
+        while_streaming = upstream_streams();
+      }
+      read += piece.size();
+      return true;
+    };
+    first = connection.read_response(options);
+  });
+  ASSERT_TRUE(first.complete) << first.error;
+  EXPECT_EQ(first.status, 200);
+  EXPECT_EQ(first.body_bytes, size);
+  EXPECT_EQ(first.body_sha256, pattern_sha256(size));
+  EXPECT_NE(retry_while_streaming.find("response-too-large-to-replay"), std::string::npos)
+      << "a retry during the first answer's body: " << retry_while_streaming;
+  EXPECT_EQ(while_streaming.completed, 0u) << "the retry was answered only once the body had gone";
+  if (memory_bounds_checked()) {
+    EXPECT_LE(growth, 64 * 1024) << "peak RSS growth (KiB) while a guarded route streamed its answer";
+  }
+  std::cout << "proxy peak RSS growth: " << growth << " KiB\n";
+
+  StreamingConnection retry(proxy().proxy_port());
+  ASSERT_TRUE(retry.send(post(target, key)));
+  const StreamedResponse replayed = retry.read_response(keeping_body());
+  EXPECT_EQ(replayed.status, 409) << replayed.body;
+  EXPECT_NE(replayed.body.find("response-too-large-to-replay"), std::string::npos) << replayed.body;
+  EXPECT_NE(replayed.body.find("200"), std::string::npos) << "the 409 names the original status: " << replayed.body;
+  EXPECT_EQ(upstream_streams().started, 1u) << "the upstream ran the request once";
+
+  // The upstream dying past max_stored_body: the record already says too large, never unknown.
+  const std::string cut_key = unique_key("guarded-cut");
+  const std::string cut_target =
+      "/guarded/download?size=" + std::to_string(8 * kMiB) + "&die_after=" + std::to_string(3 * kMiB);
+  StreamingConnection cut(proxy().proxy_port());
+  ASSERT_TRUE(cut.send(post(cut_target, cut_key)));
+  const StreamedResponse incomplete = cut.read_response();
+  EXPECT_EQ(incomplete.status, 200);
+  EXPECT_FALSE(incomplete.complete) << "a body cut short reached the client as complete";
+  StreamingConnection after_cut(proxy().proxy_port());
+  ASSERT_TRUE(after_cut.send(post(cut_target, cut_key)));
+  const StreamedResponse settled = after_cut.read_response(keeping_body());
+  EXPECT_EQ(settled.status, 409) << settled.body;
+  EXPECT_NE(settled.body.find("response-too-large-to-replay"), std::string::npos) << settled.body;
 }
 
 }  // namespace

@@ -77,7 +77,8 @@ struct HeldRequest {
 // Answers from a script, then 201 "created-<n>"; counts every request it was sent.
 class FakeUpstream final : public http::Upstream {
  public:
-  asio::awaitable<http::UpstreamResult> exchange(const http::UpstreamRequest& request) override {
+  // Answers whole (the pool's bodies past keep_up_to are streamed: e2e tests cover them).
+  asio::awaitable<http::UpstreamResult> exchange(const http::UpstreamRequest& request, std::size_t) override {
     ++executions;
     last_request = received_by_upstream(request);
     if (delay > std::chrono::milliseconds::zero()) {
@@ -243,9 +244,9 @@ class Exchange : public ::testing::Test {
     asio::co_spawn(io,
                    http::run_idempotent_exchange(*services_, policy, request_held->parts, "192.0.2.1", std::move(key),
                                                  "/orders", "", answer->trace),
-                   [answer, request_held](std::exception_ptr error, http::Response response) {
+                   [answer, request_held](std::exception_ptr error, http::Answer answered) {
                      if (error) std::rethrow_exception(error);
-                     answer->response = std::move(response);
+                     answer->response = std::move(answered.response);
                    });
   }
 
