@@ -270,7 +270,8 @@ class JetStream {
         throw std::runtime_error("message " + std::to_string(seq) + " unreadable");
       }
       const std::size_t from = at + key.size();
-      each(std::stoll(event), body.substr(from, body.find('"', from) - from));
+      // Nats-Msg-Id is "<event_id>:<event fingerprint>".
+      each(std::stoll(event.substr(0, event.find(':'))), body.substr(from, body.find('"', from) - from));
     }
   }
 

@@ -1,39 +1,29 @@
 // idemrelay: the outbox relay. Reads committed rows from the Postgres outbox table and publishes
-// them to Redis Streams or an HTTP endpoint, at least once, in order per aggregate, deduplicated.
-// The one place that wires concrete implementations: source, sink, relay loop, NOTIFY listener.
+// them to Redis Streams, HTTP webhooks or NATS JetStream, at least once, in order per aggregate.
+// Command line and the commands that run once (app/relay_commands); running is app/relay_process
+// (the wiring) under the signal loop below.
 #include <csignal>
-#include <cstdio>
 #include <cstdlib>
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <charconv>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "app/file_version.hpp"
+#include "app/relay_commands.hpp"
+#include "app/relay_process.hpp"
 #include "config/relay_config.hpp"
 #include "log/log.hpp"
-#include "pg/migrate.hpp"
-#include "pg/replication_watch.hpp"
-#include "pg/session_options.hpp"
-#include "relay/http_sink.hpp"
-#include "relay/nats_jetstream_sink.hpp"
-#include "relay/migrations.hpp"
-#include "relay/notify_listener.hpp"
-#include "relay/outbox_source.hpp"
-#include "relay/redis_stream_sink.hpp"
-#include "relay/parked_commands.hpp"
-#include "relay/relay.hpp"
-#include "relay/stats.hpp"
-#include "relay_admin.hpp"
-#include "webhook_secret_reloader.hpp"
+#include "relay/parked_rows.hpp"
 
 #ifndef IDEMRELAY_VERSION
 #define IDEMRELAY_VERSION "0.0.0"
@@ -62,19 +52,16 @@ constexpr std::string_view kUsage =
     "Signals: SIGTERM/SIGINT finish or release the batches in hand and exit 0 (a second one exits at once);\n"
     "SIGHUP reads the webhook secrets again (as does a change of the config file or of a secret file).\n";
 
-enum class Command { run, check, migrate, list_parked, redrive };
+using Command = app::RelayCommand::Kind;
 
 struct Options {
   std::string config_path;
-  Command command = Command::run;
-  std::optional<std::int64_t> redrive_id;
-  bool redrive_all = false;
-  std::optional<relay::AggregateRef> aggregate;
-  std::optional<std::size_t> limit;
+  std::optional<app::RelayCommand> command;  // none: run the relay
 };
 
 std::optional<Options> parse_arguments(int argc, char** argv) {
   Options options;
+  app::RelayCommand command;  // what the arguments say; a command only when one of them names it
   int commands = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
@@ -87,20 +74,20 @@ std::optional<Options> parse_arguments(int argc, char** argv) {
     } else if (arg == "--config" && i + 1 < argc) {
       options.config_path = argv[++i];
     } else if (arg == "--check") {
-      options.command = Command::check;
+      command.kind = Command::check;
       ++commands;
     } else if (arg == "--migrate") {
-      options.command = Command::migrate;
+      command.kind = Command::migrate;
       ++commands;
     } else if (arg == "--list-parked") {
-      options.command = Command::list_parked;
+      command.kind = Command::list_parked;
       ++commands;
     } else if (arg == "--redrive-all") {
-      options.command = Command::redrive;
-      options.redrive_all = true;
+      command.kind = Command::redrive;
+      command.redrive_all = true;
       ++commands;
     } else if (arg == "--redrive") {
-      options.command = Command::redrive;
+      command.kind = Command::redrive;
       ++commands;
       // `--redrive --aggregate T/ID` names no id.
       if (i + 1 < argc && !std::string_view(argv[i + 1]).starts_with("--")) {
@@ -111,19 +98,19 @@ std::optional<Options> parse_arguments(int argc, char** argv) {
           std::cerr << "idemrelay: --redrive takes a positive outbox id, got \"" << text << "\"\n";
           return std::nullopt;
         }
-        options.redrive_id = id;
+        command.redrive_id = id;
       }
     } else if (arg == "--aggregate" && i + 1 < argc) {
       const std::string_view text = argv[++i];
-      options.aggregate = relay::parse_aggregate(text);
-      if (!options.aggregate) {
+      command.aggregate = relay::parse_aggregate(text);
+      if (!command.aggregate) {
         std::cerr << "idemrelay: --aggregate takes TYPE/ID (e.g. order/42), got \"" << text << "\"\n";
         return std::nullopt;
       }
     } else if (arg == "--limit" && i + 1 < argc) {
       const std::string_view text = argv[++i];
-      options.limit = relay::parse_parked_limit(text);
-      if (!options.limit) {
+      command.limit = relay::parse_parked_limit(text);
+      if (!command.limit) {
         std::cerr << "idemrelay: --limit takes a number from 1 to " << relay::kMaxParkedLimit << ", got \"" << text
                   << "\"\n";
         return std::nullopt;
@@ -141,136 +128,41 @@ std::optional<Options> parse_arguments(int argc, char** argv) {
     std::cerr << "idemrelay: give at most one of --check, --migrate, --list-parked, --redrive, --redrive-all\n";
     return std::nullopt;
   }
-  if (options.command == Command::redrive && !options.redrive_all &&
-      options.redrive_id.has_value() == options.aggregate.has_value()) {
+  const bool named = commands == 1;
+  if (named && command.kind == Command::redrive && !command.redrive_all &&
+      command.redrive_id.has_value() == command.aggregate.has_value()) {
     std::cerr << "idemrelay: --redrive takes either an id or --aggregate T/ID\n";
     return std::nullopt;
   }
-  if (options.aggregate && options.command != Command::list_parked && options.command != Command::redrive) {
+  if (command.aggregate && !(named && (command.kind == Command::list_parked || command.kind == Command::redrive))) {
     std::cerr << "idemrelay: --aggregate goes with --list-parked or --redrive\n";
     return std::nullopt;
   }
-  if (options.redrive_all && options.aggregate) {
+  if (command.redrive_all && command.aggregate) {
     std::cerr << "idemrelay: --redrive-all takes no --aggregate (use --redrive --aggregate T/ID)\n";
     return std::nullopt;
   }
-  if (options.limit && options.command != Command::list_parked) {
+  if (command.limit && !(named && command.kind == Command::list_parked)) {
     std::cerr << "idemrelay: --limit goes with --list-parked\n";
     return std::nullopt;
   }
+  if (named) options.command = std::move(command);
   return options;
 }
 
-std::chrono::milliseconds publish_timeout(const config::SinkConfig& sink) {
-  switch (sink.kind) {
-    case config::SinkKind::redis_streams: return sink.redis.command_timeout;
-    case config::SinkKind::http: return sink.http.timeout;
-    case config::SinkKind::nats_jetstream: return sink.nats.publish_timeout;
-  }
-  return sink.http.timeout;
-}
-
-relay::RelayOptions relay_options(const config::RelayConfig& config) {
-  const auto& loop = config.relay;
-  return relay::RelayOptions{
-      .batch_size = loop.batch_size,
-      .concurrency = loop.concurrency,
-      .poll_interval = loop.poll_interval,
-      .lease = loop.lease,
-      .publish_timeout = publish_timeout(config.sink),
-      .settle_reserve = 2 * config.postgres.query_timeout,
-      .query_timeout = config.postgres.query_timeout,
-      .max_attempts = loop.max_attempts,
-      .backoff_initial = loop.backoff_initial,
-      .backoff_max = loop.backoff_max,
-      .stats_interval = loop.stats_interval,
-      .retention_max_age = config.retention.max_age,
-      .retention_batch = config.retention.batch,
-      .retention_interval = config.retention.interval,
-  };
-}
-
+// Runs the relay until SIGTERM/SIGINT has it finish or release the batches in hand (a second
+// signal exits at once); SIGHUP reloads the webhook secrets. One io thread.
 int run(const config::RelayConfig& config, const std::string& config_path,
         std::optional<app::FileVersion> config_version) {
   boost::asio::io_context io(1);
-  relay::RelayStats stats;
+  const std::unique_ptr<app::RelayProcess> process = app::RelayProcess::start(io, config, config_path, config_version);
+  if (!process) return 1;
 
-  pg::PoolOptions pool_options;
-  // The server cancels a statement a little before our deadline would orphan it (see session_options.hpp).
-  pool_options.dsn = pg::with_session_settings(config.postgres.dsn, config.postgres.query_timeout * 9 / 10);
-  pool_options.size = config.relay.concurrency + 1;  // a connection per lane, one for retention and stats
-  pool_options.connect_timeout = config.postgres.connect_timeout;
-  pool_options.query_timeout = config.postgres.query_timeout;
-  pool_options.acquire_timeout = config.postgres.query_timeout;
-  auto source = std::make_shared<relay::OutboxSource>(io, pool_options);
-
-  std::shared_ptr<relay::Sink> sink;
-  std::shared_ptr<relay::HttpSink> http_sink;  // its webhook secrets are reloaded
-  try {
-    switch (config.sink.kind) {
-      case config::SinkKind::redis_streams:
-        sink = std::make_shared<relay::RedisStreamSink>(io, config.sink.redis);
-        break;
-      case config::SinkKind::http:
-        http_sink = std::make_shared<relay::HttpSink>(io, config.sink.http);
-        sink = http_sink;
-        break;
-      case config::SinkKind::nats_jetstream:
-        sink = std::make_shared<relay::NatsJetStreamSink>(io, config.sink.nats,
-                                                          config.relay.lease + config.relay.backoff_max);
-        break;
-    }
-  } catch (const std::exception& error) {
-    log::error("sink_setup_failed", {{"error", error.what()}});
-    return 1;
-  }
-
-  auto loop = std::make_shared<relay::Relay>(io, relay_options(config), source, sink, stats);
-  const auto replication = std::make_shared<pg::ReplicationWatch>(
-      io, [source](pg::ReplicationSettingsHandler handler) { source->replication_settings(std::move(handler)); },
-      stats.store_synchronous_replication);
-  std::shared_ptr<relay::NotifyListener> listener;
-  if (config.relay.notify) {
-    const std::weak_ptr<relay::Relay> weak = loop;
-    listener =
-        std::make_shared<relay::NotifyListener>(io, config.postgres.dsn, config.postgres.connect_timeout, [weak] {
-          if (const auto relay = weak.lock()) relay->wake();
-        });
-  }
-
-  std::unique_ptr<app::RelayAdmin> admin;
-  if (config.admin.enabled) {
-    try {
-      admin = std::make_unique<app::RelayAdmin>(config.admin, pool_options, stats);
-      log::info("admin_listening", {{"address", config.admin.host + ":" + std::to_string(admin->port())}});
-    } catch (const std::exception& error) {
-      log::error("admin_listener_failed", {{"error", error.what()}});
-      return 1;
-    }
-  }
-
-  // Webhook secret rotation: SIGHUP or a changed config/secret file (webhook_secret_reloader.hpp).
-  std::unique_ptr<app::WebhookSecretReloader> reloader;
-  if (http_sink) {
-    const std::weak_ptr<relay::HttpSink> weak_sink = http_sink;
-    reloader = std::make_unique<app::WebhookSecretReloader>(
-        config_path, config_version, config.sink.http.secret_files, [&io, weak_sink](std::vector<std::string> secrets) {
-          boost::asio::post(io, [weak_sink, secrets = std::move(secrets)] {
-            const auto sink = weak_sink.lock();
-            auto signer = relay::WebhookSigner::from_secrets(secrets);
-            if (sink && signer) sink->set_signer(std::move(*signer));
-          });
-        });
-  }
   boost::asio::signal_set hangups(io, SIGHUP);
   std::function<void(const boost::system::error_code&, int)> on_hangup = [&](const boost::system::error_code& error,
                                                                              int) {
     if (error) return;
-    if (reloader) {
-      reloader->hangup();
-    } else {
-      log::info("reload_ignored", {{"reason", "signal"}, {"why", "nothing to reload: only webhook secrets are"}});
-    }
+    process->hangup();
     hangups.async_wait(on_hangup);
   };
   hangups.async_wait(on_hangup);
@@ -288,8 +180,6 @@ int run(const config::RelayConfig& config, const std::string& config_path,
     }
     stopping = true;
     log::info("stopping", {{"signal", signal_number}});
-    if (listener) listener->stop();
-    replication->stop();
     shutdown_deadline.expires_after(config.relay.shutdown_timeout);
     shutdown_deadline.async_wait([&](const boost::system::error_code& wait_error) {
       if (wait_error) return;
@@ -297,8 +187,7 @@ int run(const config::RelayConfig& config, const std::string& config_path,
       exit_code = 1;
       io.stop();
     });
-    if (reloader) reloader->stop();
-    loop->stop([&] {
+    process->stop([&] {
       shutdown_deadline.cancel();
       signals.cancel();
       hangups.cancel();
@@ -307,12 +196,9 @@ int run(const config::RelayConfig& config, const std::string& config_path,
     signals.async_wait(on_signal);
   };
   signals.async_wait(on_signal);
-
-  loop->start();
-  if (listener) listener->start();
-  replication->start();
   io.run();
 
+  const relay::RelayStats& stats = process->stats();
   log::info("stopped", {{"published", static_cast<std::int64_t>(stats.published.load())},
                         {"duplicates", static_cast<std::int64_t>(stats.duplicates.load())},
                         {"publish_failures", static_cast<std::int64_t>(stats.publish_failures.load())},
@@ -332,63 +218,10 @@ int relay_main(int argc, char** argv) {
   const std::optional<app::FileVersion> config_version = app::file_version(options->config_path);
   const config::RelayLoadResult loaded = config::load_relay_config_file(options->config_path);
   for (const config::ConfigIssue& issue : loaded.issues) std::cerr << issue.to_string() << "\n";
-  if (!loaded.config) return options->command == Command::check ? 1 : 2;
-  const config::RelayConfig& config = *loaded.config;
-
-  switch (options->command) {
-    case Command::check:
-      std::cout << options->config_path << ": ok\n";
-      // Informational only: a database that is down does not fail the check.
-      std::cout << "postgres: " << pg::check_replication_report(config.postgres.dsn, config.postgres.connect_timeout)
-                << "\n";
-      return 0;
-    case Command::migrate: {
-      const pg::MigrateResult result = pg::migrate(config.postgres.dsn, relay::relay_migration_set());
-      if (!result.ok) {
-        std::cerr << "idemrelay --migrate failed: " << result.error << "\n";
-        return 1;
-      }
-      std::cout << "outbox schema at version " << result.schema_version << " (" << result.applied << " applied)\n";
-      return 0;
-    }
-    case Command::list_parked: {
-      const relay::ParkedQuery query{.limit = options->limit.value_or(relay::kDefaultParkedLimit),
-                                     .aggregate = options->aggregate};
-      const relay::ListParkedResult result = relay::list_parked(config.postgres.dsn, query);
-      if (!result.list) {
-        std::cerr << "idemrelay: " << result.error << "\n";
-        return 1;
-      }
-      std::cout << relay::parked_json(*result.list);
-      return 0;
-    }
-    case Command::redrive: {
-      relay::RedriveTarget target = relay::RedriveAll{};
-      if (options->redrive_id) target = *options->redrive_id;
-      if (options->aggregate) target = *options->aggregate;
-      const relay::RedriveResult result = relay::redrive(config.postgres.dsn, target);
-      if (!result.ok) {
-        std::cerr << "idemrelay: " << result.error << "\n";
-        return 1;
-      }
-      if (options->redrive_id && result.ids.empty()) {
-        std::cerr << "idemrelay: row " << *options->redrive_id
-                  << " is not parked (no such row, already published, or never failed)\n";
-        return 1;
-      }
-      if (options->aggregate && result.ids.empty()) {
-        std::cerr << "idemrelay: aggregate " << options->aggregate->type << "/" << options->aggregate->id
-                  << " has no parked row\n";
-        return 1;
-      }
-      std::cout << "redriven " << result.ids.size() << " row(s)";
-      for (const std::int64_t redriven : result.ids) std::cout << " " << redriven;
-      std::cout << "\n";
-      return 0;
-    }
-    case Command::run: return run(config, options->config_path, config_version);
-  }
-  return 2;
+  const bool checking = options->command && options->command->kind == Command::check;
+  if (!loaded.config) return checking ? 1 : 2;
+  if (options->command) return app::run_relay_command(*loaded.config, options->config_path, *options->command);
+  return run(*loaded.config, options->config_path, config_version);
 }
 
 }  // namespace

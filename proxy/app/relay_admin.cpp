@@ -35,6 +35,10 @@ void register_metrics(metrics::Registry& registry, const relay::RelayStats& stat
   counter("idemrelay_trace_context_dropped_total",
           "Malformed traceparent/tracestate values in outbox headers, not passed on (the event still is).",
           stats.trace_context_dropped);
+  counter("idemrelay_nats_subject_not_in_stream_total",
+          "NATS sink: rows not published because the configured stream does not cover their subject (each charged "
+          "an attempt, parked after max_attempts).",
+          stats.nats_subject_not_in_stream);
   registry.add_callback("idemrelay_lag_seconds", "Age of the oldest unpublished, unparked outbox row.", "gauge",
                         [&stats] { return read(stats.oldest_waiting_age_ms) / 1000.0; });
   registry.add_callback("idemrelay_backlog_rows", "Unpublished, unparked outbox rows.", "gauge",

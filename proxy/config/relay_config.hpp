@@ -72,8 +72,9 @@ struct HttpSinkConfig {
   std::vector<std::string> secret_files;  // where they were read from (secret_file[s]), watched for changes
 };
 
-// sink.nats_jetstream: one JetStream publish per row, Nats-Msg-Id = the event id (the stream's
-// duplicate window deduplicates a re-publish; it must cover relay.lease + relay.backoff.max).
+// sink.nats_jetstream: one JetStream publish per row, Nats-Msg-Id = the event id and its fingerprint
+// (the stream's duplicate window deduplicates a re-publish; it must cover relay.lease +
+// relay.backoff.max, and should cover hours: relay/nats_duplicate_window.hpp).
 struct NatsSinkConfig {
   std::string url = "nats://127.0.0.1:4222";
   std::string stream;       // the JetStream stream the subjects belong to

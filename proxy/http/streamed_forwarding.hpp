@@ -111,11 +111,7 @@ struct UpstreamEnd {
   }
 };
 
-// The peer closed or reset the connection (a TLS peer without close_notify: truncated).
-inline bool is_connection_gone(const boost::system::error_code& ec) {
-  return ec == beast_http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
-         ec == asio::error::broken_pipe || ec == asio::ssl::error::stream_truncated;
-}
+using tls::is_connection_gone;
 
 // A window as large as a body known to be smaller: a small message's fits in the coroutine's
 // frame and costs no allocation.

@@ -2,7 +2,6 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/address.hpp>
-#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/error.hpp>
@@ -27,6 +26,7 @@ namespace beast = boost::beast;
 using asio::ip::tcp;
 using core::UpstreamFailure;
 using tls::ClientStream;
+using tls::is_connection_gone;
 using tls::load_upstream_tls;
 using tls::tls_error_text;
 using tls::UpstreamTlsResult;
@@ -34,12 +34,6 @@ using tls::UpstreamTlsResult;
 namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kResponseHeaderLimit = 64 * 1024;
-
-// A TLS peer that closes without close_notify shows up as a truncated stream.
-bool is_connection_gone(const beast::error_code& ec) {
-  return ec == beast_http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
-         ec == asio::error::broken_pipe || ec == asio::ssl::error::stream_truncated;
-}
 
 // Whether a head's fields announce a body: a length other than 0, or a coding. (Looked up only
 // for a status that has no body: three lookups by name otherwise spent on every response.)

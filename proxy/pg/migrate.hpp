@@ -3,6 +3,7 @@
 // component's it is. Blocking libpq: only for the command line (`idemproxy --migrate`,
 // `idemrelay --migrate`) and tests, never on an io thread. Idempotent and safe to run from several
 // processes at once (transaction-scoped advisory lock).
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -28,6 +29,8 @@ struct MigrateResult {
   std::string error;       // when !ok: what failed, with the SQLSTATE
 };
 
-MigrateResult migrate(const std::string& dsn, const MigrationSet& set);
+// `connect_timeout` per host, as pg/blocking_session.hpp counts it.
+MigrateResult migrate(const std::string& dsn, const MigrationSet& set,
+                      std::chrono::milliseconds connect_timeout = std::chrono::seconds(10));
 
 }  // namespace idem::pg

@@ -2,14 +2,13 @@
 
 #include <libpq-fe.h>
 
-#include <algorithm>
 #include <utility>
 
 #include "log/log.hpp"
 #include "pg/binary_row.hpp"
-#include "pg/connect_params.hpp"
+#include "pg/blocking_session.hpp"
+#include "pg/connect_params.hpp"  // kSessionServerOptions
 #include "pg/handles.hpp"
-#include "pg/log.hpp"
 #include "pg/pool.hpp"
 #include "pg/statement.hpp"
 
@@ -44,20 +43,10 @@ void read_replication_settings(Pool& pool, ReplicationSettingsHandler handler) {
 
 ReplicationCheck check_replication_settings(const std::string& dsn, std::chrono::milliseconds connect_timeout) {
   ReplicationCheck check;
-  // libpq's connect_timeout is in whole seconds, 2 at the least.
-  const auto seconds =
-      static_cast<int>(std::max<std::chrono::milliseconds::rep>(2, (connect_timeout.count() + 999) / 1000));
-  const ConnectParams params(dsn, kSessionServerOptions, seconds);
-  const ConnHandle connection(params.parsed() ? PQconnectdbParams(params.keywords(), params.values(), 0)
-                                              : PQconnectdb(dsn.c_str()));
-  if (!connection || PQstatus(connection.get()) != CONNECTION_OK) {
-    check.error = connection ? one_line(PQerrorMessage(connection.get())) : "out of memory";
-    return check;
-  }
-  const ResultHandle result(PQexecParams(connection.get(), kReadReplicationSettings, 0, nullptr, nullptr, nullptr,
-                                         nullptr, /*resultFormat=*/1));
-  if (!result || PQresultStatus(result.get()) != PGRES_TUPLES_OK || PQntuples(result.get()) != 1) {
-    check.error = one_line(PQerrorMessage(connection.get()));
+  BlockingSession session(dsn, connect_timeout, kSessionServerOptions);
+  const ResultHandle result = session.run("read replication settings", kReadReplicationSettings);
+  if (!result || PQntuples(result.get()) != 1) {
+    check.error = result ? "unexpected replication settings row" : session.error();
     return check;
   }
   const BinaryRow row(result.get(), 0);

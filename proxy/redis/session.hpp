@@ -56,6 +56,9 @@ class RedisSession : public std::enable_shared_from_this<RedisSession> {
   bool ready() const { return ready_; }
   // Ready, but a command got no reply within its first deadline and that reply is still missing.
   bool overdue() const { return ready_ && connection_ && connection_->overdue(); }
+  // Attempts that failed (or connections lost) since it was last ready: 0 while a first attempt is
+  // still under way.
+  int failed_attempts() const { return failed_attempts_; }
 
   // RedisConnection::command with two deadlines; `unavailable` (posted) unless ready.
   void command(const std::vector<std::string>& argv, std::chrono::milliseconds answer_within,

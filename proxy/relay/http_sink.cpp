@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -171,12 +172,16 @@ asio::awaitable<void> HttpSink::run_lanes(std::shared_ptr<Batch> batch) {
   if (--batch->workers == 0) batch->handler(std::move(batch->deliveries));
 }
 
-asio::awaitable<std::unique_ptr<HttpSink::Stream>> HttpSink::open_stream(bool& fresh, std::string& error) {
-  if (!idle_.empty()) {
+asio::awaitable<std::unique_ptr<HttpSink::Stream>> HttpSink::open_stream(bool reuse, bool& fresh, std::string& error) {
+  // A pooled connection the consumer closed while it sat idle is dropped here, not written to.
+  while (reuse && !idle_.empty()) {
     std::unique_ptr<Stream> stream = std::move(idle_.back());
     idle_.pop_back();
-    fresh = false;
-    co_return stream;
+    if (stream->ready_for_next_request()) {
+      fresh = false;
+      co_return stream;
+    }
+    stream->close();
   }
   fresh = true;
   auto stream = std::make_unique<Stream>(io_, tls_.get());
@@ -197,17 +202,31 @@ asio::awaitable<std::unique_ptr<HttpSink::Stream>> HttpSink::open_stream(bool& f
   co_return stream;
 }
 
+void HttpSink::keep_idle(std::unique_ptr<Stream> stream) {
+  // No deadline while idle: the next delivery sets its own. (Left armed, it closed the connection
+  // `timeout` after the last delivery began, and the next delivery on it failed as a timeout,
+  // charged to a row the consumer never failed.)
+  stream->expire_never();
+  idle_.push_back(std::move(stream));
+}
+
 asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
   const std::string id = std::to_string(row.id);
   const std::string body = body_for(row);
   const std::string target = render(config_.target, row, TemplateEscaping::url_segment);
-  // A reused keep-alive connection may have been closed by the server meanwhile: such a failure
-  // before any response byte gets one more try on a fresh connection.
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  // One deadline for the response, whichever connection carries the request.
+  std::optional<std::chrono::steady_clock::time_point> response_deadline;
+  // A reused keep-alive connection can die between the look at it and the write (the consumer
+  // closing it at its keep-alive timeout): a failure on it before any response byte is the
+  // connection's, not the consumer's answer. The event goes out again at once on a fresh
+  // connection and is not charged (as nginx and Go's http.Transport re-send a request whose reused
+  // connection closed before any response byte; a webhook may arrive twice anyway, and the
+  // consumer deduplicates on webhook-id). Any failure on a fresh connection is the consumer's.
+  for (bool reuse = true;; reuse = false) {
     if (stopped_) co_return Delivery{DeliveryOutcome::unavailable, "sink stopped"};
     bool fresh = true;
     std::string connect_error;
-    std::unique_ptr<Stream> stream = co_await open_stream(fresh, connect_error);
+    std::unique_ptr<Stream> stream = co_await open_stream(reuse, fresh, connect_error);
     if (!stream) {
       ready_ = false;
       co_return Delivery{DeliveryOutcome::unavailable, connect_error};
@@ -228,16 +247,19 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
     request.body() = body;
     request.prepare_payload();
 
-    stream->expire_after(config_.timeout);
+    if (!response_deadline) response_deadline = std::chrono::steady_clock::now() + config_.timeout;
+    stream->expire_at(*response_deadline);
     auto [write_error, written] = co_await stream->write(request);
     boost::beast::flat_buffer buffer;
     std::optional<idem::tls::ClientStream::ResponseParser> parser;
     const idem::tls::ClientStream::ResponseLimits limits{.body_bytes = kMaxResponseBody};
     boost::system::error_code read_error;
+    std::size_t received = 0;
     if (!write_error) {
       // Interim 1xx responses are skipped: only a final status settles the row.
       auto [error, read] = co_await stream->read_final_response(buffer, parser, limits);
       read_error = error;
+      received = read;
       // TLS 1.3: a server checks our certificate after we consider the handshake done, so its
       // refusal arrives in place of the response. The consumer's application never saw the
       // event: the endpoint is unusable as configured, not the row's fault.
@@ -252,9 +274,7 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
     const boost::system::error_code failure = write_error ? write_error : read_error;
     if (failure) {
       stream->close();
-      const bool stale = !fresh && (failure == http::error::end_of_stream || failure == asio::error::connection_reset ||
-                                    failure == asio::error::broken_pipe || failure == asio::error::eof);
-      if (stale && buffer.size() == 0) continue;
+      if (!fresh && received == 0 && idem::tls::is_connection_gone(failure)) continue;
       co_return Delivery{DeliveryOutcome::retry, "POST " + target + ": " + failure.message()};
     }
     const auto& response = parser->get();
@@ -263,7 +283,7 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
     const bool reusable = response.result_int() != 101 &&
                           core::keeps_connection_open(response.version(), idem::tls::connection_list(response));
     if (reusable && !stopped_ && idle_.size() < config_.max_connections) {
-      idle_.push_back(std::move(stream));
+      keep_idle(std::move(stream));
     } else {
       stream->close();
     }
@@ -272,7 +292,6 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
     if (outcome == DeliveryOutcome::delivered) co_return Delivery{outcome, {}};
     co_return Delivery{outcome, "POST " + target + ": HTTP " + std::to_string(status)};
   }
-  co_return Delivery{DeliveryOutcome::retry, "POST " + target + ": connection closed twice before a response"};
 }
 
 }  // namespace idem::relay

@@ -13,7 +13,10 @@
 // into; a 409 that never clears parks after max_attempts like any other retry. A connection that
 // cannot be opened means the endpoint is down: `unavailable` (no attempt counted, the relay backs
 // off as a whole). A delivery whose response never came (reset, timeout) may have been executed:
-// it is retried with the same webhook-id, and the consumer must deduplicate on it.
+// it is retried with the same webhook-id, and the consumer must deduplicate on it. Connections are
+// kept alive between deliveries with no deadline while idle; one the consumer closed meanwhile is
+// never charged to a row: it is dropped when picked up, or, when it fails under the request before
+// any response byte, the request goes out again at once on a fresh connection.
 // An https:// url: TLS 1.2 or later, the consumer's certificate verified (chain and name) against
 // the system's or sink.http.tls's CA, an optional client certificate; a handshake or verification
 // failure is `unavailable` too, with the reason in the log.
@@ -63,7 +66,9 @@ class HttpSink final : public Sink, public std::enable_shared_from_this<HttpSink
 
   boost::asio::awaitable<void> run_lanes(std::shared_ptr<Batch> batch);
   boost::asio::awaitable<Delivery> deliver(const OutboxRow& row);
-  boost::asio::awaitable<std::unique_ptr<Stream>> open_stream(bool& fresh, std::string& error);
+  // A pooled connection that still looks alive (when `reuse`), else a new one (`fresh`).
+  boost::asio::awaitable<std::unique_ptr<Stream>> open_stream(bool reuse, bool& fresh, std::string& error);
+  void keep_idle(std::unique_ptr<Stream> stream);
 
   // The name sent as SNI and required in the consumer's certificate.
   const std::string& tls_name() const {

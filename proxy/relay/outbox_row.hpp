@@ -19,6 +19,7 @@ struct OutboxRow {
   // webhook; empty when absent or dropped as malformed (Relay checks them once claimed).
   std::string traceparent;
   std::string tracestate;
+  std::int32_t lane = 0;  // the aggregate's lane (002_lanes.sql): the settle re-versions it
 };
 
 }  // namespace idem::relay

@@ -69,8 +69,9 @@ void OutboxSource::claim(std::size_t limit, const std::string& token, std::chron
       const auto created_micros = row.int8(8);
       const auto traceparent = row.is_null(9) ? std::optional<std::string_view>("") : row.text(9);
       const auto tracestate = row.is_null(10) ? std::optional<std::string_view>("") : row.text(10);
+      const auto lane = row.int4(11);
       if (!id || !aggregate_type || !aggregate_id || !event_type || !payload || !headers || !created_at || !attempts ||
-          !created_micros || !traceparent || !tracestate) {
+          !created_micros || !traceparent || !tracestate || !lane) {
         handler(decode_error("claim: unexpected row shape"), {});
         return;
       }
@@ -84,7 +85,8 @@ void OutboxSource::claim(std::size_t limit, const std::string& token, std::chron
                                .created_at_micros = *created_micros,
                                .attempts = *attempts,
                                .traceparent = std::string(*traceparent),
-                               .tracestate = std::string(*tracestate)});
+                               .tracestate = std::string(*tracestate),
+                               .lane = *lane});
     }
     std::sort(rows.begin(), rows.end(), [](const OutboxRow& a, const OutboxRow& b) { return a.id < b.id; });
     handler({}, std::move(rows));
@@ -94,11 +96,13 @@ void OutboxSource::claim(std::size_t limit, const std::string& token, std::chron
 void OutboxSource::settle(const std::string& token, const std::vector<RowSettlement>& settlements,
                           CountHandler handler) {
   std::vector<std::int64_t> all, published, retry, parked, failed, delays;
+  std::vector<std::int32_t> lanes;  // a few (a claim takes at most 16 lanes)
   std::vector<std::string> errors;
   all.reserve(settlements.size());
   published.reserve(settlements.size());
   for (const RowSettlement& settlement : settlements) {
     all.push_back(settlement.id);
+    if (std::find(lanes.begin(), lanes.end(), settlement.lane) == lanes.end()) lanes.push_back(settlement.lane);
     switch (settlement.outcome) {
       case Settlement::released: continue;
       case Settlement::published: published.push_back(settlement.id); continue;
@@ -109,11 +113,12 @@ void OutboxSource::settle(const std::string& token, const std::vector<RowSettlem
     delays.push_back(settlement.delay.count());
     errors.push_back(settlement.error);
   }
-  auto statement = std::make_shared<Statement>(Statement{
-      "settle",
-      sql::kSettle,
-      {Param::text(token), Param::int8_array(all), Param::int8_array(published), Param::int8_array(retry),
-       Param::int8_array(parked), Param::int8_array(failed), Param::int8_array(delays), Param::text_array(errors)}});
+  auto statement = std::make_shared<Statement>(
+      Statement{"settle",
+                sql::kSettle,
+                {Param::text(token), Param::int8_array(all), Param::int8_array(published), Param::int8_array(retry),
+                 Param::int8_array(parked), Param::int8_array(failed), Param::int8_array(delays),
+                 Param::text_array(errors), Param::int4_array(lanes)}});
   pool_->execute(std::move(statement), [handler = std::move(handler)](PgError error, ResultHandle result) {
     if (!error.ok()) {
       handler(std::move(error), 0);

@@ -16,6 +16,7 @@
 #include "pg/errors.hpp"
 #include "pg/pool_options.hpp"
 #include "relay/outbox_row.hpp"
+#include "relay/settlement.hpp"
 
 namespace boost::asio {
 class io_context;
@@ -25,15 +26,6 @@ class Pool;
 }
 
 namespace idem::relay {
-
-enum class Settlement { released, published, retry, parked };
-
-struct RowSettlement {
-  std::int64_t id = 0;
-  Settlement outcome = Settlement::released;
-  std::chrono::milliseconds delay{0};  // retry: available again after this long
-  std::string error;                   // retry, parked: why (kept in last_error)
-};
 
 struct Backlog {
   std::int64_t waiting = 0;        // unpublished, not parked
@@ -58,8 +50,9 @@ class OutboxSource {
 
   // Up to `limit` rows (sorted by id) now leased to `token` for `lease`; see sql::kClaim.
   void claim(std::size_t limit, const std::string& token, std::chrono::milliseconds lease, ClaimHandler handler);
-  // One statement for the whole batch; `rows` counts the rows still held by `token` (fewer means
-  // the lease was lost and another claim owns them now).
+  // One statement for the whole batch (sql::kSettle: it re-versions every lane of the rows, from
+  // each settlement's `lane`); `rows` counts the rows still held by `token` (fewer means the lease
+  // was lost and another claim owns them now).
   void settle(const std::string& token, const std::vector<RowSettlement>& settlements, CountHandler handler);
   // Hands back whatever is still leased to `token` (a claim whose reply was lost); `rows` counts
   // the rows released. See sql::kReleaseClaim.

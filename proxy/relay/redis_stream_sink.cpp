@@ -16,6 +16,7 @@ namespace {
 
 constexpr std::chrono::milliseconds kMinReconnect{100};
 constexpr std::chrono::milliseconds kMaxReconnect{5'000};
+constexpr std::chrono::seconds kReloadScriptAfter{1};
 constexpr std::size_t kNoPrevious = static_cast<std::size_t>(-1);
 
 // KEYS[1] stream, KEYS[2] this row's marker, KEYS[3] the marker of the previous row of the same
@@ -90,112 +91,70 @@ struct RedisStreamSink::Batch {
 const char* RedisStreamSink::script() { return kPublishScript; }
 
 RedisStreamSink::RedisStreamSink(boost::asio::io_context& io, config::RedisSinkConfig config)
-    : io_(io), config_(std::move(config)), reconnect_backoff_(kMinReconnect, kMaxReconnect), reconnect_timer_(io) {}
+    : io_(io), config_(std::move(config)), reload_timer_(io) {}
 
 RedisStreamSink::~RedisStreamSink() {
-  if (connection_) connection_->close();
+  if (session_) session_->stop();
 }
 
 void RedisStreamSink::start() {
   if (started_ || stopped_) return;
   started_ = true;
-  connect();
+  redis::RedisSessionOptions options;
+  options.host = config_.host;
+  options.port = config_.port;
+  options.password = config_.password;
+  options.database = config_.database;
+  options.connect_timeout = config_.connect_timeout;
+  options.min_backoff = kMinReconnect;
+  options.max_backoff = kMaxReconnect;
+  options.component = "redis_streams_sink";
+  const std::weak_ptr<RedisStreamSink> weak = weak_from_this();
+  session_ = std::make_shared<redis::RedisSession>(io_, std::move(options), [weak](bool up) {
+    if (const auto self = weak.lock()) self->on_session_state(up);
+  });
+  session_->start();
 }
 
 void RedisStreamSink::stop() {
   stopped_ = true;
-  ready_ = false;
-  reconnect_timer_.cancel();
+  script_loaded_ = false;
   ++generation_;
-  if (connection_) connection_->close();
-  connection_.reset();
+  reload_timer_.cancel();
+  if (session_) session_->stop();
 }
 
-void RedisStreamSink::connect() {
-  const std::uint64_t generation = ++generation_;
+void RedisStreamSink::on_session_state(bool up) {
+  ++generation_;  // batches sent on the previous connection no longer count as on this one
+  script_loaded_ = false;
+  reload_timer_.cancel();
+  if (up && !stopped_) load_script();
+}
+
+void RedisStreamSink::load_script() {
+  const std::uint64_t generation = generation_;
   const std::weak_ptr<RedisStreamSink> weak = weak_from_this();
-  connection_ = std::make_shared<redis::RedisConnection>(io_, [weak, generation](const redis::RedisError& why) {
-    const auto self = weak.lock();
-    if (self && generation == self->generation_) self->on_lost(why);
-  });
-  connection_->connect(config_.host, config_.port, config_.connect_timeout,
-                       [weak, generation](const redis::RedisError& error) {
-                         const auto self = weak.lock();
-                         if (!self || generation != self->generation_) return;
-                         if (!error.ok()) {
-                           self->on_connect_failed(error.message);
-                           return;
-                         }
-                         // Set-up, pipelined: AUTH and SELECT when configured, then load the script.
-                         std::vector<std::vector<std::string>> commands;
-                         if (!self->config_.password.empty()) commands.push_back({"AUTH", self->config_.password});
-                         if (self->config_.database != 0)
-                           commands.push_back({"SELECT", std::to_string(self->config_.database)});
-                         commands.push_back({"SCRIPT", "LOAD", kPublishScript});
-                         auto remaining = std::make_shared<std::size_t>(commands.size());
-                         auto failure = std::make_shared<std::string>();
-                         for (std::size_t i = 0; i < commands.size(); ++i) {
-                           const bool last = i + 1 == commands.size();
-                           self->connection_->command(
-                               commands[i], self->config_.command_timeout,
-                               [weak, generation, remaining, failure, last](const redis::RedisError& error,
-                                                                            const redis::RedisReply& reply) {
-                                 const auto self = weak.lock();
-                                 if (!self || generation != self->generation_) return;
-                                 if (!error.ok()) {
-                                   if (failure->empty()) *failure = error.message;
-                                 } else if (reply.is_error()) {
-                                   if (failure->empty()) *failure = reply.text;
-                                 } else if (last) {
-                                   if (reply.kind == redis::RedisReply::Kind::string) {
-                                     self->script_sha_ = reply.text;
-                                   } else if (failure->empty()) {
-                                     *failure = "SCRIPT LOAD answered " + describe(reply);
-                                   }
-                                 }
-                                 if (--*remaining > 0) return;
-                                 if (!failure->empty()) {
-                                   self->on_connect_failed("set-up failed: " + *failure);
-                                   return;
-                                 }
-                                 if (self->failed_connects_ > 0) {
-                                   log::info("redis_connected", {{"after_failed_attempts", self->failed_connects_}});
-                                 }
-                                 self->failed_connects_ = 0;
-                                 self->ready_ = true;
-                                 self->connected_once_ = true;
-                               });
-                         }
-                       });
-}
-
-void RedisStreamSink::on_connect_failed(const std::string& why) {
-  ready_ = false;
-  ++failed_connects_;
-  if (failed_connects_ == 1 || failed_connects_ % 20 == 0) {
-    log::warn("redis_connect_failed", {{"error", why}, {"attempt", failed_connects_}});
-  }
-  if (connection_) connection_->close();
-  schedule_reconnect();
-}
-
-void RedisStreamSink::on_lost(const redis::RedisError& why) {
-  ready_ = false;
-  log::warn("redis_connection_lost", {{"error", why.message}});
-  schedule_reconnect();
-}
-
-void RedisStreamSink::schedule_reconnect() {
-  if (stopped_) return;
-  ++generation_;  // callbacks of the old connection are ignored from here on
-  connection_.reset();
-  reconnect_timer_.expires_after(reconnect_backoff_.delay(std::max(failed_connects_, 1)));
-  const std::weak_ptr<RedisStreamSink> weak = weak_from_this();
-  reconnect_timer_.async_wait([weak](const boost::system::error_code& error) {
-    if (error) return;
-    const auto self = weak.lock();
-    if (self && !self->stopped_) self->connect();
-  });
+  session_->command({"SCRIPT", "LOAD", kPublishScript}, config_.command_timeout, config_.command_timeout,
+                    [weak, generation](const redis::RedisError& error, const redis::RedisReply& reply) {
+                      const auto self = weak.lock();
+                      if (!self || generation != self->generation_) return;
+                      if (error.ok() && reply.kind == redis::RedisReply::Kind::string) {
+                        self->script_sha_ = reply.text;
+                        self->script_loaded_ = true;
+                        self->loaded_once_ = true;
+                        return;
+                      }
+                      // A lost connection reports itself through the session (and loads again once it is back);
+                      // a refusal (an ACL, OOM, BUSY) is asked again a little later on the same one.
+                      if (!error.ok()) return;
+                      log::warn("redis_script_load_failed", {{"reply", describe(reply)}});
+                      self->reload_timer_.expires_after(kReloadScriptAfter);
+                      self->reload_timer_.async_wait([weak, generation](const boost::system::error_code& wait_error) {
+                        const auto self = weak.lock();
+                        if (wait_error || !self || generation != self->generation_ || self->stopped_) return;
+                        self->load_script();
+                      });
+                    });
 }
 
 void RedisStreamSink::publish(std::shared_ptr<const std::vector<OutboxRow>> rows,
@@ -203,7 +162,7 @@ void RedisStreamSink::publish(std::shared_ptr<const std::vector<OutboxRow>> rows
   // The whole batch is pipelined at once and bounded by command_timeout, which the config keeps
   // well inside the lease: the deadline cannot be missed by more than that.
   const std::size_t count = rows->size();
-  if (!ready_ || !connection_ || !connection_->connected()) {
+  if (!ready()) {
     boost::asio::post(io_, [handler = std::move(handler), count] {
       handler(std::vector<Delivery>(count, Delivery{DeliveryOutcome::unavailable, "redis not connected"}));
     });
@@ -270,16 +229,16 @@ void RedisStreamSink::send_rows(const std::shared_ptr<Batch>& batch, const std::
   batch->outstanding += indexes.size();
   const std::weak_ptr<RedisStreamSink> weak = weak_from_this();
   for (const std::size_t index : indexes) {
-    connection_->command(row_command(*batch, index), config_.command_timeout,
-                         [weak, batch, index](const redis::RedisError& error, const redis::RedisReply& reply) {
-                           const auto self = weak.lock();
-                           if (!self) {
-                             batch->deliveries[index] = {DeliveryOutcome::unavailable, "sink stopped"};
-                             if (--batch->outstanding == 0) batch->handler(std::move(batch->deliveries));
-                             return;
-                           }
-                           self->on_row_reply(batch, index, error, reply);
-                         });
+    session_->command(row_command(*batch, index), config_.command_timeout, config_.command_timeout,
+                      [weak, batch, index](const redis::RedisError& error, const redis::RedisReply& reply) {
+                        const auto self = weak.lock();
+                        if (!self) {
+                          batch->deliveries[index] = {DeliveryOutcome::unavailable, "sink stopped"};
+                          if (--batch->outstanding == 0) batch->handler(std::move(batch->deliveries));
+                          return;
+                        }
+                        self->on_row_reply(batch, index, error, reply);
+                      });
   }
 }
 
@@ -313,7 +272,7 @@ void RedisStreamSink::on_row_reply(const std::shared_ptr<Batch>& batch, std::siz
 }
 
 void RedisStreamSink::finish_sends(const std::shared_ptr<Batch>& batch) {
-  const bool same_connection = batch->generation == generation_ && connection_ && connection_->connected();
+  const bool same_connection = batch->generation == generation_ && ready();
   if (!batch->noscript.empty() && !batch->resent && same_connection) {
     batch->resent = true;
     std::vector<std::size_t> again = std::move(batch->noscript);
@@ -322,13 +281,13 @@ void RedisStreamSink::finish_sends(const std::shared_ptr<Batch>& batch) {
     log::warn("redis_script_missing", {{"rows", again.size()}});
     const std::weak_ptr<RedisStreamSink> weak = weak_from_this();
     batch->outstanding = 1;  // the SCRIPT LOAD; send_rows adds the rows
-    connection_->command(
-        {"SCRIPT", "LOAD", kPublishScript}, config_.command_timeout,
+    session_->command(
+        {"SCRIPT", "LOAD", kPublishScript}, config_.command_timeout, config_.command_timeout,
         [weak, batch, again = std::move(again)](const redis::RedisError& error, const redis::RedisReply& reply) {
           const auto self = weak.lock();
           --batch->outstanding;
           if (!self || !error.ok() || reply.kind != redis::RedisReply::Kind::string ||
-              batch->generation != self->generation_ || !self->connection_) {
+              batch->generation != self->generation_ || !self->ready()) {
             // The rows stay `unavailable` (NOSCRIPT): published on a later claim.
             batch->handler(std::move(batch->deliveries));
             return;
@@ -350,9 +309,9 @@ void RedisStreamSink::finish_sends(const std::shared_ptr<Batch>& batch) {
 
 void RedisStreamSink::wait_for_replicas(const std::shared_ptr<Batch>& batch) {
   const unsigned wanted = config_.wait_replicas;
-  connection_->command(
-      {"WAIT", std::to_string(wanted), std::to_string(config_.wait_timeout.count())},
-      config_.wait_timeout + config_.command_timeout,
+  const std::chrono::milliseconds wait_deadline = config_.wait_timeout + config_.command_timeout;
+  session_->command(
+      {"WAIT", std::to_string(wanted), std::to_string(config_.wait_timeout.count())}, wait_deadline, wait_deadline,
       [batch, wanted](const redis::RedisError& error, const redis::RedisReply& reply) {
         const bool enough = error.ok() && reply.kind == redis::RedisReply::Kind::integer &&
                             reply.integer >= static_cast<std::int64_t>(wanted);

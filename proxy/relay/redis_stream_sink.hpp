@@ -13,7 +13,10 @@
 // Optional WAIT for replicas after each batch; falling short counts as unavailable (the batch is
 // re-published later, and the markers make that free).
 //
-// One connection, reconnected with capped backoff (100 ms .. 5 s) after any loss.
+// The connection is a redis::RedisSession (the replay cache's): the host name resolved off the io
+// thread, AUTH/SELECT/PING before it counts as up, reconnected with a capped, jittered backoff
+// (100 ms .. 5 s) after any loss. Each time it comes up the script is loaded (SCRIPT LOAD) before
+// the sink reports ready; a load refused by the server is tried again every second.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -21,8 +24,7 @@
 #include <string>
 
 #include "config/relay_config.hpp"
-#include "redis/connection.hpp"
-#include "relay/backoff.hpp"
+#include "redis/session.hpp"
 #include "relay/sink.hpp"
 
 namespace idem::relay {
@@ -34,8 +36,10 @@ class RedisStreamSink final : public Sink, public std::enable_shared_from_this<R
 
   void start() override;
   void stop() override;
-  bool ready() const override { return ready_; }
-  bool connecting() const override { return started_ && !stopped_ && !connected_once_ && failed_connects_ == 0; }
+  bool ready() const override { return script_loaded_ && session_ && session_->ready(); }
+  bool connecting() const override {
+    return started_ && !stopped_ && !loaded_once_ && (!session_ || session_->failed_attempts() == 0);
+  }
   std::string_view name() const override { return "redis_streams"; }
   void publish(std::shared_ptr<const std::vector<OutboxRow>> rows, std::chrono::steady_clock::time_point deadline,
                PublishHandler handler) override;
@@ -46,10 +50,8 @@ class RedisStreamSink final : public Sink, public std::enable_shared_from_this<R
  private:
   struct Batch;
 
-  void connect();
-  void on_connect_failed(const std::string& why);
-  void schedule_reconnect();
-  void on_lost(const redis::RedisError& why);
+  void on_session_state(bool up);
+  void load_script();
   void send_rows(const std::shared_ptr<Batch>& batch, const std::vector<std::size_t>& indexes);
   void on_row_reply(const std::shared_ptr<Batch>& batch, std::size_t index, const redis::RedisError& error,
                     const redis::RedisReply& reply);
@@ -59,16 +61,14 @@ class RedisStreamSink final : public Sink, public std::enable_shared_from_this<R
 
   boost::asio::io_context& io_;
   config::RedisSinkConfig config_;
-  std::shared_ptr<redis::RedisConnection> connection_;
+  std::shared_ptr<redis::RedisSession> session_;  // made by start()
   std::string script_sha_;
-  bool ready_ = false;
-  bool connected_once_ = false;
+  bool script_loaded_ = false;  // on the session's current connection
+  bool loaded_once_ = false;
   bool started_ = false;
   bool stopped_ = false;
-  int failed_connects_ = 0;
-  Backoff reconnect_backoff_;
-  boost::asio::steady_timer reconnect_timer_;
-  std::uint64_t generation_ = 0;  // bumped per connection; callbacks of older ones are ignored
+  boost::asio::steady_timer reload_timer_;  // a refused SCRIPT LOAD is tried again
+  std::uint64_t generation_ = 0;            // bumped each time the session goes up or down
 };
 
 }  // namespace idem::relay

@@ -10,6 +10,7 @@
 
 #include "core/trace_context.hpp"
 #include "log/log.hpp"
+#include "relay/settle_decision.hpp"
 
 namespace idem::relay {
 namespace {
@@ -67,7 +68,6 @@ Relay::Relay(boost::asio::io_context& io, RelayOptions options, std::shared_ptr<
       row_backoff_(options_.backoff_initial, options_.backoff_max),
       poll_timer_(io),
       retry_timer_(io),
-      retention_timer_(io),
       stats_timer_(io) {
   workers_.resize(std::max(options_.concurrency, 1u));
   for (Worker& worker : workers_) worker.timer = std::make_unique<boost::asio::steady_timer>(io);
@@ -87,7 +87,6 @@ void Relay::start() {
   sink_->start();
   poll_tick();
   run_stats();
-  if (options_.retention_max_age.count() > 0) run_retention();
 }
 
 void Relay::wake() { wake_one(); }
@@ -241,50 +240,33 @@ void Relay::on_published(std::shared_ptr<Batch> batch, std::vector<Delivery> del
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const OutboxRow& row = rows[i];
     Delivery& delivery = deliveries[i];
-    RowSettlement settlement{.id = row.id, .outcome = Settlement::released, .delay = {}, .error = {}};
-    switch (delivery.outcome) {
-      case DeliveryOutcome::delivered:
-      case DeliveryOutcome::duplicate:
-        settlement.outcome = Settlement::published;
-        any_through = true;
-        if (delivery.outcome == DeliveryOutcome::duplicate) stats_.duplicates.fetch_add(1, std::memory_order_relaxed);
+    const SettleDecision decision = decide_settlement(delivery.outcome, row.attempts, options_.max_attempts);
+    RowSettlement settlement{.id = row.id, .lane = row.lane, .outcome = decision.settlement, .delay = {}, .error = {}};
+    switch (decision.reason) {
+      case SettleReason::duplicate: stats_.duplicates.fetch_add(1, std::memory_order_relaxed); [[fallthrough]];
+      case SettleReason::delivered: any_through = true; break;
+      case SettleReason::failed:
+        settlement.delay = row_backoff_.delay(decision.attempts);
+        settlement.error = std::move(delivery.error);
+        earliest_retry = std::min(earliest_retry, settlement.delay);
+        log::warn("publish_failed", {{"event_id", row.id},
+                                     {"aggregate_id", row.aggregate_id},
+                                     {"attempts", decision.attempts},
+                                     {"retry_in_ms", count_ms(settlement.delay)},
+                                     {"error", settlement.error}});
         break;
-      case DeliveryOutcome::retry: {
-        const int attempts = row.attempts + 1;
-        if (attempts >= static_cast<int>(options_.max_attempts)) {
-          settlement.outcome = Settlement::parked;
-          settlement.error = delivery.error;
-          log::error("row_parked", {{"event_id", row.id},
-                                    {"aggregate_type", row.aggregate_type},
-                                    {"aggregate_id", row.aggregate_id},
-                                    {"reason", "max_attempts"},
-                                    {"attempts", attempts},
-                                    {"error", delivery.error}});
-        } else {
-          settlement.outcome = Settlement::retry;
-          settlement.delay = row_backoff_.delay(attempts);
-          settlement.error = delivery.error;
-          earliest_retry = std::min(earliest_retry, settlement.delay);
-          log::warn("publish_failed", {{"event_id", row.id},
-                                       {"aggregate_id", row.aggregate_id},
-                                       {"attempts", attempts},
-                                       {"retry_in_ms", count_ms(settlement.delay)},
-                                       {"error", delivery.error}});
-        }
-        break;
-      }
-      case DeliveryOutcome::poison:
-        settlement.outcome = Settlement::parked;
-        settlement.error = delivery.error;
+      case SettleReason::out_of_attempts:
+      case SettleReason::refused:
+        settlement.error = std::move(delivery.error);
         log::error("row_parked", {{"event_id", row.id},
                                   {"aggregate_type", row.aggregate_type},
                                   {"aggregate_id", row.aggregate_id},
-                                  {"reason", "refused_by_sink"},
-                                  {"error", delivery.error}});
+                                  {"reason", settle_reason_name(decision.reason)},
+                                  {"attempts", decision.attempts},
+                                  {"error", settlement.error}});
         break;
-      case DeliveryOutcome::held: settlement.outcome = Settlement::released; break;
-      case DeliveryOutcome::unavailable:
-        settlement.outcome = Settlement::released;
+      case SettleReason::held: break;
+      case SettleReason::sink_unavailable:
         if (unavailable.empty()) unavailable = delivery.error;
         break;
     }
@@ -303,7 +285,8 @@ void Relay::on_published(std::shared_ptr<Batch> batch, std::vector<Delivery> del
 void Relay::release_all(std::shared_ptr<Batch> batch, std::string why) {
   batch->settlements.clear();
   for (const OutboxRow& row : *batch->rows) {
-    batch->settlements.push_back({.id = row.id, .outcome = Settlement::released, .delay = {}, .error = {}});
+    batch->settlements.push_back(
+        {.id = row.id, .lane = row.lane, .outcome = Settlement::released, .delay = {}, .error = {}});
   }
   log::info("releasing_batch", {{"token", batch->token}, {"rows", batch->rows->size()}, {"why", why}});
   settle(std::move(batch));
@@ -444,38 +427,6 @@ void Relay::arm_retry_wake(std::chrono::milliseconds delay) {
   });
 }
 
-void Relay::run_retention() {
-  if (stopping_) return;
-  retention_timer_.expires_after(options_.retention_interval);
-  retention_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
-    if (error || self->stopping_) return;
-    self->retention_round(0, 0);
-  });
-}
-
-void Relay::retention_round(std::size_t deleted_so_far, std::size_t batches) {
-  source_->delete_published(
-      options_.retention_max_age, options_.retention_batch,
-      [self = shared_from_this(), deleted_so_far, batches](pg::PgError error, std::size_t deleted) {
-        if (!error.ok()) {
-          if (!self->stopping_) log::warn("retention_failed", {{"error", error.message}});
-          self->run_retention();
-          return;
-        }
-        self->stats_.retention_deleted.fetch_add(deleted, std::memory_order_relaxed);
-        const std::size_t total = deleted_so_far + deleted;
-        // A full batch means more is due: the next one goes at once, each in its own short transaction.
-        if (deleted >= self->options_.retention_batch && !self->stopping_) {
-          self->retention_round(total, batches + 1);
-          return;
-        }
-        if (total > 0) {
-          log::info("retention_deleted", {{"rows", total}, {"statements", batches + 1}});
-        }
-        self->run_retention();
-      });
-}
-
 void Relay::run_stats() {
   source_->backlog([self = shared_from_this()](const pg::PgError& error, Backlog backlog) {
     RelayStats& stats = self->stats_;
@@ -526,7 +477,6 @@ void Relay::stop(std::function<void()> on_stopped) {
   poll_timer_.cancel();
   pause_timer_.cancel();
   retry_timer_.cancel();
-  retention_timer_.cancel();
   stats_timer_.cancel();
   for (Worker& worker : workers_) {
     if (worker.state == WorkerState::idle) worker.state = WorkerState::done;

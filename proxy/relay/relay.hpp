@@ -7,7 +7,8 @@
 //
 // Failures:
 //  - a row the sink refuses: retried with capped exponential backoff and jitter (available_at),
-//    parked after max_attempts (its aggregate's later rows wait behind it);
+//    parked after max_attempts (its aggregate's later rows wait behind it); what each delivery
+//    outcome does to its row is relay/settle_decision.hpp;
 //  - the sink unreachable or Postgres down: the batch is released (no attempt counted) and the
 //    whole relay backs off (200 ms doubling to 10 s) before claiming again;
 //  - a settle that fails is retried until the batch's lease is nearly over; after that the rows
@@ -56,9 +57,6 @@ struct RelayOptions {
   std::chrono::milliseconds backoff_initial{1'000};
   std::chrono::milliseconds backoff_max{300'000};
   std::chrono::milliseconds stats_interval{5'000};
-  std::chrono::milliseconds retention_max_age{0};  // 0: no retention
-  std::size_t retention_batch = 1'000;
-  std::chrono::milliseconds retention_interval{60'000};
 };
 
 class Relay : public std::enable_shared_from_this<Relay> {
@@ -117,8 +115,6 @@ class Relay : public std::enable_shared_from_this<Relay> {
   void recovered();  // an outage is over: logs it once and resets the outage backoff
   void arm_retry_wake(std::chrono::milliseconds delay);
   void poll_tick();
-  void run_retention();
-  void retention_round(std::size_t deleted_so_far, std::size_t batches);
   void run_stats();
   void run_held_behind_parked();
   void schedule_stats();
@@ -145,7 +141,6 @@ class Relay : public std::enable_shared_from_this<Relay> {
   boost::asio::steady_timer poll_timer_;
   boost::asio::steady_timer retry_timer_;
   Clock::time_point retry_at_ = Clock::time_point::max();
-  boost::asio::steady_timer retention_timer_;
   boost::asio::steady_timer stats_timer_;
   std::int64_t last_parked_logged_ = 0;
 };

@@ -27,8 +27,15 @@ namespace idem::relay::sql {
 // version this snapshot sees; otherwise it is left for the next claim.
 // The OFFSET 0s keep each subquery a probe of its own index, whatever the statistics say (a
 // never-analyzed or empty-when-analyzed outbox included): the planner cannot flatten them.
+// The final UPDATE checks again that each row is still unpublished and unparked: a row it waited
+// for (a settle held its lock) is re-read as that settle left it. (The lane's version already
+// keeps a settle's rows from a claim whose snapshot predates it; this is the last word.) Written as
+// COALESCE(...) IS NULL, not as the two IS NULLs: those match outbox_lane_waiting_idx's predicate,
+// and on a never-analyzed outbox the planner then walked that whole index against `taken` (30,000
+// rows x 500: 5.8 s) instead of probing the primary key once per taken row.
 // Rows come back in no particular order; the caller sorts them by id. The W3C trace context the
-// writer put in `headers` comes back on its own (NULL when absent), checked by the relay.
+// writer put in `headers` comes back on its own (NULL when absent), checked by the relay; the lane
+// comes back for the settle.
 inline constexpr const char* kClaim = R"sql(
 WITH lanes AS MATERIALIZED (
   SELECT f.lane, f.version
@@ -79,27 +86,49 @@ leased_lanes AS (
 UPDATE outbox AS o
 SET claimed_by = $2, claimed_until = now() + ($3::float8 * interval '1 millisecond')
 FROM taken AS t
-WHERE o.id = t.id
+WHERE o.id = t.id AND COALESCE(o.published_at, o.parked_at) IS NULL
 RETURNING o.id, o.aggregate_type, o.aggregate_id, o.event_type, o.payload::text, o.headers::text,
           to_char(o.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), o.attempts,
-          (extract(epoch FROM o.created_at) * 1000000)::int8, o.headers->>'traceparent', o.headers->>'tracestate'
+          (extract(epoch FROM o.created_at) * 1000000)::int8, o.headers->>'traceparent', o.headers->>'tracestate',
+          o.lane::int4
 )sql";
 
 // Settles a whole batch in one statement: $1 the batch token (the fence: a batch whose lease was
 // taken over by another claim updates nothing), $2 every id of the batch, $3 the published ones,
 // $4 the ones to retry, $5 the ones to park; the rest of $2 is released (lease dropped, nothing
-// else). $6, $7, $8: the retried and parked rows' ids, delays (ms) and errors, in parallel.
-// The batch's lanes are handed back in the same statement (a data-modifying WITH always runs);
-// the command tag counts outbox rows only.
+// else). $6, $7, $8: the retried and parked rows' ids, delays (ms) and errors, in parallel. $9: the
+// lanes of the batch's rows.
+// The lanes first: every lane of the batch, locked in lane order and bumped (`version`), whoever
+// holds it now, and handed back where this batch still holds it. A claim reads a lane with a
+// snapshot that can predate this settle; the bump is what tells it the lane changed, so it leaves
+// the lane alone instead of re-taking a row just published or parked. That matters most for a
+// stale settle (its lease lapsed, another batch took the lane, took some of the rows and handed
+// the lane back): it must still bump the lanes of the rows it changes. Locked before any row, as
+// a claim locks its lanes before its rows, so a settle and a claim never wait on each other in
+// opposite orders; in lane order, so two settles never do either. The outbox update reads the
+// lanes through an InitPlan (ARRAY(...)), which runs before the first row is updated.
+// The command tag counts outbox rows only.
 // One table, no join: the rows are found by `o.id = ANY($2)` (index probes, or a scan where the
 // planner knows that is cheaper), and each row's outcome by `= ANY` over a constant array, which
 // Postgres evaluates with a hash table. A join of the rows with an unnest of the outcomes left the
 // join order to statistics: on a never-analyzed outbox the planner scanned every unpublished row,
 // or looped over the unnest once per row (quadratic: 48 ms for 500 rows). Delays and errors are
-// looked up only for failed rows, which are few.
+// looked up only for failed rows, which are few. EXPLAIN in proxy/relay/README.md ("Stale settles").
 inline constexpr const char* kSettle = R"sql(
-WITH lanes AS (
-  UPDATE outbox_lanes SET claimed_by = NULL, claimed_until = NULL, version = version + 1 WHERE claimed_by = $1
+WITH locked AS MATERIALIZED (
+  SELECT l.lane FROM outbox_lanes AS l
+  WHERE l.lane = ANY($9::int4[]) OR l.claimed_by = $1
+  ORDER BY l.lane
+  FOR UPDATE
+),
+lanes AS (
+  UPDATE outbox_lanes AS l
+  SET claimed_by    = CASE WHEN l.claimed_by = $1 THEN NULL ELSE l.claimed_by END,
+      claimed_until = CASE WHEN l.claimed_by = $1 THEN NULL ELSE l.claimed_until END,
+      version       = l.version + 1
+  FROM locked
+  WHERE l.lane = locked.lane
+  RETURNING l.lane
 )
 UPDATE outbox AS o SET
   published_at  = CASE WHEN o.id = ANY($3::int8[]) THEN now() END,
@@ -115,6 +144,7 @@ UPDATE outbox AS o SET
   claimed_by    = NULL,
   claimed_until = NULL
 WHERE o.id = ANY($2::int8[]) AND o.claimed_by = $1 AND o.published_at IS NULL
+  AND o.lane = ANY (ARRAY(SELECT lane FROM lanes))
 )sql";
 
 // Hands back every row still leased to the batch token $1: the claim of that token went out and

@@ -19,6 +19,8 @@ struct RelayStats {
   std::atomic<std::uint64_t> lease_lost{0};        // rows whose settle found another claim owning them
   std::atomic<std::uint64_t> retention_deleted{0};
   std::atomic<std::uint64_t> trace_context_dropped{0};  // malformed traceparent/tracestate not passed on
+  // NATS: rows not published because the stream does not cover their subject (each also a retry).
+  std::atomic<std::uint64_t> nats_subject_not_in_stream{0};
   // From the periodic backlog query.
   std::atomic<std::int64_t> backlog_waiting{0};
   std::atomic<std::int64_t> backlog_parked{0};

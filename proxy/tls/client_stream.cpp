@@ -5,8 +5,10 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/error.hpp>
@@ -55,6 +57,12 @@ bool ClientStream::ready_for_next_request() {
   // Nothing whole: still nothing may be buffered, not even part of a record.
   SSL* ssl = tls->native_handle();
   return SSL_has_pending(ssl) == 0 && BIO_ctrl_pending(SSL_get_rbio(ssl)) == 0;
+}
+
+bool is_connection_gone(const boost::system::error_code& ec) {
+  return ec == boost::beast::http::error::end_of_stream || ec == boost::asio::error::eof ||
+         ec == boost::asio::error::connection_reset || ec == boost::asio::error::broken_pipe ||
+         ec == boost::asio::error::connection_aborted || ec == boost::asio::ssl::error::stream_truncated;
 }
 
 boost::system::error_code ClientStream::timed_out_or(const boost::system::error_code& ec) const {

@@ -104,4 +104,8 @@ struct ClientStream {
   std::string head_;  // the request head being written (http_head.hpp), its capacity kept
 };
 
+// The peer closed or reset the connection (a TLS peer that closes without close_notify shows as a
+// truncated stream): what a keep-alive connection the peer dropped answers a write or a read.
+bool is_connection_gone(const boost::system::error_code& ec);
+
 }  // namespace idem::tls

@@ -91,6 +91,39 @@ void create_stream(const std::string& url, const std::string& stream, const std:
   jsStreamInfo_Destroy(info);
 }
 
+void set_stream_subjects(const std::string& url, const std::string& stream, const std::vector<std::string>& subjects) {
+  Client client(url);
+  jsStreamInfo* info = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  check(js_GetStreamInfo(&info, client.js, stream.c_str(), nullptr, &code), "stream info");
+  std::vector<const char*> list;
+  for (const std::string& subject : subjects) list.push_back(subject.c_str());
+  jsStreamConfig config = *info->Config;
+  config.Subjects = list.data();
+  config.SubjectsLen = static_cast<int>(list.size());
+  jsStreamInfo* updated = nullptr;
+  const natsStatus status = js_UpdateStream(&updated, client.js, &config, nullptr, &code);
+  jsStreamInfo_Destroy(info);
+  if (updated != nullptr) jsStreamInfo_Destroy(updated);
+  check(status, "update stream " + stream);
+}
+
+void publish_message(const std::string& url, const std::string& subject, const std::string& msg_id,
+                     const std::string& body) {
+  Client client(url);
+  natsMsg* msg = nullptr;
+  check(natsMsg_Create(&msg, subject.c_str(), nullptr, body.data(), static_cast<int>(body.size())), "message");
+  natsStatus status = natsMsgHeader_Set(msg, "Nats-Msg-Id", msg_id.c_str());
+  jsPubAck* ack = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  if (status == NATS_OK) status = js_PublishMsg(&ack, client.js, msg, nullptr, &code);
+  natsMsg_Destroy(msg);
+  const bool stored = status == NATS_OK && ack != nullptr && !ack->Duplicate;
+  if (ack != nullptr) jsPubAck_Destroy(ack);
+  check(status, "publish on " + subject);
+  if (!stored) throw std::runtime_error("nats test client: " + msg_id + " was answered duplicate");
+}
+
 std::vector<NatsMessage> read_stream_messages(const std::string& url, const std::string& stream) {
   Client client(url);
   jsStreamInfo* info = nullptr;

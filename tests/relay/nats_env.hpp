@@ -42,6 +42,12 @@ struct NatsMessage {
 // Creates `stream` on `subjects` (e.g. "outbox.>") with a duplicate window of `duplicates`.
 void create_stream(const std::string& url, const std::string& stream, const std::string& subjects,
                    std::chrono::milliseconds duplicates);
+// Gives `stream` these subjects (its other settings kept), as an operator editing it would.
+void set_stream_subjects(const std::string& url, const std::string& stream, const std::vector<std::string>& subjects);
+// Publishes one message to JetStream and waits for its ack (playing an earlier relay version);
+// throws unless it was stored.
+void publish_message(const std::string& url, const std::string& subject, const std::string& msg_id,
+                     const std::string& body);
 // Every message in `stream`, in stream order.
 std::vector<NatsMessage> read_stream_messages(const std::string& url, const std::string& stream);
 

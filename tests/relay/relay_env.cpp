@@ -103,7 +103,8 @@ bool is_stopped(pid_t pid) {
 
 std::string render_config(const RelaySettings& s) {
   std::string text = "# rendered by tests/relay/relay_env.cpp\n";
-  text += "postgres: { dsn: " + yaml_quoted(s.dsn) + ", connect_timeout: 1s, query_timeout: 1s }\n";
+  text +=
+      "postgres: { dsn: " + yaml_quoted(s.dsn) + ", connect_timeout: 1s, query_timeout: " + s.query_timeout + " }\n";
   text += "relay:\n";
   text += "  batch_size: " + std::to_string(s.batch_size) + "\n";
   text += "  concurrency: " + std::to_string(s.concurrency) + "\n";

@@ -82,9 +82,10 @@ struct RelaySettings {
   int retention_batch = 100;
   std::string retention_interval = "200ms";
   std::string command_timeout = "500ms";
-  bool http = false;        // HTTP sink instead of Redis
-  std::string nats_url;     // NATS JetStream sink instead of Redis when set
-  std::string nats_stream;  // its stream; subjects "<stream_prefix>.{aggregate_type}"
+  std::string query_timeout = "1s";  // postgres.query_timeout (statement_timeout: 90% of it)
+  bool http = false;                 // HTTP sink instead of Redis
+  std::string nats_url;              // NATS JetStream sink instead of Redis when set
+  std::string nats_stream;           // its stream; subjects "<stream_prefix>.{aggregate_type}"
   std::string http_url;
   std::string http_tls;  // YAML for sink.http.tls (a flow mapping); empty: none
   std::string http_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
