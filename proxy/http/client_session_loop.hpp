@@ -360,26 +360,25 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     // cancel the upstream call or the store write (the handler's own deadlines bound them).
     connection.deadline.expire_never();
     const auto handling_started = std::chrono::steady_clock::now();
-    Answer answer = co_await handle_request(services, routed, request.parts(), address, trace);
-    Response& response = answer.response;
+    std::unique_ptr<OpenResponse> rest;  // set: an answer past what its route keeps, to stream
+    Response response = co_await handle_request(services, routed, request.parts(), address, trace, rest);
     trace.handled =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - handling_started);
     services.metrics.record(trace, response.result_int());
     if (access_log) log_request(method, target, response.result_int(), trace);
 
     const bool keep_alive = client_keep_alive && !draining;
-    if (answer.rest) {
+    if (rest) {
       // An answer past what its route keeps: its head and first bytes, the rest streamed.
-      OpenResponse& rest = *answer.rest;
       const streaming::AnswerInFlight in_flight{
           .head = response,
           .kept_body = response.body(),
-          .parser = *rest.parser,
-          .lease = rest.lease,
-          .upstream_framing = {.has_length = rest.parser->content_length().has_value(),
-                               .chunked = rest.parser->chunked(),
-                               .transfer_codings = rest.transfer_codings},
-          .reusable = rest.reusable};
+          .parser = *rest->parser,
+          .lease = rest->lease,
+          .upstream_framing = {.has_length = rest->parser->content_length().has_value(),
+                               .chunked = rest->parser->chunked(),
+                               .transfer_codings = rest->transfer_codings},
+          .reusable = rest->reusable};
       const bool head_request = request.parts().method == beast_http::verb::head;
       const streaming::StreamedOutcome outcome = co_await streaming::relay_answer(
           stream, connection, in_flight, version, head_request, keep_alive, config->config.upstream.timeout,

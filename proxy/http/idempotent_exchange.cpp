@@ -47,8 +47,9 @@ std::string_view replay_label(RecordSource source) {
 class IdempotentExchange {
  public:
   IdempotentExchange(WorkerServices& services, const core::RoutePolicy& policy, const RequestParts& request,
-                     std::string_view client_address, RequestTrace& trace)
+                     std::string_view client_address, RequestTrace& trace, std::unique_ptr<OpenResponse>& rest)
       : services_(services),
+        rest_(rest),
         policy_(policy),
         request_(request),
         client_address_(client_address),
@@ -56,11 +57,11 @@ class IdempotentExchange {
         identity_(policy, request),
         lookup_(services, identity_.claim(), trace) {}
 
-  asio::awaitable<Answer> run(std::optional<std::string> key, std::string_view path, std::string_view query) {
+  asio::awaitable<Response> run(std::optional<std::string> key, std::string_view path, std::string_view query) {
     executor_ = co_await asio::this_coro::executor;
     if (const auto refused = identity_.prepare_claim(std::move(key), path, query, lookup_, services_.cache.enabled())) {
       if (*refused == core::KeyError::missing && policy_.key == core::KeyRequirement::optional) {
-        co_return co_await forward_plain(services_, request_, client_address_, trace_, policy_.replay_headers);
+        co_return co_await forward_plain(services_, request_, client_address_, trace_, policy_.replay_headers, rest_);
       }
       trace_.decision = *refused == core::KeyError::missing ? decision::missing_key : decision::invalid_key;
       co_return problem(core::key_problem(*refused, identity_.key_error_detail(*refused)));
@@ -92,7 +93,7 @@ class IdempotentExchange {
                          executor_);
   }
 
-  asio::awaitable<Answer> act(const core::Decision& decision, const FoundRecord& found) {
+  asio::awaitable<Response> act(const core::Decision& decision, const FoundRecord& found) {
     switch (decision.action) {
       case core::Action::execute: co_return co_await execute();
       case core::Action::replay:
@@ -110,7 +111,7 @@ class IdempotentExchange {
   // in_flight: wait — hold the duplicate and poll the record with backoff until the first request
   // finishes (then answer as a retry would be answered: usually the replay) or wait_timeout passes
   // (409). Polling, not LISTEN/NOTIFY, so it works through PgBouncer and across proxies alike.
-  asio::awaitable<Answer> wait_for_first(core::Decision decision) {
+  asio::awaitable<Response> wait_for_first(core::Decision decision) {
     const std::size_t cap = services_.config->config.limits.max_waiting;
     if (services_.waiting.fetch_add(1) >= cap) {
       services_.waiting.fetch_sub(1);
@@ -143,7 +144,7 @@ class IdempotentExchange {
 
   // The claim (or a poll, which is a claim too) failed. A claim whose reply was lost may have
   // recorded this request as in flight: the fenced release frees the key behind the 503.
-  asio::awaitable<Answer> claim_failed(store::StoreError error) {
+  asio::awaitable<Response> claim_failed(store::StoreError error) {
     const core::ClaimFailure failure = core::after_claim_failure(error, policy_);
     log::warn("store_unavailable", {{"route", policy_.name},
                                     {"error", store::store_error_name(error)},
@@ -157,9 +158,10 @@ class IdempotentExchange {
         co_return problem(core::record_corrupt_problem());
       case core::ClaimFailureAnswer::forward_unchecked: {
         trace_.decision = decision::unchecked;
-        Answer answer = co_await forward_plain(services_, request_, client_address_, trace_, policy_.replay_headers);
-        answer.response.set("Idempotency-Status", "unchecked");
-        co_return answer;
+        Response response =
+            co_await forward_plain(services_, request_, client_address_, trace_, policy_.replay_headers, rest_);
+        response.set("Idempotency-Status", "unchecked");
+        co_return response;
       }
       case core::ClaimFailureAnswer::unavailable: break;
     }
@@ -176,7 +178,7 @@ class IdempotentExchange {
     return problem(core::store_unavailable_problem(std::chrono::seconds(1)));
   }
 
-  asio::awaitable<Answer> execute() {
+  asio::awaitable<Response> execute() {
     ClaimedRecord claimed = claimed_record();
     const unsigned version = request_.version;
     const UpstreamRequest upstream_request(request_, client_address_);
@@ -221,7 +223,8 @@ class IdempotentExchange {
       // Its head is framed for the client where the rest is streamed.
       strip_upstream_fields(response, policy_.replay_headers);
       if (policy_.key_expires_header && kept_a_record) response.set(core::kKeyExpiresHeader, key_expires());
-      co_return Answer(std::move(response), std::move(result.rest));
+      rest_ = std::move(result.rest);
+      co_return std::move(response);
     }
     prepare_client_response(response, false, policy_.replay_headers);
     if (policy_.key_expires_header && kept_a_record) response.set(core::kKeyExpiresHeader, key_expires());
@@ -234,6 +237,7 @@ class IdempotentExchange {
   std::string key_expires() const { return core::http_date(claimed_at_ + policy_.ttl); }
 
   WorkerServices& services_;
+  std::unique_ptr<OpenResponse>& rest_;  // the caller's: an answer's body to stream
   const core::RoutePolicy& policy_;
   const RequestParts& request_;
   std::string_view client_address_;
@@ -246,11 +250,12 @@ class IdempotentExchange {
 
 }  // namespace
 
-asio::awaitable<Answer> run_idempotent_exchange(WorkerServices& services, const core::RoutePolicy& policy,
-                                                const RequestParts& request, std::string_view client_address,
-                                                std::optional<std::string> key, std::string_view path,
-                                                std::string_view query, RequestTrace& trace) {
-  IdempotentExchange exchange(services, policy, request, client_address, trace);
+asio::awaitable<Response> run_idempotent_exchange(WorkerServices& services, const core::RoutePolicy& policy,
+                                                  const RequestParts& request, std::string_view client_address,
+                                                  std::optional<std::string> key, std::string_view path,
+                                                  std::string_view query, RequestTrace& trace,
+                                                  std::unique_ptr<OpenResponse>& rest) {
+  IdempotentExchange exchange(services, policy, request, client_address, trace, rest);
   co_return co_await exchange.run(std::move(key), path, query);
 }
 

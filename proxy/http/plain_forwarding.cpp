@@ -8,9 +8,10 @@
 namespace idem::http {
 namespace asio = boost::asio;
 
-asio::awaitable<Answer> forward_plain(WorkerServices& services, const RequestParts& request,
-                                      std::string_view client_address, RequestTrace& trace,
-                                      const std::vector<std::string>& replay_headers) {
+asio::awaitable<Response> forward_plain(WorkerServices& services, const RequestParts& request,
+                                        std::string_view client_address, RequestTrace& trace,
+                                        const std::vector<std::string>& replay_headers,
+                                        std::unique_ptr<OpenResponse>& rest) {
   const bool head = request.method == beast_http::verb::head;
   const unsigned version = request.version;
   const UpstreamRequest upstream_request(request, client_address);
@@ -23,7 +24,8 @@ asio::awaitable<Answer> forward_plain(WorkerServices& services, const RequestPar
   }
   if (result.rest) {
     strip_upstream_fields(result.response, replay_headers);
-    co_return Answer(std::move(result.response), std::move(result.rest));
+    rest = std::move(result.rest);
+    co_return std::move(result.response);
   }
   prepare_client_response(result.response, head, replay_headers);
   co_return std::move(result.response);

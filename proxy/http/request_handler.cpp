@@ -46,9 +46,9 @@ const std::vector<std::string>& replay_headers_of(const core::Route* route) {
   return route != nullptr ? route->policy.replay_headers : kUnroutedReplayHeaders;
 }
 
-asio::awaitable<Answer> handle_request(WorkerServices& services, const RoutedRequest& routed,
-                                       const RequestParts& received, std::string_view client_address,
-                                       RequestTrace& trace) {
+asio::awaitable<Response> handle_request(WorkerServices& services, const RoutedRequest& routed,
+                                         const RequestParts& received, std::string_view client_address,
+                                         RequestTrace& trace, std::unique_ptr<OpenResponse>& rest) {
   const std::string_view target = received.target;
   const auto question = target.find('?');
   const std::string_view path = target.substr(0, question);
@@ -59,7 +59,7 @@ asio::awaitable<Answer> handle_request(WorkerServices& services, const RoutedReq
   const std::vector<std::string>& replay_headers = replay_headers_of(route);
   // (The connection streams these instead; read whole, they are still proxied plainly.)
   if (routed.handling == core::BodyHandling::streamed) {
-    co_return co_await forward_plain(services, received, client_address, trace, replay_headers);
+    co_return co_await forward_plain(services, received, client_address, trace, replay_headers, rest);
   }
   const core::RoutePolicy& policy = route->policy;
 
@@ -72,19 +72,19 @@ asio::awaitable<Answer> handle_request(WorkerServices& services, const RoutedReq
     // note on co_await arguments in idempotent_exchange.cpp.)
     std::optional<std::string> read_from_body;
     co_return co_await run_idempotent_exchange(services, policy, received, client_address, std::move(read_from_body),
-                                               path, query, trace);
+                                               path, query, trace, rest);
   }
   auto parsed = core::parse_idempotency_key(key_fields, policy.max_key_length);
   if (const auto* error = std::get_if<core::KeyError>(&parsed)) {
     if (*error == core::KeyError::missing && policy.key == core::KeyRequirement::optional) {
-      co_return co_await forward_plain(services, received, client_address, trace, replay_headers);
+      co_return co_await forward_plain(services, received, client_address, trace, replay_headers, rest);
     }
     trace.decision = *error == core::KeyError::missing ? decision::missing_key : decision::invalid_key;
     co_return problem_response(core::key_problem(*error, policy.key_header, policy.max_key_length), received.version);
   }
   std::optional<std::string> key = std::move(std::get<std::string>(parsed));
   co_return co_await run_idempotent_exchange(services, policy, received, client_address, std::move(key), path, query,
-                                             trace);
+                                             trace, rest);
 }
 
 }  // namespace idem::http

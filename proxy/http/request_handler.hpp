@@ -9,7 +9,8 @@
 #include "core/body_handling.hpp"
 #include "core/route.hpp"
 
-#include "http/answer.hpp"
+#include "http/message.hpp"
+#include "http/upstream_connection.hpp"
 #include "http/request_parts.hpp"
 #include "http/request_trace.hpp"
 #include "http/runtime.hpp"
@@ -32,8 +33,9 @@ const std::vector<std::string>& replay_headers_of(const core::Route* route);
 // it. The store write that completes a record happens before this returns, so the response is
 // stored before the client sees it, even if the client has gone away meanwhile. `routed` points
 // into the configuration snapshot it was decided with, which the caller holds until this completes.
-boost::asio::awaitable<Answer> handle_request(WorkerServices& services, const RoutedRequest& routed,
-                                              const RequestParts& request, std::string_view client_address,
-                                              RequestTrace& trace);
+// `rest` set: the response is an answer's head and first bytes, its body to stream from `rest`.
+boost::asio::awaitable<Response> handle_request(WorkerServices& services, const RoutedRequest& routed,
+                                                const RequestParts& request, std::string_view client_address,
+                                                RequestTrace& trace, std::unique_ptr<OpenResponse>& rest);
 
 }  // namespace idem::http

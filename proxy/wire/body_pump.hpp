@@ -226,15 +226,17 @@ template <class Parser, class Source>
 asio::awaitable<BodyKept> read_body_up_to(Parser& parser, beast::flat_buffer& in, Source& source, std::string& body,
                                           std::size_t limit, boost::system::error_code& ec) {
   parser.eager(true);
-  if (const auto length = parser.content_length(); length && !parser.is_done()) {
-    if (*length > limit) co_return BodyKept::past_limit;
-    body.reserve(static_cast<std::size_t>(*length));
-  }
+  // The string grows ahead of the parser (zero-filled): to the length when one is known, else by
+  // as much again as it holds (4 KiB at first); never past limit + 1 bytes.
+  const auto length = parser.content_length();
+  if (length && *length > limit && !parser.is_done()) co_return BodyKept::past_limit;
   for (;;) {
     if (parser.is_done()) co_return BodyKept::whole;
     if (body.size() > limit) co_return BodyKept::past_limit;
     const std::size_t kept = body.size();
-    const std::size_t room = std::min(kBodyWindow, limit + 1 - kept);
+    const std::size_t wanted =
+        length && *length > kept ? static_cast<std::size_t>(*length) - kept : std::max<std::size_t>(4096, kept);
+    const std::size_t room = std::min(wanted, limit + 1 - kept);
     body.resize(kept + room);
     body_window(parser, body.data() + kept, room);
     const BodyStep step = parse_buffered_body(parser, in, ec);
