@@ -233,6 +233,53 @@ TEST(BodyPump, TheBodyLimitCountsAStreamedChunkedBody) {
   EXPECT_EQ(sink.taken, "3\r\nabc\r\n") << "what came within the limit went on; the rest never did";
 }
 
+// An answer to store is read while it fits the limit; one past it is known at once from its
+// Content-Length (not a byte of its body read), or once limit + 1 bytes came without one.
+TEST(ReadBodyUpTo, KeepsWhatFitsAndStopsAtOnceWhenTheBodyGoesPastTheLimit) {
+  Events events;
+  {
+    ScriptedSource source{{"0123456789"}, &events};
+    wire::StreamedResponseParser parser;
+    read_head(parser, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n");
+    beast::flat_buffer in;
+    std::string body;
+    boost::system::error_code ec;
+    EXPECT_EQ(run(wire::read_body_up_to(parser, in, source, body, 10, ec)), wire::BodyKept::whole);
+    EXPECT_EQ(body, "0123456789");
+  }
+  {
+    ScriptedSource source{{"0123456789"}, &events};
+    wire::StreamedResponseParser parser;
+    read_head(parser, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n");
+    beast::flat_buffer in;
+    std::string body;
+    boost::system::error_code ec;
+    EXPECT_EQ(run(wire::read_body_up_to(parser, in, source, body, 9, ec)), wire::BodyKept::past_limit);
+    EXPECT_TRUE(body.empty());
+    EXPECT_EQ(source.bytes_read, 0u) << "a length past the limit is known before the body is read";
+  }
+  {
+    ScriptedSource source{{"4\r\nabcd\r\n", "4\r\nefgh\r\n0\r\n\r\n"}, &events};
+    wire::StreamedResponseParser parser;
+    read_head(parser, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+    beast::flat_buffer in;
+    std::string body;
+    boost::system::error_code ec;
+    EXPECT_EQ(run(wire::read_body_up_to(parser, in, source, body, 5, ec)), wire::BodyKept::past_limit);
+    EXPECT_EQ(body, "abcdef") << "limit + 1 bytes, then no more";
+  }
+  {
+    ScriptedSource source{{"01234"}, &events};
+    wire::StreamedResponseParser parser;
+    read_head(parser, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n");
+    beast::flat_buffer in;
+    std::string body;
+    boost::system::error_code ec;
+    EXPECT_EQ(run(wire::read_body_up_to(parser, in, source, body, 100, ec)), wire::BodyKept::failed);
+    EXPECT_EQ(ec, beast::http::error::partial_message);
+  }
+}
+
 TEST(ResponseHead, InterimAnswersAreReadPastAndTheBodyIsLeftForThePump) {
   Events events;
   ScriptedSource source{
