@@ -96,6 +96,14 @@ void frame_streamed_head(beast_http::fields& head, const core::StreamedFraming& 
   if (!framing.transfer_encoding.empty()) head.insert(beast_http::field::transfer_encoding, framing.transfer_encoding);
 }
 
+bool announces_body(const beast_http::fields& fields) {
+  for (const auto& field : fields) {
+    if (field.name() == beast_http::field::transfer_encoding) return true;
+    if (field.name() == beast_http::field::content_length && field.value() != "0") return true;
+  }
+  return false;
+}
+
 std::string transfer_codings(const beast_http::fields& fields) {
   std::string joined;
   for (const auto& field : fields) {

@@ -27,6 +27,11 @@ void strip_upstream_fields(beast_http::fields& head, const std::vector<std::stri
 // must be (core/streamed_framing.hpp).
 void frame_streamed_head(beast_http::fields& head, const core::StreamedFraming& framing);
 
+// Whether a head's fields announce a body: a length other than 0, or a coding. (Asked only of a
+// status that has no body, 204 or 304: an upstream that announces one anyway may send its bytes
+// after we stopped reading, and its connection is not reused.)
+bool announces_body(const beast_http::fields& fields);
+
 // Every Transfer-Encoding line of a head, as one list ("gzip, chunked"); empty when none.
 std::string transfer_codings(const beast_http::fields& fields);
 

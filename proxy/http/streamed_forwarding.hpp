@@ -136,15 +136,6 @@ inline std::size_t window_size(bool has_body, const boost::optional<std::uint64_
   return static_cast<std::size_t>(std::min<std::uint64_t>(*length, wire::kBodyWindow));
 }
 
-// Whether a head announces a body: a length other than 0, or a coding.
-inline bool announces_body(const beast_http::fields& fields) {
-  for (const auto& field : fields) {
-    if (field.name() == beast_http::field::transfer_encoding) return true;
-    if (field.name() == beast_http::field::content_length && field.value() != "0") return true;
-  }
-  return false;
-}
-
 // An upstream's answer on its way to the client: its head (the upstream's own fields already
 // stripped), the body's first bytes when the exchange kept some, its parser in the middle of the
 // body, its connection.

@@ -35,13 +35,6 @@ namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kResponseHeaderLimit = 64 * 1024;
 
-// Whether a head's fields announce a body: a length other than 0, or a coding. (Looked up only
-// for a status that has no body: three lookups by name otherwise spent on every response.)
-bool announces_body(const beast_http::fields& fields) {
-  return fields.count(beast_http::field::transfer_encoding) > 0 ||
-         (fields.count(beast_http::field::content_length) > 0 && fields[beast_http::field::content_length] != "0");
-}
-
 // The pooled exchange's reads: under the one deadline set for the exchange (a passed deadline
 // closes the socket; the caller tells a timeout by transport.timed_out()).
 struct UnderDeadline {
