@@ -12,6 +12,9 @@ namespace idem::http {
 struct ClientConnection {
   explicit ClientConnection(boost::asio::ip::tcp::socket client) : socket(std::move(client)) {}
   void close();  // idempotent; cancels pending reads and writes
+  // Closes with a reset: for a body ended by the close that was cut, where a FIN would tell the
+  // client the body is complete.
+  void reset();
 
   boost::asio::ip::tcp::socket socket;
   tls::SocketDeadline deadline{socket};  // of the phase under way: set on the TCP layer, under TLS too

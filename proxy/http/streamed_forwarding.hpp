@@ -215,8 +215,9 @@ asio::awaitable<StreamedOutcome> relay_answer(Stream& stream, ClientConnection& 
     if (answer.reusable && lease.transport().buffer.size() == 0) lease.give_back();
     co_return outcome;
   }
-  // Cut short: the client must see an incomplete message, so its connection ends now (a TLS
-  // close_notify would make a body ended by the close look complete).
+  // Cut short: the client must see an incomplete message, so its connection ends now, without a
+  // final chunk, short of its length, or reset (a TLS close_notify or a FIN would make a body
+  // ended by the close look complete).
   if (relayed.end != wire::PumpEnd::sink_failed && !watch.client_gone()) {
     log::warn("upstream_body_cut", {{"status", status},
                                     {"body_bytes", static_cast<std::int64_t>(relayed.body_bytes)},
@@ -224,7 +225,12 @@ asio::awaitable<StreamedOutcome> relay_answer(Stream& stream, ClientConnection& 
   }
   outcome.keep_alive = false;
   lease.close();
-  connection.close();
+  // A body ended by the close would read as complete at a FIN: a reset says it was cut.
+  if (framing.body == core::StreamedBody::until_close) {
+    connection.reset();
+  } else {
+    connection.close();
+  }
   co_return outcome;
 }
 
@@ -281,7 +287,9 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
     switch (sent.end) {
       case wire::PumpEnd::complete: break;
       case wire::PumpEnd::sink_failed:
-        if (attempt == 0 && lease.reused() &&
+        // Sent again only while the window holds every body byte read so far: once one window
+        // went out, a new connection could only carry the body without its start.
+        if (attempt == 0 && lease.reused() && sent.body_bytes == 0 &&
             core::may_send_again({is_connection_gone(sent.ec), sent.bytes_written, 0, safe_method})) {
           lease.close();
           continue;

@@ -198,11 +198,13 @@ StreamedResponse StreamingConnection::read_response(const ReadOptions& options) 
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       response.peer_closed = true;
+      // Only an orderly close (a FIN) can end a body delimited by the close; a reset cuts it.
+      response.reset = n < 0;
       boost::system::error_code ec;
-      parser.put_eof(ec);
+      if (!response.reset) parser.put_eof(ec);
       if (!header_taken) {
         response.error = "closed before a response head";
-      } else if (!ec && parser.is_done()) {
+      } else if (!response.reset && !ec && parser.is_done()) {
         response.complete = true;
       }
       break;

@@ -24,6 +24,7 @@ struct StreamedResponse {
   std::string body;          // the body, when ReadOptions::keep_body (small bodies only)
   bool complete = false;     // the body ended as its framing says (length, last chunk, or the close)
   bool peer_closed = false;  // the server closed the connection (after or during the body)
+  bool reset = false;        // ... with a reset (ECONNRESET), not a FIN
   bool keep_alive = false;   // the response leaves the connection open
 
   // The first value of a header field; empty when absent.

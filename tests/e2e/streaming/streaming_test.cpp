@@ -305,6 +305,19 @@ TEST_F(Streaming, AnUpstreamDyingMidBodyLeavesTheClientAnIncompleteMessage) {
   expect_served_afterwards();
 }
 
+// An HTTP/1.0 client cannot be sent chunks: it reads a chunked answer ended by the close. Cut
+// by the upstream, that answer must not end with the FIN that would mark it complete.
+TEST_F(Streaming, ACutBodyEndedByTheCloseReachesAnHttp10ClientAsAReset) {
+  StreamingConnection connection(proxy().proxy_port());
+  ASSERT_TRUE(connection.send("GET /download?size=1048576&chunked=1&die_after=300000 HTTP/1.0\r\nHost: svc\r\n\r\n"));
+  const StreamedResponse response = connection.read_response();
+  EXPECT_EQ(response.status, 200);
+  EXPECT_FALSE(response.complete) << "a body cut short reached an HTTP/1.0 client as a complete message";
+  EXPECT_TRUE(response.reset);
+  EXPECT_LE(response.body_bytes, 300000u);
+  expect_served_afterwards();
+}
+
 class StreamingPatientUpstream : public Streaming {
  protected:
   std::string upstream_timeout() const override { return "5s"; }
