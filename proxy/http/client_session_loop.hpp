@@ -181,7 +181,10 @@ inline std::string single_valid_traceparent(const RequestParts& request) {
 template <class Stream>
 asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, WorkerServices& services,
                                  const bool& draining, const std::string& address) {
-  beast::flat_buffer buffer;
+  // Bounded: Beast takes a chunk's size line and the trailers whole and does not bound them, so
+  // a request read whole (guarded) could otherwise grow the buffer without end; the bound comes
+  // from the limits when the connection opens.
+  beast::flat_buffer buffer(services.config->config.limits.max_header_bytes + wire::kMaxChunkFraming);
   std::string response_head;  // reused by every response on this connection
   ClientRequest request;      // each request in turn, its buffers' capacity reused
   core::RequestHead head;     // the validator's view of each request, its field list's storage reused

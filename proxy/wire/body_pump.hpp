@@ -40,6 +40,9 @@ using IoResult = std::tuple<boost::system::error_code, std::size_t>;
 
 // At most this much is asked of one read: what one window holds.
 inline constexpr std::size_t kBodyWindow = 32 * 1024;
+// The longest chunk size line (extensions included) or trailer section taken, as nginx bounds
+// what it buffers of a request by its header buffers.
+inline constexpr std::size_t kMaxChunkFraming = 64 * 1024;
 
 enum class OutFraming {
   raw,      // the bytes as they are (a length, or until the close)
@@ -94,12 +97,15 @@ BodyStep parse_buffered_body(Parser& parser, beast::flat_buffer& in, boost::syst
       ec = {};
       return BodyStep::full;
     }
-    if (ec == beast_http::error::need_more) {
-      ec = {};
-      return BodyStep::read;
+    if (ec == beast_http::error::need_more || (!ec && used == 0 && !parser.is_done())) {
+      // What is left unparsed is a chunk's size line or the trailers, which Beast takes whole
+      // and does not bound: past kMaxChunkFraming they are refused, or a peer could grow them
+      // without end.
+      ec = in.size() >= kMaxChunkFraming ? beast_http::error::bad_chunk : boost::system::error_code();
+      return ec ? BodyStep::malformed : BodyStep::read;
     }
     if (ec) return BodyStep::malformed;
-    if (used == 0) return parser.is_done() ? BodyStep::done : BodyStep::read;
+    if (used == 0) return BodyStep::done;
   }
 }
 

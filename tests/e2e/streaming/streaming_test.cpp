@@ -318,6 +318,32 @@ TEST_F(Streaming, ACutBodyEndedByTheCloseReachesAnHttp10ClientAsAReset) {
   expect_served_afterwards();
 }
 
+// Beast takes a chunk's size line (its extensions) and the trailers whole: a client sending one
+// that never ends must be refused, not buffered, whether the body streams or is read whole.
+TEST_F(Streaming, AChunkSizeLineThatNeverEndsIsRefusedWithoutMemoryGrowth) {
+  const std::uint64_t junk = 64 * kMiB / stream_scale();
+  for (const std::string& head :
+       {std::string("POST /upload HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n\r\n1;ext="),
+        std::string("POST /guarded/junk HTTP/1.1\r\nHost: svc\r\nIdempotency-Key: k-junk\r\n"
+                    "Transfer-Encoding: chunked\r\n\r\n1;ext=")}) {
+    SCOPED_TRACE(head.substr(0, head.find(' ', 5)));
+    StreamedResponse response;
+    const std::uint64_t growth = peak_growth_kib(proxy_pid(), [&] {
+      StreamingConnection connection(proxy().proxy_port());
+      ASSERT_TRUE(connection.send(head));
+      const std::string piece(kMiB, 'a');
+      for (std::uint64_t sent = 0; sent < junk && connection.send(piece, 5s); sent += piece.size()) {
+      }
+      response = connection.read_response(keeping_body());
+    });
+    EXPECT_EQ(response.status, 400) << response.error;
+    if (stream_scale() == 1) {
+      EXPECT_LE(growth, 8 * 1024u) << "proxy RSS grew with the chunk size line (KiB)";
+    }
+  }
+  expect_served_afterwards();
+}
+
 class StreamingPatientUpstream : public Streaming {
  protected:
   std::string upstream_timeout() const override { return "5s"; }
