@@ -16,7 +16,7 @@ namespace idem::core {
 
 // The upstream response's framing, as its parser read the head.
 struct UpstreamFraming {
-  bool has_length = false;            // a Content-Length (the parser refuses one beside a coding)
+  bool has_length = false;            // a Content-Length (never beside a coding: wire::read_response_head)
   bool chunked = false;               // the final transfer coding is chunked
   std::string_view transfer_codings;  // every Transfer-Encoding line joined ("gzip, chunked"); empty: none
 };

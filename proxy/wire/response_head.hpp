@@ -2,7 +2,8 @@
 // The head of an upstream's final response, read through a Source (wire/body_pump.hpp) into a
 // parser whose body is then streamed (Beast's parser<false, buffer_body>): interim responses
 // (100 Continue, 103 Early Hints, any 1xx but 101) are read and dropped, RFC 9110 §15.2; 101 is
-// final, for the caller to refuse or take. The body is not touched: what arrived with the head
+// final, for the caller to refuse or take. A final head with a transfer coding beside a length is
+// refused (bad_transfer_encoding). The body is not touched: what arrived with the head
 // stays in the buffer for the pump.
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/error.hpp>
@@ -58,7 +59,14 @@ asio::awaitable<IoResult> read_response_head(Source& source, beast::flat_buffer&
       if (ec) co_return IoResult{ec, total};
     }
     const unsigned status = parser->get().result_int();
-    if (status >= 200 || status == 101) co_return IoResult{boost::system::error_code{}, total};
+    if (status >= 200 || status == 101) {
+      // A coding beside a length (Beast refuses only chunked beside one): RFC 9112 §6.3 has the
+      // coding win where Beast takes the length, and calls the message an error; so do we.
+      if (parser->content_length() && parser->get().count(beast_http::field::transfer_encoding) > 0) {
+        co_return IoResult{beast_http::error::bad_transfer_encoding, total};
+      }
+      co_return IoResult{boost::system::error_code{}, total};
+    }
     if (interim == kMaxInterimResponses) co_return IoResult{beast_http::error::bad_status, total};
   }
 }

@@ -56,6 +56,9 @@ TEST_F(UpstreamFraming, UntrustworthyResponsesAre502AndTheOutcomeStaysUnknownNev
   const std::vector<Case> cases = {
       {"cl-and-te", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
       {"te-and-cl", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n"},
+      // A coding other than chunked beside a length: RFC 9112 §6.3 has the coding win, Beast the
+      // length; passed on by either, the client would read coded bytes as plain.
+      {"coding-and-cl", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 5\r\n\r\nhello"},
       {"two-lengths", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc"},
       {"signed-length", "HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nab"},
       {"list-length", "HTTP/1.1 200 OK\r\nContent-Length: 2, 3\r\n\r\nab"},
@@ -180,6 +183,15 @@ TEST_F(UpstreamFraming, AStreamedBodyPartlySentIsNeverSentAgainWithoutItsStart) 
   }
   EXPECT_EQ(raw_.executions("/plain/search"), 1u) << "the body's rest was sent again on a fresh connection";
   EXPECT_EQ(raw_.connections(), 1u) << "a second connection was opened for it";
+}
+
+// The same two framings on a streamed answer: 502, nothing of the body passed on.
+TEST_F(UpstreamFraming, AStreamedAnswerWithACodingBesideALengthIs502) {
+  raw_.script("/plain/coded",
+              RawUpstream::Reply{"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 5\r\n\r\nhello", true});
+  const HttpResponse coded = send(HttpRequest::get("/plain/coded"));
+  expect_problem(coded, 502, "upstream-bad-response");
+  EXPECT_EQ(raw_.executions("/plain/coded"), 1u);
 }
 
 }  // namespace
