@@ -381,7 +381,8 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
           .upstream_framing = {.has_length = rest->parser->content_length().has_value(),
                                .chunked = rest->parser->chunked(),
                                .transfer_codings = rest->transfer_codings},
-          .reusable = rest->reusable};
+          .reusable = rest->reusable,
+          .guarded = true};
       const bool head_request = request.parts().method == beast_http::verb::head;
       const streaming::StreamedOutcome outcome = co_await streaming::relay_answer(
           stream, connection, in_flight, version, head_request, keep_alive, config->config.upstream.timeout,

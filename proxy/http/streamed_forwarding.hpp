@@ -98,11 +98,18 @@ struct UpstreamEnd {
   UpstreamTransport& transport;
   std::chrono::milliseconds timeout;
   wire::ClientGoneWatch* watch = nullptr;
+  // Set: every read ends by then (a head's reads: one deadline for the head, not one per silence).
+  std::chrono::steady_clock::time_point until{};
 
   asio::awaitable<wire::IoResult> read_some(asio::mutable_buffer buffer) {
     if (watch != nullptr) watch->arm(transport.tcp);
-    if (transport.tls) return wire::read_some_within(*transport.tls, buffer, transport, timeout);
-    return wire::read_some_within(transport.tcp, buffer, transport, timeout);
+    std::chrono::milliseconds wait = timeout;
+    if (until != std::chrono::steady_clock::time_point{}) {
+      wait = std::max(std::chrono::milliseconds::zero(),
+                      std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()));
+    }
+    if (transport.tls) return wire::read_some_within(*transport.tls, buffer, transport, wait);
+    return wire::read_some_within(transport.tcp, buffer, transport, wait);
   }
   template <class Buffers>
   asio::awaitable<wire::IoResult> write(const Buffers& buffers) {
@@ -146,6 +153,11 @@ struct AnswerInFlight {
   UpstreamLease& lease;
   core::UpstreamFraming upstream_framing;  // its codings outlive the relay
   bool reusable = false;                   // the connection may serve another exchange after this body
+  // The request was guarded: it ran, its record is settled, and this is its only delivery. The
+  // client is not watched: a client that half-closes after its request (shutdown(SHUT_WR), as
+  // `nc -N` does) looks gone to the watch, and would lose an answer no retry can get back. A
+  // client really gone is found at the next write.
+  bool guarded = false;
 };
 
 // Frames the answer for the client (core/streamed_framing.hpp), writes its head and streams its
@@ -207,7 +219,7 @@ asio::awaitable<StreamedOutcome> relay_answer(Stream& stream, ClientConnection& 
   if (relayed.end == wire::PumpEnd::complete) {
     const bool streams_body = framing.body != core::StreamedBody::none && !parser.is_done();
     Window window(window_size(streams_body, parser.content_length()));
-    UpstreamEnd from_upstream{lease.transport(), upstream_timeout, &watch};
+    UpstreamEnd from_upstream{lease.transport(), upstream_timeout, answer.guarded ? nullptr : &watch};
     relayed =
         co_await wire::pump_body(parser, lease.transport().buffer, from_upstream, client, out, window.span(), prefix);
   }
@@ -305,8 +317,10 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
                              : core::bad_request_problem("malformed request body: " + sent.ec.message()));
     }
 
-    // The head of the answer: upstream.timeout from the request's end.
-    UpstreamEnd from_upstream{transport, upstream_timeout};
+    // The head of the answer: upstream.timeout from the request's end, for all of the head (an
+    // upstream trickling its head byte by byte does not restart it).
+    UpstreamEnd from_upstream{transport, upstream_timeout, nullptr,
+                              std::chrono::steady_clock::now() + upstream_timeout};
     auto [head_ec, head_bytes] = co_await wire::read_response_head(from_upstream, transport.buffer, response,
                                                                    kResponseHeaderLimit, head_request);
     if (!head_ec) break;

@@ -9,6 +9,7 @@
 //        &interval_ms=M              wait M ms between two writes
 //   GET  /sse?events=N&interval_ms=M text/event-stream, chunked: one event per chunk, written and
 //                                    flushed every M ms: "data: <n> <CLOCK_MONOTONIC ns at the write>\n\n"
+//   GET  /slow-head?interval_ms=M    "200 ok" written a byte at a time, M ms apart
 //   PUT|POST /upload                 reads the body as it comes (length or chunked) and answers
 //                                    {"bytes": n, "sha256": "<hex>"}
 //   GET  /__streams                  {"started": n, "completed": n, "aborted": n, "open": n,
@@ -139,6 +140,8 @@ class Session : public std::enable_shared_from_this<Session> {
           ok = co_await download(query);
         } else if (path.ends_with("/sse")) {
           ok = co_await sse(query);
+        } else if (path.ends_with("/slow-head")) {
+          ok = co_await slow_head(query);
         } else if (path == "/__streams") {
           ok = co_await respond("{\"started\":" + std::to_string(counters_.started) +
                                 ",\"completed\":" + std::to_string(counters_.completed) + ",\"aborted\":" +
@@ -182,6 +185,22 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     ++counters_.uploads;
     co_return co_await respond("{\"bytes\":" + std::to_string(bytes) + ",\"sha256\":\"" + sha.hex() + "\"}");
+  }
+
+  // An answer that trickles: each byte alone, `interval_ms` apart.
+  net::awaitable<bool> slow_head(std::string_view query) {
+    const auto interval = std::chrono::milliseconds(query_number(query, "interval_ms").value_or(100));
+    response_ = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    net::steady_timer timer(socket_.get_executor());
+    for (std::size_t at = 0; at < response_.size(); ++at) {
+      if (at > 0) {
+        timer.expires_after(interval);
+        co_await timer.async_wait(use_tuple);
+      }
+      auto [ec, n] = co_await net::async_write(socket_, net::buffer(response_.data() + at, 1), use_tuple);
+      if (ec) co_return false;
+    }
+    co_return true;
   }
 
   net::awaitable<bool> respond(std::string body) {

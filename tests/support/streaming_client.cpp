@@ -84,6 +84,10 @@ StreamingConnection::StreamingConnection(std::uint16_t port) {
 
 StreamingConnection::~StreamingConnection() { close(); }
 
+void StreamingConnection::shutdown_write() {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+}
+
 void StreamingConnection::close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;

@@ -75,6 +75,8 @@ class StreamingConnection {
   StreamedResponse read_response(const ReadOptions& options = {});
   // Closes the connection now (an abort when a response is still coming).
   void close();
+  // Ends the sending side (a FIN): the request is all sent; the answer is still read.
+  void shutdown_write();
   bool is_open() const { return fd_ >= 0; }
 
  private:

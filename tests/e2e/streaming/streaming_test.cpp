@@ -344,6 +344,30 @@ TEST_F(Streaming, AChunkSizeLineThatNeverEndsIsRefusedWithoutMemoryGrowth) {
   expect_served_afterwards();
 }
 
+// upstream.timeout (1 s here) bounds the whole wait for the head, however it trickles in.
+TEST_F(Streaming, AHeadTricklingInPastTheUpstreamTimeoutIs504) {
+  const auto started = std::chrono::steady_clock::now();
+  const StreamedResponse slow = get("/slow-head?interval_ms=200", keeping_body());  // 38 bytes: 7 s
+  EXPECT_EQ(slow.status, 504) << slow.error;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, time_bound(3s));
+  expect_served_afterwards();
+}
+
+// A guarded answer is its request's only delivery: a client that half-closes once its request is
+// sent (shutdown(SHUT_WR), as `nc -N` does) still reads all of it.
+TEST_F(Streaming, AClientThatHalfClosesGetsAllOfItsGuardedAnswer) {
+  const std::uint64_t size = 8 * kMiB / stream_scale();
+  StreamingConnection connection(proxy().proxy_port());
+  ASSERT_TRUE(connection.send("POST /guarded/download?interval_ms=5&size=" + std::to_string(size) +
+                              " HTTP/1.1\r\nHost: svc\r\nIdempotency-Key: " + unique_key("half-close") +
+                              "\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"));
+  connection.shutdown_write();
+  const StreamedResponse response = connection.read_response(with_silence(30s));
+  ASSERT_TRUE(response.complete) << response.error;
+  EXPECT_EQ(response.status, 200);
+  EXPECT_EQ(response.body_sha256, pattern_sha256(size));
+}
+
 class StreamingPatientUpstream : public Streaming {
  protected:
   std::string upstream_timeout() const override { return "5s"; }
