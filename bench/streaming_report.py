@@ -15,12 +15,13 @@ import json
 import statistics
 import sys
 
-TARGET_ORDER = ["direct", "idemproxy", "nginx", "nginx-buffered"]
+TARGET_ORDER = ["direct", "idemproxy", "nginx", "nginx-buffered", "nginx-32k"]
 TARGET_NAMES = {
     "direct": "upstream alone",
     "idemproxy": "idemproxy",
     "nginx": "nginx (unbuffered)",
     "nginx-buffered": "nginx (buffered)",
+    "nginx-32k": "nginx (unbuffered, 32 KiB buffer)",
 }
 RSS_BASE_KIB = 64 * 1024
 RSS_PER_STREAM_KIB = 128
@@ -49,6 +50,11 @@ def cpu_figure(run):
     if run.get("proxy_cpu_s") is None or events == 0:
         return None
     return run["proxy_cpu_s"] * 1e6 / events
+
+
+def events_per_s(run):
+    client = run["client"]
+    return client["events_received"] / client["seconds"] if client.get("seconds") else None
 
 
 def median(values):
@@ -101,7 +107,7 @@ def main():
                "the CPU per GiB is the figure to compare; the wall-clock MiB/s moves with whoever else "
                "has the cores (and the client, one Python process, limits it: see 'upstream alone').")
     out.append("")
-    out.append("| scenario | path | MiB/s | proxy CPU s/GiB (SSE: µs per event) | peak RSS growth MiB | peak RSS MiB | "
+    out.append("| scenario | path | MiB/s (SSE: events/s) | proxy CPU s/GiB (SSE: µs per event) | peak RSS growth MiB | peak RSS MiB | "
                "event latency p50 ms | p99 ms | RSS growth per stream KiB | errors |")
     out.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for scenario in scenarios:
@@ -114,7 +120,7 @@ def main():
             out.append("| " + " | ".join([
                 scenario,
                 TARGET_NAMES.get(target, target),
-                spread([r["client"].get("mib_per_s") for r in group], 1 if sse else 0),
+                spread([events_per_s(r) for r in group], 0) if sse else spread([r["client"].get("mib_per_s") for r in group], 0),
                 spread([cpu_figure(r) for r in group], 2 if not sse else 1),
                 spread([r.get("rss_growth_kib") for r in group], 1, 1 / 1024),
                 spread([r.get("rss_peak_kib") for r in group], 1, 1 / 1024),
@@ -134,7 +140,7 @@ def main():
         proxy = by_key.get((scenario, "idemproxy"))
         if not proxy:
             continue
-        for flavour in ("nginx", "nginx-buffered"):
+        for flavour in ("nginx", "nginx-buffered", "nginx-32k"):
             nginx = by_key.get((scenario, flavour))
             if not nginx:
                 continue
