@@ -10,7 +10,7 @@
 #
 #   bench/run.sh            full profile, about 7 minutes (the wrk runs included); results in
 #                           bench/results
-#   bench/run.sh --quick    every scenario kind once, short: under a minute; results in
+#   bench/run.sh --quick    every scenario kind once, short: about a minute; results in
 #                           .work/bench-quick (the smoke test's profile: no timing is judged; no
 #                           wrk runs, no counts)
 #   bench/run.sh --cost     instructions per request instead of the clock (bench/cost.sh: callgrind
@@ -18,7 +18,7 @@
 #                           bench/results, latest.md then shows the newest run of each kind
 #   bench/run.sh --streaming  the streaming scenarios (bench/streaming.sh: a 1 GiB download and upload,
 #                           64 concurrent 16 MiB downloads, 1,000 SSE streams; idemproxy beside nginx
-#                           and the upstream alone), 3 rounds, about 4 minutes; results in bench/results,
+#                           and the upstream alone), 3 rounds, about 5 minutes; results in bench/results,
 #                           the table in streaming.md (--quick ends with a small form of them)
 #   bench/run.sh --no-build use the build directory's binaries as they are
 #   bench/run.sh --results DIR   write the results there instead
@@ -67,7 +67,7 @@ LOADGEN=$BUILD_DIR/bench/idem-loadgen
 UPSTREAM_BIN=$BUILD_DIR/bench/idem-bench-upstream
 REPORT_BIN=$BUILD_DIR/bench/idem-bench-report
 
-# Profiles. Full: about 6 minutes. Quick: every kind of scenario once, under a minute (the suite
+# Profiles. Full: about 6 minutes. Quick: every kind of scenario once, about a minute (the suite
 # runs it as a smoke test, alone on the machine: short runs keep that serial time small).
 if [ "$QUICK" = 1 ]; then
   PROFILE=quick

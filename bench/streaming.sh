@@ -11,6 +11,8 @@
 #           after: the peak RSS growth of the run, summed over the processes (nginx: master and
 #           workers), and the absolute peak beside it
 # Results: $WORK/streaming.json ({setup, runs}); bench/streaming_report.py makes the table.
+# From bench/run.sh: BUILD_DIR, STREAM_UPSTREAM_BIN, WORK, REPO, QUICK, PROXY_WORKERS, CONFIG_FLAVOUR,
+# FAILED, start_proxy, nginx_temp_paths.
 
 STREAM_CLIENT=$REPO/bench/stream_client.py
 STREAM_UPSTREAM_PID=
@@ -24,7 +26,7 @@ stop_streaming() {
   fi
   idem_stop_pid "$STREAM_NGINX_PID"
   idem_stop_pid "$STREAM_UPSTREAM_PID"
-  STREAM_PROXY_PID= STREAM_NGINX_PID= STREAM_UPSTREAM_PID=
+  STREAM_PROXY_PID='' STREAM_NGINX_PID='' STREAM_UPSTREAM_PID=
 }
 
 streaming_profile() {
@@ -174,7 +176,8 @@ stream_run() {
   STREAM_RUN_COUNT=$((${STREAM_RUN_COUNT:-0} + 1))
   # Numbered: the results keep the order the runs were made in.
   local scenario=$1 target=$2 round=$3 port path pids group
-  local out=$WORK/stream-runs/$(printf %03d "$STREAM_RUN_COUNT")-$1-$2-$3
+  local out
+  out=$WORK/stream-runs/$(printf %03d "$STREAM_RUN_COUNT")-$1-$2-$3
   shift 3
   case "$target" in
     direct) port=$STREAM_UPSTREAM_PORT path=/stream ;;
