@@ -15,6 +15,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/process.hpp"
@@ -216,6 +217,27 @@ TEST_F(Upgrades, AnIdleTunnelIsClosedAtTheIdleTimeout) {
   EXPECT_LT(after, 3.0) << "limits.tunnel_idle_timeout is 1.5s: " << idle.at("output");
   const std::string log = proxy().proxy_process()->stderr_text();
   EXPECT_NE(log.find("\"event\":\"tunnel_ended\",\"end\":\"idle\""), std::string::npos) << log;
+}
+
+TEST_F(Upgrades, AnUpstreamDyingMidTunnelEndsTheClientsConnectionAtOnce) {
+  // The client waits in an open tunnel (after one echo) while the upstream is killed.
+  Process waiting =
+      Process::start(ProcessSpec{.executable = kPython,
+                                 .args = {script("ws_client.py").string(), "idle", url("/echo"), "--seconds", "8"},
+                                 .env = {},
+                                 .log_dir = logs_.path(),
+                                 .name = "ws-waiting"});
+  std::this_thread::sleep_for(1s);
+  upstream_->kill9();
+  const std::optional<int> status = waiting.wait_exit(20s);
+  ASSERT_TRUE(status) << waiting.describe();
+  const boost::json::object seen = json_line(waiting.stdout_text());
+  EXPECT_EQ(*status, 0) << waiting.describe();
+  // Well before limits.tunnel_idle_timeout (1.5s): the upstream's end was passed on.
+  EXPECT_LT(number(seen, "closed_after_s"), 1.2) << waiting.stdout_text();
+  EXPECT_EQ(number(seen, "close_code"), 1006) << "no close frame came: " << waiting.stdout_text();
+  const std::string log = proxy().proxy_process()->stderr_text();
+  EXPECT_EQ(log.find("\"event\":\"tunnel_ended\",\"end\":\"idle\""), std::string::npos) << log;
 }
 
 TEST_F(Upgrades, AnUpgradeOnAGuardedRequestIsRefused403AndNeverReachesTheUpstream) {
