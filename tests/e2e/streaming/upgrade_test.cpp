@@ -18,7 +18,14 @@
 #include <thread>
 #include <vector>
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
 #include "support/process.hpp"
+#include "support/raw_upstream.hpp"
 #include "support/proxy_fixture.hpp"
 #include "support/streaming_client.hpp"
 #include "support/test_pki.hpp"
@@ -329,6 +336,66 @@ TEST_F(UpgradesOverTls, WebSocketThroughTheTlsListenerToAnHttpsUpstream) {
   const boost::json::object idle = client({"idle", url("/echo"), "--seconds", "8"});
   EXPECT_GT(number(idle, "closed_after_s"), 1.3) << idle.at("output");
   EXPECT_LT(number(idle, "closed_after_s"), 3.0) << idle.at("output");
+}
+
+// Bytes either parser read past a head belong to the tunnel: an upstream that writes its 101 and
+// a first frame in one write (RawUpstream, tests/support/raw_upstream.hpp), and a client that
+// sends its request and what follows it in one write. What follows here is itself a request,
+// which the upstream counts and answers: through the tunnel, not parsed by the proxy.
+class UpgradeBytes : public ProxyTest {
+ protected:
+  ProxyOptions proxy_options() const override {
+    ProxyOptions options;
+    options.config_template = std::string(kConfigTemplate);
+    options.start_upstream = false;
+    options.upstream_port = upstream_.port();
+    options.variables["LISTENER_TLS"] = "";
+    options.variables["UPSTREAM_ORIGIN"] = "http://127.0.0.1";
+    options.variables["UPSTREAM_TLS"] = "";
+    return options;
+  }
+
+  // Connects to the proxy, writes `bytes` in one send, reads until the proxy closes (or 5 s pass).
+  std::string exchange_raw(const std::string& bytes) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(proxy().proxy_port());
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    std::string got;
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0 &&
+        ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size())) {
+      const auto deadline = std::chrono::steady_clock::now() + 5s;
+      while (std::chrono::steady_clock::now() < deadline) {
+        pollfd ready{fd, POLLIN, 0};
+        if (::poll(&ready, 1, 200) <= 0) continue;
+        char chunk[4096];
+        const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+        if (n <= 0) break;
+        got.append(chunk, static_cast<std::size_t>(n));
+      }
+    }
+    ::close(fd);
+    return got;
+  }
+
+  mutable RawUpstream upstream_;
+};
+
+TEST_F(UpgradeBytes, BytesReadPastEitherHeadGoThroughTheTunnelFirst) {
+  upstream_.script("/switch", {.bytes = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: "
+                                        "Upgrade\r\n\r\nFIRST-FRAME"});
+  upstream_.script("/after", {.bytes = "AFTER-REPLY", .close_after = true});
+  const std::string got = exchange_raw(
+      "GET /switch HTTP/1.1\r\nHost: svc\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+      "GET /after HTTP/1.1\r\nHost: svc\r\n\r\n");
+  ASSERT_EQ(got.rfind("HTTP/1.1 101 Switching Protocols\r\n", 0), 0u) << got;
+  EXPECT_NE(got.find("\r\nUpgrade: websocket\r\n"), std::string::npos) << got;
+  EXPECT_NE(got.find("\r\nConnection: upgrade\r\n"), std::string::npos) << got;
+  const std::string after_head = got.substr(got.find("\r\n\r\n") + 4);
+  EXPECT_EQ(after_head, "FIRST-FRAMEAFTER-REPLY") << "the upstream's first frame, then the answer to the client's "
+                                                     "bytes, then the upstream's close passed on";
+  EXPECT_EQ(upstream_.executions("/after"), 1u) << upstream_.received();
 }
 
 }  // namespace
