@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """A WebSocket client for the upgrade tests (Debian's python3-websockets). Runs one scenario
-against a URL and prints one JSON line with what it saw; exits 0 unless the scenario failed.
+against a URL and prints a JSON line with what it saw, last; exits 0 unless the scenario failed.
 
   exchange --seconds S --interval-ms I [--size B]
       sends a message every I ms for S seconds (B bytes each, default small), checks each echo, then
@@ -10,8 +10,8 @@ against a URL and prints one JSON line with what it saw; exits 0 unless the scen
       sends "close-me": {"close_code", "close_reason", "close_s"} as the client received them,
       close_s until the connection was closed (the server closes TCP after the handshake)
   idle --seconds S
-      one echo, then silence until the connection closes or S seconds pass:
-      {"closed_after_s", "close_code"}
+      one echo (then prints {"echoed": true}), then silence until the connection closes or S
+      seconds pass: {"closed_after_s", "close_code"}
   push --count N
       reads N unasked messages: {"received"}
   volume --mib M --size B
@@ -68,6 +68,7 @@ async def run(args):
         if args.scenario == "idle":
             await ws.send("hello")
             await asyncio.wait_for(ws.recv(), 5)
+            result(echoed=True)  # the tunnel is open: a test may now act on it
             started = time.monotonic()
             try:
                 await asyncio.wait_for(ws.recv(), args.seconds)
