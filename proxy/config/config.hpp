@@ -49,6 +49,9 @@ struct LimitsConfig {
   std::size_t max_waiting = 1024;        // duplicates waiting (in_flight: wait) per process; beyond, 409 at once
   std::size_t max_headers = 100;         // header fields per request; 431 beyond
   std::size_t max_connections = 10'000;  // client connections per process; beyond, 503 and close
+  // An upgraded connection (a WebSocket tunnel) with no byte moving either way for this long is
+  // closed (nginx's proxy_read_timeout on an upgraded connection, Envoy's stream idle timeout).
+  std::chrono::milliseconds tunnel_idle_timeout{300'000};
 };
 
 // TLS to the upstream, on when upstream.url is https://.

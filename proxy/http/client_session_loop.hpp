@@ -26,6 +26,7 @@
 #include "core/request_framing.hpp"
 #include "core/request_target.hpp"
 #include "core/trace_context.hpp"
+#include "core/upgrade_decision.hpp"
 #include "http/client_request.hpp"
 #include "http/client_session.hpp"
 #include "http/message_rewriting.hpp"
@@ -177,6 +178,22 @@ inline std::string single_valid_traceparent(const RequestParts& request) {
   return lines == 1 && core::is_valid_traceparent(value) ? std::string(value) : std::string();
 }
 
+// What the head offers to switch to (core/upgrade_decision.hpp), read only when an Upgrade field
+// came: most requests pay one pass over the field ids.
+inline core::UpgradeDecision decide_upgrade(const RequestParts& request, const RoutedRequest& routed) {
+  std::string upgrade;
+  for (const FieldView& field : request.fields) {
+    if (field.id != beast_http::field::upgrade) continue;
+    if (!upgrade.empty()) upgrade += ", ";
+    upgrade.append(field.value);
+  }
+  if (upgrade.empty()) return {};
+  const std::string connection = tls::connection_list(request.fields);
+  return core::decide_upgrade({.upgrade = upgrade, .connection = connection, .version = request.version},
+                              routed.route != nullptr ? &routed.route->policy : nullptr, routed.key_header_sent,
+                              routed.handling);
+}
+
 // The HTTP/1.1 keep-alive loop, over either stream.
 template <class Stream>
 asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, WorkerServices& services,
@@ -305,13 +322,18 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     // A request no idempotency rule applies to is streamed both ways, decided from its head.
     const std::shared_ptr<const RuntimeConfig> config = services.config;
     const RoutedRequest routed = route_request(*config, request.parts());
+    const core::UpgradeDecision upgrade = decide_upgrade(request.parts(), routed);
+    if (upgrade.action == core::UpgradeAction::refuse) {
+      co_await refuse(stream, connection, *upgrade.refusal, version, limits.write_timeout, services.metrics);
+      co_return;
+    }
     if (routed.handling == core::BodyHandling::streamed) {
       if (routed.route != nullptr) trace.route = routed.route->policy.name;
       connection.deadline.expire_never();
       const auto handling_started = std::chrono::steady_clock::now();
       streaming::StreamedOutcome outcome = co_await streaming::forward_streamed(
           stream, connection, request, parser, buffer, services, *config, routed.route, address,
-          client_keep_alive && !draining, response_head, trace, [&](unsigned status) {
+          client_keep_alive && !draining, upgrade.protocols, response_head, trace, [&](unsigned status) {
             trace.handled = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
                                                                                   handling_started);
             services.metrics.record(trace, status);

@@ -38,7 +38,7 @@ RoutedRequest route_request(const RuntimeConfig& config, const RequestParts& hea
   // for the others.
   const bool key_sent =
       policy != nullptr && policy->key == core::KeyRequirement::optional && key_header_sent(head, *policy);
-  return {route, core::body_handling(policy, head.method_string, key_sent)};
+  return {route, core::body_handling(policy, head.method_string, key_sent), key_sent};
 }
 
 const std::vector<std::string>& replay_headers_of(const core::Route* route) {

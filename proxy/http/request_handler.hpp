@@ -22,6 +22,7 @@ namespace idem::http {
 struct RoutedRequest {
   const core::Route* route = nullptr;
   core::BodyHandling handling = core::BodyHandling::streamed;
+  bool key_header_sent = false;  // read for a `key: optional` route only (false for the others)
 };
 RoutedRequest route_request(const RuntimeConfig& config, const RequestParts& head);
 

@@ -16,6 +16,14 @@
 // short of the length (no TLS close_notify either); the client going away closes the upstream
 // connection at once (wire/client_gone_watch.hpp), never giving it back to the pool.
 //
+// An upgrade the request offered (core/upgrade_decision.hpp) goes upstream with its Upgrade and
+// `Connection: upgrade`; a 101 switching to an offered protocol turns both connections into a byte
+// tunnel (wire/byte_tunnel.hpp): the 101's head goes to the client with its Upgrade and
+// Connection, then the bytes either parser already holds past the heads, then whatever either
+// side sends, until both have closed, either fails, or limits.tunnel_idle_timeout passes with no
+// byte either way. The upstream connection of a tunnel is never given back to the pool. Any other
+// answer to such a request is streamed as any other.
+//
 // Templates on the client's stream: included by client_session_loop.hpp only.
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ssl/error.hpp>
@@ -33,6 +41,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "core/problem.hpp"
 #include "core/stored_headers.hpp"
@@ -46,8 +55,11 @@
 #include "http/upstream.hpp"
 #include "http/upstream_request.hpp"
 #include "log/log.hpp"
+#include "core/upgrade_decision.hpp"
 #include "wire/body_pump.hpp"
+#include "wire/byte_tunnel.hpp"
 #include "wire/client_gone_watch.hpp"
+#include "wire/close_notify.hpp"
 #include "wire/response_head.hpp"
 #include "wire/stream_io.hpp"
 
@@ -246,18 +258,143 @@ asio::awaitable<StreamedOutcome> relay_answer(Stream& stream, ClientConnection& 
   co_return outcome;
 }
 
+// The client's side of a tunnel: reads without a deadline (the tunnel's idle timer watches),
+// writes under limits.write_timeout without progress (nginx's send_timeout).
+template <class Stream>
+struct ClientTunnelEnd {
+  Stream& stream;
+  ClientConnection& connection;
+  std::chrono::milliseconds write_timeout;
+
+  asio::awaitable<wire::IoResult> read_some(asio::mutable_buffer buffer) {
+    return stream.async_read_some(buffer, wire::use_tuple);
+  }
+  // (`buffer` by reference: write_within's frame refers to it until the write completes.)
+  asio::awaitable<wire::IoResult> write(const asio::const_buffer& buffer) {
+    return wire::write_within(stream, buffer, connection.deadline, write_timeout);
+  }
+  asio::awaitable<void> shutdown_send() {
+    if constexpr (std::is_same_v<Stream, asio::ip::tcp::socket>) {
+      boost::system::error_code ignored;
+      connection.socket.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+    } else {
+      connection.deadline.expire_after(write_timeout);
+      co_await wire::send_close_notify(stream);
+      connection.deadline.expire_never();
+    }
+  }
+  void close() { connection.close(); }
+};
+
+// The upstream's side of a tunnel: reads without a deadline, writes under upstream.timeout
+// without progress (nginx's proxy_send_timeout).
+struct UpstreamTunnelEnd {
+  UpstreamTransport& transport;
+  std::chrono::milliseconds write_timeout;
+
+  asio::awaitable<wire::IoResult> read_some(asio::mutable_buffer buffer) {
+    if (transport.tls) return transport.tls->async_read_some(buffer, wire::use_tuple);
+    return transport.tcp.async_read_some(buffer, wire::use_tuple);
+  }
+  asio::awaitable<wire::IoResult> write(const asio::const_buffer& buffer) {
+    if (transport.tls) return wire::write_within(*transport.tls, buffer, transport, write_timeout);
+    return wire::write_within(transport.tcp, buffer, transport, write_timeout);
+  }
+  asio::awaitable<void> shutdown_send() {
+    if (!transport.tls) {
+      boost::system::error_code ignored;
+      transport.tcp.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+      co_return;
+    }
+    transport.expire_after(write_timeout);
+    co_await wire::send_close_notify(*transport.tls);
+    transport.expire_never();
+  }
+  void close() { transport.close(); }
+};
+
+inline std::string_view tunnel_end_name(wire::TunnelEnd end) {
+  switch (end) {
+    case wire::TunnelEnd::closed: return "closed";
+    case wire::TunnelEnd::idle: return "idle";
+    case wire::TunnelEnd::failed: return "failed";
+  }
+  return "failed";
+}
+
+// The upstream switched to `protocols` (its 101's Upgrade): the 101 goes to the client, then both
+// connections are one tunnel until it ends; both are closed after it.
+template <class Stream, class OnHead>
+asio::awaitable<StreamedOutcome> tunnel_after_switch(Stream& stream, ClientConnection& connection,
+                                                     beast::flat_buffer& client_buffer,
+                                                     beast_http::response_header<>& head, const std::string& protocols,
+                                                     UpstreamLease& lease, const RuntimeConfig& config,
+                                                     const core::Route* route, std::string& head_buffer,
+                                                     OnHead on_head) {
+  StreamedOutcome outcome;
+  // Hop-by-hop fields go, but a switch is announced with its own two.
+  strip_upstream_fields(head, replay_headers_of(route));
+  head.erase(beast_http::field::content_length);
+  head.set(beast_http::field::connection, "upgrade");
+  head.set(beast_http::field::upgrade, protocols);
+  tls::write_head(head, head_buffer);
+  // What the upstream sent right after its 101 (a first frame) follows the head.
+  beast::flat_buffer& from_upstream = lease.transport().buffer;
+  head_buffer.append(static_cast<const char*>(from_upstream.data().data()), from_upstream.size());
+  from_upstream.consume(from_upstream.size());
+  outcome.status = 101;
+  on_head(101);
+
+  const config::LimitsConfig& limits = config.config.limits;
+  ClientTunnelEnd<Stream> client{stream, connection, limits.write_timeout};
+  UpstreamTunnelEnd upstream{lease.transport(), config.config.upstream.timeout};
+  // What the client sent right after its request (its parser read past the head) goes first.
+  const std::string_view from_client(static_cast<const char*>(client_buffer.data().data()), client_buffer.size());
+  const auto started = std::chrono::steady_clock::now();
+  const std::string_view to_client(head_buffer);
+  const std::chrono::steady_clock::duration idle_timeout = limits.tunnel_idle_timeout;
+  const wire::TunnelResult result = co_await wire::run_tunnel(client, upstream, from_client, to_client, idle_timeout);
+  client_buffer.consume(client_buffer.size());
+  const auto lasted = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  log::info("tunnel_ended", {{"end", tunnel_end_name(result.end)},
+                             {"side", result.end != wire::TunnelEnd::failed            ? ""
+                                      : result.failed_side == wire::TunnelSide::client ? "client"
+                                                                                       : "upstream"},
+                             {"error", result.ec ? result.ec.message() : std::string()},
+                             {"client_to_upstream_bytes", static_cast<std::int64_t>(result.client_to_upstream)},
+                             {"upstream_to_client_bytes", static_cast<std::int64_t>(result.upstream_to_client)},
+                             {"duration_ms", static_cast<std::int64_t>(lasted.count())}});
+  lease.close();
+  connection.close();
+  outcome.keep_alive = false;
+  co_return outcome;
+}
+
+// Every Upgrade line of a head, joined.
+inline std::string upgrade_list(const beast_http::fields& fields) {
+  std::string joined;
+  for (const auto& field : fields) {
+    if (field.name() != beast_http::field::upgrade) continue;
+    if (!joined.empty()) joined += ", ";
+    joined.append(field.value());
+  }
+  return joined;
+}
+
 // Forwards the request whose head `parser` has read (its body not yet) and streams the answer to
 // the client. `head_buffer`: the connection's, for the response head. `route`: the matched one,
 // or null. `keep_alive`: what the client asked for (and the worker allows). `on_head(status)` runs
 // just before the answer's head is written (its metrics and log line are out before a client
-// could read it).
+// could read it). `upgrade`: the protocols the request may switch to (empty: none), which must
+// outlive the call.
 template <class Stream, class OnHead>
 asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnection& connection,
                                                   const ClientRequest& request, ClientRequestParser& parser,
                                                   beast::flat_buffer& client_buffer, WorkerServices& services,
                                                   const RuntimeConfig& config, const core::Route* route,
                                                   std::string_view client_address, bool keep_alive,
-                                                  std::string& head_buffer, RequestTrace& trace, OnHead on_head) {
+                                                  std::string_view upgrade, std::string& head_buffer,
+                                                  RequestTrace& trace, OnHead on_head) {
   const RequestParts& parts = request.parts();
   const config::LimitsConfig& limits = config.config.limits;
   const std::chrono::milliseconds upstream_timeout = config.config.upstream.timeout;
@@ -268,7 +405,8 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
   const RequestBodyFraming request_framing = !has_body          ? RequestBodyFraming::whole
                                              : parser.chunked() ? RequestBodyFraming::streamed_chunked
                                                                 : RequestBodyFraming::streamed_length;
-  const UpstreamRequest upstream_request(parts, client_address, request_framing, parser.content_length().value_or(0));
+  const UpstreamRequest upstream_request(parts, client_address, request_framing, parser.content_length().value_or(0),
+                                         upgrade);
   ClientEnd<Stream> client{stream, connection, limits.body_timeout, limits.write_timeout};
   const auto started = std::chrono::steady_clock::now();
   StreamedOutcome outcome;
@@ -346,10 +484,15 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
   trace.upstream += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
 
   auto& message = response->get();
-  // 101: the upstream switched protocols, which this request did not ask for (Upgrade is
-  // hop-by-hop: never forwarded); the connection is no longer HTTP and is closed with the lease.
+  // 101: the upstream switched protocols. To one the request offered: a tunnel. Else the request
+  // did not ask for it; the connection is no longer HTTP and is closed with the lease.
   if (message.result_int() == 101) {
-    co_return answer(core::upstream_failure_problem(core::UpstreamFailure::switched_protocols));
+    const std::string switched_to = upgrade_list(message);
+    if (upgrade.empty() || !core::switch_accepted(upgrade, switched_to)) {
+      co_return answer(core::upstream_failure_problem(core::UpstreamFailure::switched_protocols));
+    }
+    co_return co_await tunnel_after_switch(stream, connection, client_buffer, message, switched_to, lease, config,
+                                           route, head_buffer, on_head);
   }
   // Whether the upstream connection can serve another exchange once this answer is read: it
   // stays open, and a 204/304 announcing a body it may send anyway is not trusted.

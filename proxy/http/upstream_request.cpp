@@ -21,7 +21,7 @@ bool states_length(const RequestParts& request) {
 }  // namespace
 
 UpstreamRequest::UpstreamRequest(const RequestParts& request, std::string_view client_address,
-                                 RequestBodyFraming framing, std::uint64_t length)
+                                 RequestBodyFraming framing, std::uint64_t length, std::string_view upgrade)
     : parts_{.method = request.method,
              .method_string = request.method_string,
              .target = request.target,
@@ -35,7 +35,7 @@ UpstreamRequest::UpstreamRequest(const RequestParts& request, std::string_view c
   const bool replace_length = framing == RequestBodyFraming::streamed_length ||
                               (framing == RequestBodyFraming::whole && states_length(request));
   if (framing != RequestBodyFraming::streamed_length) length = parts_.body.size();
-  parts_.fields.reserve(request.fields.size() + 4);
+  parts_.fields.reserve(request.fields.size() + 6);
   for (const FieldView& field : request.fields) {
     if (named(field, "X-Forwarded-Proto")) {
       // The connection layer set it (it alone knows the transport): a client's Connection header
@@ -59,7 +59,12 @@ UpstreamRequest::UpstreamRequest(const RequestParts& request, std::string_view c
   parts_.fields.push_back({beast_http::field::unknown, "X-Forwarded-For", forwarded_for_});
   // Keep-alive towards the upstream: HTTP/1.1 is persistent without a Connection field, and every
   // Connection field is gone.
-  if (parts_.version < 11) parts_.fields.push_back({beast_http::field::connection, "Connection", "keep-alive"});
+  if (!upgrade.empty()) {
+    parts_.fields.push_back({beast_http::field::connection, "Connection", "upgrade"});
+    parts_.fields.push_back({beast_http::field::upgrade, "Upgrade", upgrade});
+  } else if (parts_.version < 11) {
+    parts_.fields.push_back({beast_http::field::connection, "Connection", "keep-alive"});
+  }
   if (framing == RequestBodyFraming::streamed_chunked) {
     parts_.fields.push_back({beast_http::field::transfer_encoding, "Transfer-Encoding", "chunked"});
   }

@@ -23,9 +23,12 @@ enum class RequestBodyFraming {
 
 class UpstreamRequest {
  public:
-  // `request` must outlive this.
+  // `request` must outlive this, and so must `upgrade`: when set, the protocols the request may
+  // switch to (core/upgrade_decision.hpp), sent as Upgrade with `Connection: upgrade` (the
+  // client's own are hop-by-hop and go with the rest).
   UpstreamRequest(const RequestParts& request, std::string_view client_address,
-                  RequestBodyFraming framing = RequestBodyFraming::whole, std::uint64_t length = 0);
+                  RequestBodyFraming framing = RequestBodyFraming::whole, std::uint64_t length = 0,
+                  std::string_view upgrade = {});
   // Its fields view its own members.
   UpstreamRequest(const UpstreamRequest&) = delete;
   UpstreamRequest& operator=(const UpstreamRequest&) = delete;

@@ -426,6 +426,35 @@ routes:
   EXPECT_FALSE(result.config->routes[1].policy.key_expires_header);
 }
 
+TEST(ConfigLoad, UpgradesDefaultToWebSocketOnKeylessRoutesAndToNoneOnRequiredOnes) {
+  const LoadResult result = load(R"yaml(
+store: { postgres: { dsn: x } }
+limits: { tunnel_idle_timeout: 90s }
+defaults: { scope: { headers: [X-Tenant-Id] } }
+routes:
+  - name: guarded
+    match: { path: /a }
+  - name: feed
+    match: { path: /b }
+    key: off
+  - name: optional
+    match: { path: /c }
+    key: optional
+    upgrades: [websocket, foo]
+  - name: closed
+    match: { path: /d }
+    key: off
+    upgrades: []
+)yaml");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  EXPECT_EQ(result.config->limits.tunnel_idle_timeout, std::chrono::seconds(90));
+  EXPECT_EQ(LimitsConfig{}.tunnel_idle_timeout, std::chrono::minutes(5));
+  EXPECT_EQ(result.config->routes[0].policy.upgrades, Strings{}) << "key: required upgrades nothing";
+  EXPECT_EQ(result.config->routes[1].policy.upgrades, Strings{"websocket"});
+  EXPECT_EQ(result.config->routes[2].policy.upgrades, (Strings{"websocket", "foo"}));
+  EXPECT_EQ(result.config->routes[3].policy.upgrades, Strings{});
+}
+
 // ---- warnings -------------------------------------------------------------------------------
 
 TEST(ConfigWarnings, RouteWithoutScopeHeadersWarnsButLoads) {
@@ -566,6 +595,7 @@ TEST(ConfigFile, ShippedExampleLoadsWithoutAnyIssue) {
   EXPECT_EQ(config.limits.body_timeout, built_in.limits.body_timeout);
   EXPECT_EQ(config.limits.idle_timeout, built_in.limits.idle_timeout);
   EXPECT_EQ(config.limits.write_timeout, built_in.limits.write_timeout);
+  EXPECT_EQ(config.limits.tunnel_idle_timeout, built_in.limits.tunnel_idle_timeout);
   EXPECT_EQ(config.upstream.url, built_in.upstream.url);
   EXPECT_EQ(config.upstream.host, built_in.upstream.host);
   EXPECT_EQ(config.upstream.port, built_in.upstream.port);
