@@ -187,7 +187,7 @@ asio::awaitable<StreamedOutcome> relay_answer(Stream& stream, ClientConnection& 
   const core::StreamedFraming framing =
       core::streamed_framing(status, head_request, answer.upstream_framing, client_version);
   if (framing.refusal) {
-    outcome.problem = std::move(framing.refusal);
+    outcome.problem = framing.refusal;
     co_return outcome;
   }
   outcome.keep_alive = keep_alive && !framing.close_after;
