@@ -113,11 +113,11 @@ asio::awaitable<void> refuse(Stream& stream, ClientConnection& connection, core:
 // The answer when nothing of an upstream's was sent: `problem`, the connection kept for the next
 // request only when the client keeps it (`keep_alive`) and its request was read to its end (the
 // unread rest would be read as the next request: the connection lingers closed instead).
-// Whether the connection serves on.
+// Whether the connection serves on. The problem's body, once written, is added to `bodies`.
 template <class Stream>
 asio::awaitable<bool> answer_problem(Stream& stream, ClientConnection& connection, const core::Problem& problem,
                                      unsigned version, bool keep_alive, bool request_read,
-                                     std::chrono::milliseconds write_timeout, std::string& head) {
+                                     std::chrono::milliseconds write_timeout, std::string& head, BodyTally& bodies) {
   keep_alive = keep_alive && request_read;
   Response response = problem_response(problem, version);
   if (!keep_alive || version < 11) response.keep_alive(keep_alive);
@@ -125,13 +125,18 @@ asio::awaitable<bool> answer_problem(Stream& stream, ClientConnection& connectio
   auto [write_ec, written] = co_await write_response(stream, response, head);
   connection.in_request = false;
   if (write_ec) co_return false;
+  bodies.out += response.body().size();
   if (!request_read) co_await linger_close(stream, connection);
   co_return keep_alive;
 }
 
-inline void log_request(std::string_view method, std::string_view target, unsigned status, const RequestTrace& trace) {
+// Written at the exchange's end: `status` 0 when no answer went out (the client went away first).
+inline void log_request(std::string_view method, std::string_view target, unsigned status, const RequestTrace& trace,
+                        std::chrono::steady_clock::time_point started) {
   if (!log::enabled(log::Level::info)) return;
   const std::string_view path = target.substr(0, target.find('?'));  // queries may carry secrets
+  const auto duration =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
   log::info("request", {{"method", method},
                         {"path", path},
                         {"route", trace.route},
@@ -141,7 +146,11 @@ inline void log_request(std::string_view method, std::string_view target, unsign
                         {"store_us", static_cast<std::int64_t>(trace.store.count())},
                         {"cache_hit", trace.cache_hit ? "true" : "false"},
                         {"key_sha256", trace.key.empty() ? std::string() : key_hash(trace.key)},
-                        {"traceparent", trace.traceparent}});
+                        {"traceparent", trace.traceparent},
+                        {"request_body_bytes", static_cast<std::int64_t>(trace.bodies.in)},
+                        {"response_body_bytes", static_cast<std::int64_t>(trace.bodies.out)},
+                        {"duration_us", static_cast<std::int64_t>(duration.count())},
+                        {"aborted_by", abort_side_name(trace.bodies.aborted.side)}});
 }
 
 // A client or a deadline ended the connection: nothing to answer. (A passed deadline closes the
@@ -292,6 +301,12 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     RequestTrace trace;
     // Only the access log reads it. Two traceparent fields make neither valid (W3C Trace Context §3.2).
     if (access_log) trace.traceparent = single_valid_traceparent(request.parts());
+    const auto request_started = std::chrono::steady_clock::now();
+    // The exchange's end: its bodies counted once, its access-log line written.
+    const auto finish = [&](unsigned status) {
+      services.metrics.record_bodies(trace);
+      if (access_log) log_request(method, target, status, trace, request_started);
+    };
 
     if (version >= 11 && expects_continue(request.parts())) {
       connection.deadline.expire_after(limits.write_timeout);
@@ -305,15 +320,18 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     if (routed.handling == core::BodyHandling::streamed) {
       if (routed.route != nullptr) trace.route = routed.route->policy.name;
       connection.deadline.expire_never();
-      const auto handling_started = std::chrono::steady_clock::now();
-      streaming::StreamedOutcome outcome = co_await streaming::forward_streamed(
-          stream, connection, request, parser, buffer, services, *config, routed.route, address,
-          client_keep_alive && !draining, response_head, trace, [&](unsigned status) {
-            trace.handled = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
-                                                                                  handling_started);
-            services.metrics.record(trace, status);
-            if (access_log) log_request(method, target, status, trace);
-          });
+      streaming::StreamedOutcome outcome;
+      {
+        const ActiveStream active(services.metrics);
+        outcome = co_await streaming::forward_streamed(
+            stream, connection, request, parser, buffer, services, *config, routed.route, address,
+            client_keep_alive && !draining, response_head, trace, [&](unsigned status) {
+              trace.handled = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                                    request_started);
+              services.metrics.record(trace, status);
+            });
+      }
+      trace.bodies = outcome.bodies;
       if (outcome.refused) {
         co_await refuse(stream, connection, std::move(*outcome.problem), version, limits.write_timeout,
                         services.metrics);
@@ -321,17 +339,18 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       }
       if (outcome.problem) {
         trace.handled =
-            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - handling_started);
+            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - request_started);
         const auto status = static_cast<unsigned>(outcome.problem->status);
         services.metrics.record(trace, status);
-        if (access_log) log_request(method, target, status, trace);
         const bool serves_on =
             co_await answer_problem(stream, connection, *outcome.problem, version, client_keep_alive && !draining,
-                                    outcome.request_read, limits.write_timeout, response_head);
+                                    outcome.request_read, limits.write_timeout, response_head, trace.bodies);
+        finish(status);
         if (!serves_on) co_return;
         continue;
       }
       connection.in_request = false;
+      finish(outcome.status);
       if (!outcome.keep_alive) co_return;
       continue;
     }
@@ -365,7 +384,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     trace.handled =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - handling_started);
     services.metrics.record(trace, response.result_int());
-    if (access_log) log_request(method, target, response.result_int(), trace);
+    trace.bodies.in = request.parts().body.size();
 
     const bool keep_alive = client_keep_alive && !draining;
     if (rest) {
@@ -380,16 +399,24 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
                                .transfer_codings = rest->transfer_codings},
           .reusable = rest->reusable};
       const bool head_request = request.parts().method == beast_http::verb::head;
-      const streaming::StreamedOutcome outcome = co_await streaming::relay_answer(
-          stream, connection, in_flight, version, head_request, keep_alive, config->config.upstream.timeout,
-          limits.write_timeout, response_head, [](unsigned) {});
+      streaming::StreamedOutcome outcome;
+      {
+        const ActiveStream active(services.metrics);
+        outcome = co_await streaming::relay_answer(stream, connection, in_flight, version, head_request, keep_alive,
+                                                   config->config.upstream.timeout, limits.write_timeout, response_head,
+                                                   [](unsigned) {});
+      }
+      trace.bodies.out = outcome.bodies.out;
+      trace.bodies.aborted = outcome.bodies.aborted;
       if (outcome.problem) {
         const bool serves_on = co_await answer_problem(stream, connection, *outcome.problem, version, keep_alive, true,
-                                                       limits.write_timeout, response_head);
+                                                       limits.write_timeout, response_head, trace.bodies);
+        finish(static_cast<unsigned>(outcome.problem->status));
         if (!serves_on) co_return;
         continue;
       }
       connection.in_request = false;
+      finish(response.result_int());
       if (!outcome.keep_alive) co_return;
       continue;
     }
@@ -399,6 +426,8 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     connection.deadline.expire_after(limits.write_timeout);
     auto [write_ec, written] = co_await write_response(stream, response, response_head);
     connection.in_request = false;
+    if (!write_ec) trace.bodies.out = response.body().size();
+    finish(response.result_int());
     if (write_ec || !keep_alive) co_return;
   }
 }
