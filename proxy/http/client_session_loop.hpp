@@ -320,17 +320,13 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     if (routed.handling == core::BodyHandling::streamed) {
       if (routed.route != nullptr) trace.route = routed.route->policy.name;
       connection.deadline.expire_never();
-      streaming::StreamedOutcome outcome;
-      {
-        const ActiveStream active(services.metrics);
-        outcome = co_await streaming::forward_streamed(
-            stream, connection, request, parser, buffer, services, *config, routed.route, address,
-            client_keep_alive && !draining, response_head, trace, [&](unsigned status) {
-              trace.handled = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
-                                                                                    request_started);
-              services.metrics.record(trace, status);
-            });
-      }
+      streaming::StreamedOutcome outcome = co_await streaming::forward_streamed(
+          stream, connection, request, parser, buffer, services, *config, routed.route, address,
+          client_keep_alive && !draining, response_head, trace, [&](unsigned status) {
+            trace.handled = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                                  request_started);
+            services.metrics.record(trace, status);
+          });
       trace.bodies = outcome.bodies;
       if (outcome.refused) {
         co_await refuse(stream, connection, std::move(*outcome.problem), version, limits.write_timeout,
@@ -423,11 +419,13 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     // An HTTP/1.1 response stays open without a Connection field: Beast's keep_alive(true), which
     // parses the field's tokens, is needed only when one came through.
     if (!keep_alive || response.version() < 11 || has_connection_field(response)) response.keep_alive(keep_alive);
+    // An answer held whole goes in one write: its bytes are known, and its line is out before a
+    // client could read it (lines keep the order in which clients got their answers).
+    trace.bodies.out = response.body().size();
+    finish(response.result_int());
     connection.deadline.expire_after(limits.write_timeout);
     auto [write_ec, written] = co_await write_response(stream, response, response_head);
     connection.in_request = false;
-    if (!write_ec) trace.bodies.out = response.body().size();
-    finish(response.result_int());
     if (write_ec || !keep_alive) co_return;
   }
 }

@@ -112,9 +112,18 @@ ProxyMetrics::ProxyMetrics() : id_(next_metrics_id.fetch_add(1)) {
   }
 }
 
-void ProxyMetrics::record(const RequestTrace& trace, unsigned status) {
+void ProxyMetrics::find_body_bytes(RequestChildren& children) {
+  if (children.request_body_bytes != nullptr) return;
+  children.request_body_bytes = &registry_.counter("idemproxy_request_body_bytes_total", {children.route});
+  children.response_body_bytes = &registry_.counter("idemproxy_response_body_bytes_total", {children.route});
+}
+
+void ProxyMetrics::record(RequestTrace& trace, unsigned status) {
   RequestChildren& children = request_children(trace.route, trace.decision);
   children.requests->inc();
+  find_body_bytes(children);
+  trace.request_body_bytes = children.request_body_bytes;
+  trace.response_body_bytes = children.response_body_bytes;
   const unsigned status_class = status / 100;
   if (status_class < std::size(responses_by_class_)) {
     metrics::Counter* counter = responses_by_class_[status_class].load(std::memory_order_acquire);
@@ -162,13 +171,16 @@ void ProxyMetrics::record(const RequestTrace& trace, unsigned status) {
 }
 
 void ProxyMetrics::record_bodies(const RequestTrace& trace) {
-  RequestChildren& children = request_children(trace.route, trace.decision);
-  if (children.request_body_bytes == nullptr) {
-    children.request_body_bytes = &registry_.counter("idemproxy_request_body_bytes_total", {children.route});
-    children.response_body_bytes = &registry_.counter("idemproxy_response_body_bytes_total", {children.route});
+  metrics::Counter* request_bytes = trace.request_body_bytes;
+  metrics::Counter* response_bytes = trace.response_body_bytes;
+  if (request_bytes == nullptr) {  // an exchange record() never saw (its client went away first)
+    RequestChildren& children = request_children(trace.route, trace.decision);
+    find_body_bytes(children);
+    request_bytes = children.request_body_bytes;
+    response_bytes = children.response_body_bytes;
   }
-  if (trace.bodies.in > 0) children.request_body_bytes->inc(trace.bodies.in);
-  if (trace.bodies.out > 0) children.response_body_bytes->inc(trace.bodies.out);
+  if (trace.bodies.in > 0) request_bytes->inc(trace.bodies.in);
+  if (trace.bodies.out > 0) response_bytes->inc(trace.bodies.out);
   const BodyAbort& aborted = trace.bodies.aborted;
   if (aborted.side != AbortSide::none) {
     bodies_aborted_[aborted.side == AbortSide::upstream][aborted.cause == AbortCause::timeout]->inc();

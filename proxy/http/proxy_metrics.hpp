@@ -15,7 +15,7 @@ namespace idem::http {
 class ProxyMetrics final : public cache::SharedCacheObserver {
  public:
   ProxyMetrics();
-  void record(const RequestTrace& trace, unsigned status);
+  void record(RequestTrace& trace, unsigned status);  // also notes the route's byte counters in `trace`
   void observe_store(std::string_view operation, std::chrono::microseconds elapsed);
   void refused(unsigned status);  // requests answered before being read whole (413, 431, 400)
 
@@ -40,6 +40,7 @@ class ProxyMetrics final : public cache::SharedCacheObserver {
   // (proxy_metrics.cpp): the registry's own lookup takes a lock and builds label vectors.
   struct RequestChildren;
   RequestChildren& request_children(std::string_view route, std::string_view decision);
+  void find_body_bytes(RequestChildren& children);
   metrics::Histogram& store_histogram(std::string_view operation);
 
   metrics::Registry registry_;

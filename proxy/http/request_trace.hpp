@@ -8,6 +8,10 @@
 
 #include "http/body_abort.hpp"
 
+namespace idem::metrics {
+class Counter;
+}
+
 namespace idem::http {
 
 // Decision labels (the `decision` label of idemproxy_requests_total and the access log).
@@ -49,6 +53,10 @@ struct RequestTrace {
   std::chrono::microseconds store{0};     // time in store operations
   std::chrono::microseconds handled{0};   // request read whole -> response ready to write
   BodyTally bodies;
+  // The route's byte counters, found by ProxyMetrics::record with the rest of the route's series:
+  // the exchange's end adds to them without a second lookup.
+  metrics::Counter* request_body_bytes = nullptr;
+  metrics::Counter* response_body_bytes = nullptr;
   // The request's W3C traceparent when well-formed (core/trace_context.hpp), else empty: it joins
   // this line to the upstream's spans and to the events the request wrote. The header itself is
   // forwarded to the upstream untouched either way.

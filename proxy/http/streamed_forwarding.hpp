@@ -42,6 +42,7 @@
 #include "http/client_connection.hpp"
 #include "http/client_request.hpp"
 #include "http/message_rewriting.hpp"
+#include "http/proxy_metrics.hpp"
 #include "http/request_handler.hpp"
 #include "http/request_trace.hpp"
 #include "http/upstream.hpp"
@@ -246,6 +247,7 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
                                                   const RuntimeConfig& config, const core::Route* route,
                                                   std::string_view client_address, bool keep_alive,
                                                   std::string& head_buffer, RequestTrace& trace, OnHead on_head) {
+  const ActiveStream active(services.metrics);
   const RequestParts& parts = request.parts();
   const config::LimitsConfig& limits = config.config.limits;
   const std::chrono::milliseconds upstream_timeout = config.config.upstream.timeout;
