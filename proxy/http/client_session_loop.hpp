@@ -130,7 +130,8 @@ asio::awaitable<bool> answer_problem(Stream& stream, ClientConnection& connectio
   co_return keep_alive;
 }
 
-// Written at the exchange's end: `status` 0 when no answer went out (the client went away first).
+// A streamed exchange's line is written at its end, a whole answer's just before its one write
+// (serve_http); `status` is 0 when no answer went out (the client went away first).
 inline void log_request(std::string_view method, std::string_view target, unsigned status, const RequestTrace& trace,
                         std::chrono::steady_clock::time_point started) {
   if (!log::enabled(log::Level::info)) return;

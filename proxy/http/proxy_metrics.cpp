@@ -26,7 +26,7 @@ struct ProxyMetrics::RequestChildren {
   metrics::Histogram* added = nullptr;                     // proxy-added latency of the route
   std::array<metrics::Histogram*, 6> duration_by_class{};  // whole request, by status / 100
   std::array<metrics::Counter*, 2> replays{};              // by cache_hit (local or from the store)
-  metrics::Counter* request_body_bytes = nullptr;          // the route's, created with its first exchange's end
+  metrics::Counter* request_body_bytes = nullptr;          // the route's (one pair for all its decisions)
   metrics::Counter* response_body_bytes = nullptr;
 };
 
