@@ -114,11 +114,11 @@ asio::awaitable<void> refuse(Stream& stream, ClientConnection& connection, core:
 // The answer when nothing of an upstream's was sent: `problem`, the connection kept for the next
 // request only when the client keeps it (`keep_alive`) and its request was read to its end (the
 // unread rest would be read as the next request: the connection lingers closed instead).
-// Whether the connection serves on.
+// Whether the connection serves on. The problem's body, once written, is added to `bodies`.
 template <class Stream>
 asio::awaitable<bool> answer_problem(Stream& stream, ClientConnection& connection, const core::Problem& problem,
                                      unsigned version, bool keep_alive, bool request_read,
-                                     std::chrono::milliseconds write_timeout, std::string& head) {
+                                     std::chrono::milliseconds write_timeout, std::string& head, BodyTally& bodies) {
   keep_alive = keep_alive && request_read;
   Response response = problem_response(problem, version);
   if (!keep_alive || version < 11) response.keep_alive(keep_alive);
@@ -126,13 +126,19 @@ asio::awaitable<bool> answer_problem(Stream& stream, ClientConnection& connectio
   auto [write_ec, written] = co_await write_response(stream, response, head);
   connection.in_request = false;
   if (write_ec) co_return false;
+  bodies.out += response.body().size();
   if (!request_read) co_await linger_close(stream, connection);
   co_return keep_alive;
 }
 
-inline void log_request(std::string_view method, std::string_view target, unsigned status, const RequestTrace& trace) {
+// A streamed exchange's line is written at its end, a whole answer's just before its one write
+// (serve_http); `status` is 0 when no answer went out (the client went away first).
+inline void log_request(std::string_view method, std::string_view target, unsigned status, const RequestTrace& trace,
+                        std::chrono::steady_clock::time_point started) {
   if (!log::enabled(log::Level::info)) return;
   const std::string_view path = target.substr(0, target.find('?'));  // queries may carry secrets
+  const auto duration =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
   log::info("request", {{"method", method},
                         {"path", path},
                         {"route", trace.route},
@@ -142,7 +148,11 @@ inline void log_request(std::string_view method, std::string_view target, unsign
                         {"store_us", static_cast<std::int64_t>(trace.store.count())},
                         {"cache_hit", trace.cache_hit ? "true" : "false"},
                         {"key_sha256", trace.key.empty() ? std::string() : key_hash(trace.key)},
-                        {"traceparent", trace.traceparent}});
+                        {"traceparent", trace.traceparent},
+                        {"request_body_bytes", static_cast<std::int64_t>(trace.bodies.in)},
+                        {"response_body_bytes", static_cast<std::int64_t>(trace.bodies.out)},
+                        {"duration_us", static_cast<std::int64_t>(duration.count())},
+                        {"aborted_by", abort_side_name(trace.bodies.aborted.side)}});
 }
 
 // A client or a deadline ended the connection: nothing to answer. (A passed deadline closes the
@@ -312,6 +322,12 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     RequestTrace trace;
     // Only the access log reads it. Two traceparent fields make neither valid (W3C Trace Context §3.2).
     if (access_log) trace.traceparent = single_valid_traceparent(request.parts());
+    const auto request_started = std::chrono::steady_clock::now();
+    // The exchange's end: its bodies counted once, its access-log line written.
+    const auto finish = [&](unsigned status) {
+      services.metrics.record_bodies(trace);
+      if (access_log) log_request(method, target, status, trace, request_started);
+    };
 
     if (version >= 11 && expects_continue(request.parts())) {
       connection.deadline.expire_after(limits.write_timeout);
@@ -330,15 +346,14 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     if (routed.handling == core::BodyHandling::streamed) {
       if (routed.route != nullptr) trace.route = routed.route->policy.name;
       connection.deadline.expire_never();
-      const auto handling_started = std::chrono::steady_clock::now();
       streaming::StreamedOutcome outcome = co_await streaming::forward_streamed(
           stream, connection, request, parser, buffer, services, *config, routed.route, address,
           client_keep_alive && !draining, upgrade.protocols, response_head, trace, [&](unsigned status) {
             trace.handled = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
-                                                                                  handling_started);
+                                                                                  request_started);
             services.metrics.record(trace, status);
-            if (access_log) log_request(method, target, status, trace);
           });
+      trace.bodies = outcome.bodies;
       if (outcome.refused) {
         co_await refuse(stream, connection, std::move(*outcome.problem), version, limits.write_timeout,
                         services.metrics);
@@ -346,17 +361,18 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       }
       if (outcome.problem) {
         trace.handled =
-            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - handling_started);
+            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - request_started);
         const auto status = static_cast<unsigned>(outcome.problem->status);
         services.metrics.record(trace, status);
-        if (access_log) log_request(method, target, status, trace);
         const bool serves_on =
             co_await answer_problem(stream, connection, *outcome.problem, version, client_keep_alive && !draining,
-                                    outcome.request_read, limits.write_timeout, response_head);
+                                    outcome.request_read, limits.write_timeout, response_head, trace.bodies);
+        finish(status);
         if (!serves_on) co_return;
         continue;
       }
       connection.in_request = false;
+      finish(outcome.status);
       if (!outcome.keep_alive) co_return;
       continue;
     }
@@ -390,7 +406,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     trace.handled =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - handling_started);
     services.metrics.record(trace, response.result_int());
-    if (access_log) log_request(method, target, response.result_int(), trace);
+    trace.bodies.in = request.parts().body.size();
 
     const bool keep_alive = client_keep_alive && !draining;
     if (rest) {
@@ -406,22 +422,34 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
           .reusable = rest->reusable,
           .guarded = true};
       const bool head_request = request.parts().method == beast_http::verb::head;
-      const streaming::StreamedOutcome outcome = co_await streaming::relay_answer(
-          stream, connection, in_flight, version, head_request, keep_alive, config->config.upstream.timeout,
-          limits.write_timeout, response_head, [](unsigned) {});
+      streaming::StreamedOutcome outcome;
+      {
+        const ActiveStream active(services.metrics);
+        outcome = co_await streaming::relay_answer(stream, connection, in_flight, version, head_request, keep_alive,
+                                                   config->config.upstream.timeout, limits.write_timeout, response_head,
+                                                   [](unsigned) {});
+      }
+      trace.bodies.out = outcome.bodies.out;
+      trace.bodies.aborted = outcome.bodies.aborted;
       if (outcome.problem) {
         const bool serves_on = co_await answer_problem(stream, connection, *outcome.problem, version, keep_alive, true,
-                                                       limits.write_timeout, response_head);
+                                                       limits.write_timeout, response_head, trace.bodies);
+        finish(static_cast<unsigned>(outcome.problem->status));
         if (!serves_on) co_return;
         continue;
       }
       connection.in_request = false;
+      finish(response.result_int());
       if (!outcome.keep_alive) co_return;
       continue;
     }
     // An HTTP/1.1 response stays open without a Connection field: Beast's keep_alive(true), which
     // parses the field's tokens, is needed only when one came through.
     if (!keep_alive || response.version() < 11 || has_connection_field(response)) response.keep_alive(keep_alive);
+    // An answer held whole goes in one write: its bytes are known, and its line is out before a
+    // client could read it (lines keep the order in which clients got their answers).
+    trace.bodies.out = response.body().size();
+    finish(response.result_int());
     connection.deadline.expire_after(limits.write_timeout);
     auto [write_ec, written] = co_await write_response(stream, response, response_head);
     connection.in_request = false;

@@ -47,9 +47,11 @@
 #include "core/stored_headers.hpp"
 #include "core/upstream_failure.hpp"
 #include "core/streamed_framing.hpp"
+#include "http/body_abort.hpp"
 #include "http/client_connection.hpp"
 #include "http/client_request.hpp"
 #include "http/message_rewriting.hpp"
+#include "http/proxy_metrics.hpp"
 #include "http/request_handler.hpp"
 #include "http/request_trace.hpp"
 #include "http/upstream.hpp"
@@ -84,6 +86,7 @@ struct StreamedOutcome {
   bool refused = false;     // the problem refuses the request itself (413, 400): answered as a refusal
   bool keep_alive = false;  // the connection may serve its next request
   unsigned status = 0;      // the status the client got; 0 when none (it went away first)
+  BodyTally bodies;         // what the bodies moved, and which side cut one short
 };
 
 // The client's side of the pumps: the request body's reads, the response's writes. (Each returns
@@ -222,6 +225,8 @@ asio::awaitable<StreamedOutcome> relay_answer(Stream& stream, ClientConnection& 
       ec = write_ec;
     }
     relayed.end = ec ? wire::PumpEnd::sink_failed : wire::PumpEnd::complete;
+    relayed.ec = ec;
+    if (!ec) outcome.bodies.out = answer.kept_body.size();
     prefix = {};
   }
   // While the body is awaited the client is watched: its going away closes the upstream
@@ -235,6 +240,7 @@ asio::awaitable<StreamedOutcome> relay_answer(Stream& stream, ClientConnection& 
     relayed =
         co_await wire::pump_body(parser, lease.transport().buffer, from_upstream, client, out, window.span(), prefix);
   }
+  outcome.bodies.out += relayed.body_bytes;
   if (relayed.end == wire::PumpEnd::complete) {
     if (answer.reusable && lease.transport().buffer.size() == 0) lease.give_back();
     co_return outcome;
@@ -247,6 +253,7 @@ asio::awaitable<StreamedOutcome> relay_answer(Stream& stream, ClientConnection& 
                                     {"body_bytes", static_cast<std::int64_t>(relayed.body_bytes)},
                                     {"error", relayed.ec.message()}});
   }
+  outcome.bodies.aborted = answer_body_abort(relayed.end, relayed.ec == beast::error::timeout, watch.client_gone());
   outcome.keep_alive = false;
   lease.close();
   // A body ended by the close would read as complete at a FIN: a reset says it was cut.
@@ -395,6 +402,7 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
                                                   std::string_view client_address, bool keep_alive,
                                                   std::string_view upgrade, std::string& head_buffer,
                                                   RequestTrace& trace, OnHead on_head) {
+  const ActiveStream active(services.metrics);
   const RequestParts& parts = request.parts();
   const config::LimitsConfig& limits = config.config.limits;
   const std::chrono::milliseconds upstream_timeout = config.config.upstream.timeout;
@@ -434,6 +442,7 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
     const wire::OutFraming request_out = parser.chunked() ? wire::OutFraming::chunked : wire::OutFraming::raw;
     sent = co_await wire::pump_body(parser, client_buffer, client, to_upstream, request_out, request_window.span(),
                                     transport.head_buffer(), sent.unsent);
+    outcome.bodies.in = sent.body_bytes + sent.unsent;  // unsent: taken from the client, not by the upstream
     switch (sent.end) {
       case wire::PumpEnd::complete: break;
       case wire::PumpEnd::sink_failed:
@@ -444,10 +453,13 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
           lease.close();
           continue;
         }
+        if (has_body) outcome.bodies.aborted = request_body_abort(sent.end, sent.ec == beast::error::timeout);
         co_return answer(core::upstream_failure_problem(sent.ec == beast::error::timeout
                                                             ? core::UpstreamFailure::timeout
                                                             : core::UpstreamFailure::connection_lost));
-      case wire::PumpEnd::source_failed: co_return outcome;  // the client went away or went silent
+      case wire::PumpEnd::source_failed:  // the client went away or went silent
+        outcome.bodies.aborted = request_body_abort(sent.end, sent.ec == beast::error::timeout);
+        co_return outcome;
       case wire::PumpEnd::malformed:
         outcome.refused = true;
         co_return answer(sent.ec == beast_http::error::body_limit
@@ -510,8 +522,11 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
                                                       .chunked = response->chunked(),
                                                       .transfer_codings = codings},
                                  .reusable = reusable};
-  co_return co_await relay_answer(stream, connection, in_flight, parts.version, head_request, keep_alive,
-                                  upstream_timeout, limits.write_timeout, head_buffer, on_head);
+  StreamedOutcome relayed =
+      co_await relay_answer(stream, connection, in_flight, parts.version, head_request, keep_alive, upstream_timeout,
+                            limits.write_timeout, head_buffer, on_head);
+  relayed.bodies.in = outcome.bodies.in;
+  co_return relayed;
 }
 
 }  // namespace streaming
