@@ -100,6 +100,9 @@ ProxyMetrics::ProxyMetrics() : id_(next_metrics_id.fetch_add(1)) {
                         {"route"});
   registry_.add_callback("idemproxy_active_streams", "Streamed exchanges in progress.", "gauge",
                          [this] { return static_cast<double>(active_streams.load()); });
+  registry_.add_callback("idemproxy_active_tunnels",
+                         "Upgraded connections (WebSocket) tunnelled in progress; each is also an active stream.",
+                         "gauge", [this] { return static_cast<double>(active_tunnels.load()); });
   registry_.add_counter("idemproxy_bodies_aborted_total",
                         "Streamed bodies cut short, by the side that cut them (client, upstream) and how (failed: "
                         "closed, reset or malformed; timeout: silent past its deadline).",

@@ -34,6 +34,7 @@ class ProxyMetrics final : public cache::SharedCacheObserver {
   // body cut short (by side and cause); and the streamed exchanges in progress (ActiveStream).
   void record_bodies(const RequestTrace& trace);
   std::atomic<std::int64_t> active_streams{0};
+  std::atomic<std::int64_t> active_tunnels{0};  // of which upgraded to a tunnel (ActiveStream too)
 
  private:
   // The registry's children a request updates, looked up once per thread and label set
@@ -56,11 +57,13 @@ class ProxyMetrics final : public cache::SharedCacheObserver {
   metrics::Counter* bodies_aborted_[2][2] = {};  // [upstream][timeout], created with the registry
 };
 
-// Counts one streamed exchange in idemproxy_active_streams while it lives (a coroutine's local:
-// its end, however it ends, is the stream's).
+// Counts one streamed exchange in idemproxy_active_streams (or one tunnel in
+// idemproxy_active_tunnels) while it lives (a coroutine's local: its end, however it ends, is the
+// stream's).
 class ActiveStream {
  public:
-  explicit ActiveStream(ProxyMetrics& metrics) : count_(metrics.active_streams) {
+  explicit ActiveStream(ProxyMetrics& metrics) : ActiveStream(metrics.active_streams) {}
+  explicit ActiveStream(std::atomic<std::int64_t>& count) : count_(count) {
     count_.fetch_add(1, std::memory_order_relaxed);
   }
   ~ActiveStream() { count_.fetch_sub(1, std::memory_order_relaxed); }

@@ -371,6 +371,9 @@ asio::awaitable<StreamedOutcome> tunnel_after_switch(Stream& stream, ClientConne
                              {"client_to_upstream_bytes", static_cast<std::int64_t>(result.client_to_upstream)},
                              {"upstream_to_client_bytes", static_cast<std::int64_t>(result.upstream_to_client)},
                              {"duration_ms", static_cast<std::int64_t>(lasted.count())}});
+  // The tunnel's bytes are the route's body bytes, each way.
+  outcome.bodies.in = result.client_to_upstream;
+  outcome.bodies.out = result.upstream_to_client;
   lease.close();
   connection.close();
   outcome.keep_alive = false;
@@ -503,6 +506,7 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
     if (upgrade.empty() || !core::switch_accepted(upgrade, switched_to)) {
       co_return answer(core::upstream_failure_problem(core::UpstreamFailure::switched_protocols));
     }
+    const ActiveStream tunnel(services.metrics.active_tunnels);
     co_return co_await tunnel_after_switch(stream, connection, client_buffer, message, switched_to, lease, config,
                                            route, head_buffer, on_head);
   }

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <poll.h>
@@ -23,6 +24,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 
+#include "ops/ops_support.hpp"
 #include "support/process.hpp"
 #include "support/raw_upstream.hpp"
 #include "support/proxy_fixture.hpp"
@@ -223,7 +225,24 @@ TEST_F(Upgrades, ACloseFromEitherSideReachesTheOtherAtOnce) {
 }
 
 TEST_F(Upgrades, AnIdleTunnelIsClosedAtTheIdleTimeout) {
+  // idemproxy_active_tunnels, read while the tunnel lives and after.
+  const std::uint16_t admin = ops::admin_port_of(*proxy().proxy_process());
+  const auto active_tunnels = [&] {
+    return ops::metric_value(ops::admin_get(admin, "/metrics").body, "idemproxy_active_tunnels").value_or(-1);
+  };
+  std::atomic<bool> ended{false};
+  std::atomic<int> most_tunnels{0};
+  std::thread watcher([&] {
+    for (int i = 0; i < 200 && !ended; ++i) {
+      most_tunnels = std::max(most_tunnels.load(), static_cast<int>(active_tunnels()));
+      std::this_thread::sleep_for(50ms);
+    }
+  });
   const boost::json::object idle = client({"idle", url("/echo"), "--seconds", "8"});
+  ended = true;
+  watcher.join();
+  EXPECT_EQ(most_tunnels.load(), 1) << "idemproxy_active_tunnels while the tunnel lived";
+  EXPECT_EQ(active_tunnels(), 0) << "idemproxy_active_tunnels after the tunnel";
   EXPECT_EQ(idle.at("exit").as_int64(), 0) << idle.at("output");
   const double after = number(idle, "closed_after_s");
   EXPECT_GT(after, 1.3) << idle.at("output");
