@@ -5,7 +5,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "http/runtime.hpp"
-#include "tls/socket_deadline.hpp"
+#include "wire/socket_deadline.hpp"
 
 namespace idem::http {
 
@@ -17,7 +17,7 @@ struct ClientConnection {
   void reset();
 
   boost::asio::ip::tcp::socket socket;
-  tls::SocketDeadline deadline{socket};  // of the phase under way: set on the TCP layer, under TLS too
+  wire::SocketDeadline deadline{socket};  // of the phase under way: set on the TCP layer, under TLS too
   // From the first byte of a request until its response is written: a draining worker waits for
   // such connections and closes the others.
   bool in_request = false;

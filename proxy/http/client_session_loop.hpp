@@ -34,8 +34,8 @@
 #include "http/request_handler.hpp"
 #include "http/request_trace.hpp"
 #include "http/streamed_forwarding.hpp"
-#include "tls/buffered_parse.hpp"
-#include "tls/http_head.hpp"
+#include "wire/buffered_parse.hpp"
+#include "wire/http_head.hpp"
 #include "tls/tls_session.hpp"
 #include "log/log.hpp"
 
@@ -83,14 +83,14 @@ asio::awaitable<void> linger_close(Stream& stream, ClientConnection& connection)
   connection.socket.close(ignored);  // done with this connection (and with its TLS session, if any)
 }
 
-// Writes a response from `head`, a buffer the connection keeps (tls/http_head.hpp); a response
+// Writes a response from `head`, a buffer the connection keeps (wire/http_head.hpp); a response
 // with a transfer coding goes through Beast's serializer, which applies it.
 template <class Stream>
 asio::awaitable<std::tuple<boost::system::error_code, std::size_t>> write_response(Stream& stream,
                                                                                    const Response& response,
                                                                                    std::string& head) {
-  if (!tls::body_sent_as_is(response)) co_return co_await beast_http::async_write(stream, response, use_tuple);
-  tls::write_head(response, head);
+  if (!wire::body_sent_as_is(response)) co_return co_await beast_http::async_write(stream, response, use_tuple);
+  wire::write_head(response, head);
   const std::array<asio::const_buffer, 2> message{asio::buffer(head), asio::buffer(response.body())};
   co_return co_await asio::async_write(stream, message, use_tuple);
 }
@@ -198,10 +198,81 @@ inline core::UpgradeDecision decide_upgrade(const RequestParts& request, const R
     upgrade.append(field.value);
   }
   if (upgrade.empty()) return {};
-  const std::string connection = tls::connection_list(request.fields);
+  const std::string connection = wire::connection_list(request.fields);
   return core::decide_upgrade({.upgrade = upgrade, .connection = connection, .version = request.version},
                               routed.route != nullptr ? &routed.route->policy : nullptr, routed.key_header_sent,
                               routed.handling);
+}
+
+// What the proxy refuses of a request's head, decided in one place, in the order the checks must
+// run (the parser's own errors, the limits, RFC 9112's framing rules, the target), as the Beast
+// examples build every error answer in one function. `head` and `normalized` are filled on the
+// way: the validator's view of the fields, the target the upstream will see.
+struct HeadRefusal {
+  std::optional<core::Problem> problem;  // set: answered, then the connection closes
+  unsigned version = 11;                 // of the answer
+  bool client_gone = false;              // the client left or a deadline passed: nothing to answer
+};
+
+inline HeadRefusal refusal_of_head(const beast::error_code& header_ec, const ClientRequest& request,
+                                   const beast::flat_buffer& buffer, const config::LimitsConfig& limits,
+                                   core::RequestHead& head, core::TargetResult& normalized) {
+  HeadRefusal refusal;
+  if (header_ec == beast_http::error::body_limit) {
+    // A Content-Length above the limit is refused as soon as the header says so.
+    refusal.problem = core::request_too_large_problem(limits.max_request_body);
+    refusal.version = request.parts().version;
+    return refusal;
+  }
+  if (header_ec == beast_http::error::header_limit) {
+    refusal.problem =
+        request_line_exceeds(request, buffer, limits.max_request_line)
+            ? core::request_line_too_long_problem(limits.max_request_line)
+            : core::headers_too_large_problem("the request line and headers exceed limits.max_header_bytes");
+    return refusal;
+  }
+  if (header_ec) {
+    if (is_connection_gone(header_ec)) {
+      refusal.client_gone = true;
+    } else {
+      refusal.problem = core::bad_request_problem("malformed HTTP request: " + header_ec.message());
+    }
+    return refusal;
+  }
+  refusal.version = request.parts().version;
+  if (request_line_exceeds(request, buffer, limits.max_request_line)) {
+    refusal.problem = core::request_line_too_long_problem(limits.max_request_line);
+    return refusal;
+  }
+  if (request.parts().fields.size() > limits.max_headers) {
+    refusal.problem = core::headers_too_large_problem("the request has more than limits.max_headers (" +
+                                                      std::to_string(limits.max_headers) + ") header fields");
+    return refusal;
+  }
+  // What RFC 9112 says to refuse in a head the parser accepted (request_framing.hpp): before
+  // anything reads the body, routes or forwards, so client and upstream never disagree on
+  // where this request ends or which host it is for.
+  head.method = request.parts().method_string;
+  head.version = refusal.version;
+  head.fields.clear();
+  for (const FieldView& field : request.parts().fields) head.fields.emplace_back(field.name, field.value);
+  if (std::optional<core::Problem> problem = core::request_framing_problem(head)) {
+    refusal.problem = std::move(problem);
+    return refusal;
+  }
+  // Routes are matched on the target the upstream will see, and that is what is forwarded.
+  normalized = core::normalize_request_target(request.parts().target, request.parts().method_string);
+  refusal.problem = std::move(normalized.problem);
+  return refusal;
+}
+
+// What the proxy refuses of a body read whole: past the limit, or malformed (a chunk size that
+// does not parse or overflows, a bad chunk extension or trailer); nullopt when the client left.
+inline std::optional<core::Problem> refusal_of_body(const beast::error_code& body_ec,
+                                                    const config::LimitsConfig& limits) {
+  if (body_ec == beast_http::error::body_limit) return core::request_too_large_problem(limits.max_request_body);
+  if (is_connection_gone(body_ec) || body_ec == beast_http::error::partial_message) return std::nullopt;
+  return core::bad_request_problem("malformed request body: " + body_ec.message());
 }
 
 // The HTTP/1.1 keep-alive loop, over either stream.
@@ -255,59 +326,19 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     // The header deadline runs from the first byte: a client trickling headers (slowloris) is cut off.
     connection.deadline.expire_after(limits.header_timeout);
     beast::error_code header_ec;
-    if (!tls::parse_buffered_header(parser, buffer, header_ec)) {
+    if (!wire::parse_buffered_header(parser, buffer, header_ec)) {
       auto [read_ec, read_bytes] = co_await beast_http::async_read_header(stream, buffer, parser, use_tuple);
       header_ec = read_ec;
     }
-    if (header_ec) {
-      if (header_ec == beast_http::error::body_limit) {
-        // A Content-Length above the limit is refused as soon as the header says so.
-        core::Problem problem = core::request_too_large_problem(limits.max_request_body);
-        co_await refuse(stream, connection, std::move(problem), request.parts().version, limits.write_timeout,
-                        services.metrics);
-      } else if (header_ec == beast_http::error::header_limit) {
-        core::Problem problem =
-            request_line_exceeds(request, buffer, limits.max_request_line)
-                ? core::request_line_too_long_problem(limits.max_request_line)
-                : core::headers_too_large_problem("the request line and headers exceed limits.max_header_bytes");
-        co_await refuse(stream, connection, std::move(problem), 11, limits.write_timeout, services.metrics);
-      } else if (!is_connection_gone(header_ec)) {
-        core::Problem problem = core::bad_request_problem("malformed HTTP request: " + header_ec.message());
-        co_await refuse(stream, connection, std::move(problem), 11, limits.write_timeout, services.metrics);
-      }
-      co_return;
-    }
-    const unsigned version = request.parts().version;
-    if (request_line_exceeds(request, buffer, limits.max_request_line)) {
-      core::Problem problem = core::request_line_too_long_problem(limits.max_request_line);
-      co_await refuse(stream, connection, std::move(problem), version, limits.write_timeout, services.metrics);
-      co_return;
-    }
-    if (request.parts().fields.size() > limits.max_headers) {
-      core::Problem problem = core::headers_too_large_problem("the request has more than limits.max_headers (" +
-                                                              std::to_string(limits.max_headers) + ") header fields");
-      co_await refuse(stream, connection, std::move(problem), version, limits.write_timeout, services.metrics);
-      co_return;
-    }
-    // What RFC 9112 says to refuse in a head the parser accepted (request_framing.hpp): before
-    // anything reads the body, routes or forwards, so client and upstream never disagree on
-    // where this request ends or which host it is for.
-    head.method = request.parts().method_string;
-    head.version = version;
-    head.fields.clear();
-    for (const FieldView& field : request.parts().fields) head.fields.emplace_back(field.name, field.value);
-    if (std::optional<core::Problem> problem = core::request_framing_problem(head)) {
-      co_await refuse(stream, connection, std::move(*problem), version, limits.write_timeout, services.metrics);
-      co_return;
-    }
-    // Routes are matched on the target the upstream will see, and that is what is forwarded.
-    core::TargetResult normalized =
-        core::normalize_request_target(request.parts().target, request.parts().method_string);
-    if (normalized.problem) {
-      co_await refuse(stream, connection, std::move(*normalized.problem), version, limits.write_timeout,
+    core::TargetResult normalized;
+    HeadRefusal refusal = refusal_of_head(header_ec, request, buffer, limits, head, normalized);
+    if (refusal.client_gone) co_return;
+    if (refusal.problem) {
+      co_await refuse(stream, connection, std::move(*refusal.problem), refusal.version, limits.write_timeout,
                       services.metrics);
       co_return;
     }
+    const unsigned version = request.parts().version;
 
     // Logged as received (the target is normalized below), when logged at all.
     const bool access_log = services.config->config.log.access;
@@ -380,19 +411,14 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     connection.deadline.expire_after(limits.body_timeout);
     beast::error_code body_ec;
     std::size_t parsed = 0;
-    if (!tls::parse_buffered(parser, buffer, body_ec, parsed)) {
+    if (!wire::parse_buffered(parser, buffer, body_ec, parsed)) {
       // Bound to names, not assigned through std::tie: GCC 12 mishandles temporaries in co_await.
       auto [read_ec, read_bytes] = co_await beast_http::async_read(stream, buffer, parser, use_tuple);
       body_ec = read_ec;
     }
     if (body_ec) {
-      if (body_ec == beast_http::error::body_limit) {
-        core::Problem problem = core::request_too_large_problem(limits.max_request_body);
-        co_await refuse(stream, connection, std::move(problem), version, limits.write_timeout, services.metrics);
-      } else if (!is_connection_gone(body_ec) && body_ec != beast_http::error::partial_message) {
-        // A chunk size that does not parse or overflows, a bad chunk extension or trailer.
-        core::Problem problem = core::bad_request_problem("malformed request body: " + body_ec.message());
-        co_await refuse(stream, connection, std::move(problem), version, limits.write_timeout, services.metrics);
+      if (std::optional<core::Problem> problem = refusal_of_body(body_ec, limits)) {
+        co_await refuse(stream, connection, std::move(*problem), version, limits.write_timeout, services.metrics);
       }
       co_return;
     }

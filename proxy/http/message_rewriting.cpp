@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/stored_headers.hpp"
-#include "tls/http_head.hpp"
+#include "wire/http_head.hpp"
 
 namespace idem::http {
 namespace {
@@ -25,7 +25,7 @@ bool named(const Request::value_type& field, std::string_view name) {
 // any Connection line names, and every other field `also_erase` picks (in the list's order).
 template <class Message, class AlsoErase>
 void erase_fields(Message& message, AlsoErase also_erase) {
-  const std::string connection = tls::connection_list(message);
+  const std::string connection = wire::connection_list(message);
   for (auto field = message.begin(); field != message.end();) {
     const bool doomed = core::is_hop_by_hop(field->name_string(), connection) || also_erase(*field);
     field = doomed ? message.erase(field) : std::next(field);
@@ -54,7 +54,7 @@ void set_length_last(Message& message) {
 }  // namespace
 
 bool keeps_connection_open(const beast_http::response_header<>& response) {
-  return core::keeps_connection_open(response.version(), tls::connection_list(response));
+  return core::keeps_connection_open(response.version(), wire::connection_list(response));
 }
 
 namespace {

@@ -133,7 +133,7 @@ struct UpstreamEnd {
   }
 };
 
-using tls::is_connection_gone;
+using wire::is_connection_gone;
 
 // A window as large as a body known to be smaller: a small message's fits in the coroutine's
 // frame and costs no allocation.
@@ -199,7 +199,7 @@ asio::awaitable<StreamedOutcome> relay_answer(Stream& stream, ClientConnection& 
   // HTTP/1.0 closes without one.
   if (head.version() >= 11 && !outcome.keep_alive) head.set(beast_http::field::connection, "close");
   if (head.version() < 11 && outcome.keep_alive) head.set(beast_http::field::connection, "keep-alive");
-  tls::write_head(head, head_buffer);
+  wire::write_head(head, head_buffer);
   outcome.status = status;
   on_head(status);
 
@@ -344,7 +344,7 @@ asio::awaitable<StreamedOutcome> tunnel_after_switch(Stream& stream, ClientConne
   head.erase(beast_http::field::content_length);
   head.set(beast_http::field::connection, "upgrade");
   head.set(beast_http::field::upgrade, protocols);
-  tls::write_head(head, head_buffer);
+  wire::write_head(head, head_buffer);
   // What the upstream sent right after its 101 (a first frame) follows the head.
   beast::flat_buffer& from_upstream = lease.transport().buffer;
   head_buffer.append(static_cast<const char*>(from_upstream.data().data()), from_upstream.size());

@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "tls/client_stream.hpp"
+#include "wire/client_stream.hpp"
 #include "wire/response_head.hpp"
 
 namespace idem::http {
@@ -20,7 +20,7 @@ class Upstream;
 
 // TCP, and TLS over it for an https upstream, with the buffer its responses are read through
 // (kept across exchanges: its storage is allocated once).
-struct UpstreamTransport : tls::ClientStream {
+struct UpstreamTransport : wire::ClientStream {
   using ClientStream::ClientStream;
   boost::beast::flat_buffer buffer;
 };

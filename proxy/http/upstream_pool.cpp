@@ -12,7 +12,7 @@
 #include <tuple>
 
 #include "core/streamed_framing.hpp"
-#include "tls/client_stream.hpp"
+#include "wire/client_stream.hpp"
 #include "http/message_rewriting.hpp"
 #include "tls/tls_context.hpp"
 #include "tls/tls_session.hpp"
@@ -25,8 +25,8 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 using asio::ip::tcp;
 using core::UpstreamFailure;
-using tls::ClientStream;
-using tls::is_connection_gone;
+using wire::ClientStream;
+using wire::is_connection_gone;
 using tls::load_upstream_tls;
 using tls::tls_error_text;
 using tls::UpstreamTlsResult;
@@ -38,7 +38,7 @@ constexpr std::size_t kResponseHeaderLimit = 64 * 1024;
 // The pooled exchange's reads: under the one deadline set for the exchange (a passed deadline
 // closes the socket; the caller tells a timeout by transport.timed_out()).
 struct UnderDeadline {
-  tls::ClientStream& transport;
+  wire::ClientStream& transport;
   asio::awaitable<wire::IoResult> read_some(asio::mutable_buffer buffer) {
     if (transport.tls) return transport.tls->async_read_some(buffer, use_tuple);
     return transport.tcp.async_read_some(buffer, use_tuple);

@@ -28,7 +28,7 @@ UpstreamRequest::UpstreamRequest(const RequestParts& request, std::string_view c
              .version = request.version,
              .fields = {},
              .body = request.body} {
-  const std::string connection = tls::connection_list(request.fields);
+  const std::string connection = wire::connection_list(request.fields);
   // A body read whole (a chunked one decoded): a length replaces the client's framing. A streamed
   // one keeps the client's length (its digits as the parser read them, last, as for a whole
   // body), or goes on chunked.
@@ -79,7 +79,7 @@ UpstreamRequest::UpstreamRequest(const RequestParts& request, std::string_view c
 }
 
 void UpstreamRequest::write_head(std::string& out) const {
-  tls::write_head(parts_.method_string, parts_.target, parts_.version, parts_.fields, out);
+  wire::write_head(parts_.method_string, parts_.target, parts_.version, parts_.fields, out);
 }
 
 }  // namespace idem::http

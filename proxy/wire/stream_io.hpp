@@ -5,7 +5,7 @@
 // (the deadline moves on with every partial write). The deadline is lifted once the operation
 // completes, so the time spent on the other side of the pump is never charged to this one.
 // `Deadline` is anything with expire_after(duration) and expire_never() that closes the socket when
-// it passes (tls::SocketDeadline, tls::ClientStream), and tells that it did (expired() or
+// it passes (wire::SocketDeadline, wire::ClientStream), and tells that it did (expired() or
 // timed_out()): a failure then is reported as beast::error::timeout.
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>

@@ -20,9 +20,9 @@
 #include <tuple>
 #include <vector>
 
-#include "tls/socket_deadline.hpp"
+#include "wire/socket_deadline.hpp"
 
-namespace idem::tls {
+namespace idem::wire {
 
 struct ClientStream {
   using Result = std::tuple<boost::system::error_code, std::size_t>;
@@ -108,4 +108,4 @@ struct ClientStream {
 // truncated stream): what a keep-alive connection the peer dropped answers a write or a read.
 bool is_connection_gone(const boost::system::error_code& ec);
 
-}  // namespace idem::tls
+}  // namespace idem::wire

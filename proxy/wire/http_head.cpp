@@ -1,8 +1,8 @@
-#include "tls/http_head.hpp"
+#include "wire/http_head.hpp"
 
 #include <cstring>
 
-namespace idem::tls {
+namespace idem::wire {
 namespace beast_http = boost::beast::http;
 namespace {
 
@@ -134,4 +134,4 @@ bool body_sent_as_is(const HeadRequest& request) { return !has_transfer_encoding
 
 bool body_sent_as_is(const HeadResponse& response) { return !has_transfer_encoding(response.base()); }
 
-}  // namespace idem::tls
+}  // namespace idem::wire

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace idem::tls {
+namespace idem::wire {
 
 // A header field as views of a name and a value stored elsewhere; `id` is Beast's enum for the
 // name (field::unknown when Beast has none, or when the proxy added the field).
@@ -40,4 +40,4 @@ void write_head(std::string_view method, std::string_view target, unsigned versi
 bool body_sent_as_is(const HeadRequest& request);
 bool body_sent_as_is(const HeadResponse& response);
 
-}  // namespace idem::tls
+}  // namespace idem::wire
