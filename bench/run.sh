@@ -10,12 +10,16 @@
 #
 #   bench/run.sh            full profile, about 7 minutes (the wrk runs included); results in
 #                           bench/results
-#   bench/run.sh --quick    every scenario kind once, short: under a minute; results in
+#   bench/run.sh --quick    every scenario kind once, short: about a minute; results in
 #                           .work/bench-quick (the smoke test's profile: no timing is judged; no
 #                           wrk runs, no counts)
 #   bench/run.sh --cost     instructions per request instead of the clock (bench/cost.sh: callgrind
 #                           on the one process serving each scenario), 60-90 s; results in
 #                           bench/results, latest.md then shows the newest run of each kind
+#   bench/run.sh --streaming  the streaming scenarios (bench/streaming.sh: a 1 GiB download and upload,
+#                           64 concurrent 16 MiB downloads, 1,000 SSE streams; idemproxy beside nginx
+#                           and the upstream alone), 3 rounds, about 5 minutes; results in bench/results,
+#                           the table in streaming.md (--quick ends with a small form of them)
 #   bench/run.sh --no-build use the build directory's binaries as they are
 #   bench/run.sh --results DIR   write the results there instead
 #
@@ -29,6 +33,7 @@
 #   IDEM_BENCH_WRK_DURATION   seconds per wrk run (default 5)
 #   IDEM_BENCH_WORKERS        workers of idemproxy and nginx alike (default 2; 1 compares one against one)
 #   IDEM_BENCH_COST_REQUESTS  requests counted per --cost window (default 2000, after 500 warm-up)
+#   IDEM_BENCH_STREAM_ROUNDS  rounds of the --streaming scenarios (default 3)
 set -euo pipefail
 
 IDEM_SCRIPT=bench/run.sh
@@ -39,12 +44,14 @@ source "$REPO/deploy/local-env.sh"
 
 QUICK=0
 COST=0
+STREAMING=0
 BUILD=1
 RESULTS_DIR=
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1 ;;
     --cost) COST=1 ;;
+    --streaming) STREAMING=1 ;;
     --no-build) BUILD=0 ;;
     --results) RESULTS_DIR=${2:?--results needs a directory}; shift ;;
     -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$REPO/bench/run.sh"; exit 0 ;;
@@ -60,7 +67,7 @@ LOADGEN=$BUILD_DIR/bench/idem-loadgen
 UPSTREAM_BIN=$BUILD_DIR/bench/idem-bench-upstream
 REPORT_BIN=$BUILD_DIR/bench/idem-bench-report
 
-# Profiles. Full: about 6 minutes. Quick: every kind of scenario once, under a minute (the suite
+# Profiles. Full: about 6 minutes. Quick: every kind of scenario once, about a minute (the suite
 # runs it as a smoke test, alone on the machine: short runs keep that serial time small).
 if [ "$QUICK" = 1 ]; then
   PROFILE=quick
@@ -75,6 +82,10 @@ elif [ "$COST" = 1 ]; then
   PROFILE=cost
   DURATION=${IDEM_BENCH_DURATION:-15}
   WARMUP=0
+  RESULTS_DIR=${RESULTS_DIR:-$REPO/bench/results}
+elif [ "$STREAMING" = 1 ]; then
+  PROFILE=streaming
+  DURATION=0  # each scenario runs until its bodies are through
   RESULTS_DIR=${RESULTS_DIR:-$REPO/bench/results}
 else
   PROFILE=full
@@ -108,15 +119,17 @@ command -v gnuplot >/dev/null 2>&1 || IDEM_PACKAGES+=(gnuplot-nox)
 command -v jq >/dev/null 2>&1 || IDEM_PACKAGES+=(jq)
 command -v wrk >/dev/null 2>&1 || IDEM_PACKAGES+=(wrk)
 command -v valgrind >/dev/null 2>&1 || IDEM_PACKAGES+=(valgrind)
+command -v python3 >/dev/null 2>&1 || IDEM_PACKAGES+=(python3)
 
 idem_install_dependencies  # only what is missing: nothing at all on a prepared machine
 if [ "$BUILD" = 1 ]; then
   idem_build "$BUILD_DIR" --target idemproxy idem-bench
 fi
-for binary in "$PROXY_BIN" "$LOADGEN" "$UPSTREAM_BIN" "$REPORT_BIN"; do
+STREAM_UPSTREAM_BIN=$BUILD_DIR/tests/support/idem-stream-upstream
+for binary in "$PROXY_BIN" "$LOADGEN" "$UPSTREAM_BIN" "$REPORT_BIN" "$STREAM_UPSTREAM_BIN"; do
   [ -x "$binary" ] || idem_die "missing $binary (build it, or drop --no-build)"
 done
-for tool in nginx gnuplot jq wrk valgrind callgrind_control callgrind_annotate redis-benchmark "$IDEM_PG_BIN/pgbench"; do
+for tool in nginx gnuplot jq wrk valgrind callgrind_control callgrind_annotate redis-benchmark python3 "$IDEM_PG_BIN/pgbench"; do
   command -v "$tool" >/dev/null 2>&1 || idem_die "missing $tool"
 done
 
@@ -133,6 +146,7 @@ IDEM_REDIS_PID=
 cleanup() {
   local status=$?
   trap - EXIT INT TERM
+  declare -F stop_streaming >/dev/null && stop_streaming
   idem_stop_pid "$PROXY_PID"
   idem_stop_pid "$PROXY_NOCACHE_PID"
   idem_stop_pid "$PROXY_REDIS_PID"
@@ -239,7 +253,7 @@ EOF
   idem_wait_for_port "$NGINX_PORT" 10 || { cat "$dir/error.log" >&2; idem_die "nginx did not start"; }
   idem_log "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///') on 127.0.0.1:$NGINX_PORT (pid $NGINX_PID)"
 }
-[ "$COST" = 1 ] || start_nginx
+[ "$COST" = 1 ] || [ "$STREAMING" = 1 ] || start_nginx
 
 # write_proxy_config FILE PORT REPLAY_CACHE_BYTES ADMIN_PORT [plain|redis]: "plain" leaves out the
 # admin and log sections (for an idemproxy that predates them); "redis" adds the Redis replay cache
@@ -309,6 +323,10 @@ if [ "$COST" = 1 ]; then
   # shellcheck source=SCRIPTDIR/cost.sh
   source "$REPO/bench/cost.sh"
   run_cost
+elif [ "$STREAMING" = 1 ]; then
+  # shellcheck source=SCRIPTDIR/streaming.sh
+  source "$REPO/bench/streaming.sh"
+  run_streaming
 else
   start_proxy idemproxy "$PROXY_PORT" "$WORK/idemproxy.yaml"
   PROXY_PID=$STARTED_PID
@@ -561,6 +579,12 @@ else
     replay_cache_max_bytes: 16777216}' >"$WORK/proxy-metrics.json"
   loadgen memory-idle "${PASSTHROUGH[@]}" --idle-connections "$IDLE_CONNECTIONS" --hold "$IDLE_HOLD" --rss-pid "$PROXY_PID"
   loadgen memory-soak "${KEYED[@]}" --duration "$SOAK" --connections 16 --keys "replay:$REPLAY_KEYS" --rss-pid "$PROXY_PID"
+  if [ "$QUICK" = 1 ]; then
+    # The streaming scenarios' small form (bench/streaming.sh), so the smoke test covers them.
+    # shellcheck source=SCRIPTDIR/streaming.sh
+    source "$REPO/bench/streaming.sh"
+    run_streaming
+  fi
 fi
 
 # --- results --------------------------------------------------------------------------------------
@@ -570,7 +594,9 @@ mkdir -p "$RESULTS_DIR"
 COMMIT=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [ -n "$(git -C "$REPO" status --porcelain -- proxy 2>/dev/null)" ]; then COMMIT+=" (proxy/ modified)"; fi
 PG_VERSION=$("$IDEM_PG_BIN/postgres" --version | sed 's/.*) //')
-if [ "$COST" = 1 ]; then
+if [ "$STREAMING" = 1 ]; then
+  SETUP="loopback; $(jq -r .setup "$WORK/streaming.json")"
+elif [ "$COST" = 1 ]; then
   SETUP="loopback; callgrind on the one process serving each scenario (idemproxy 1 worker, nginx as one process with master_process off, idem-bench-upstream 1 thread), the others at full speed; idem-loadgen, 1 connection, closed loop: $COST_WARMUP requests warm-up, then $COST_REQUESTS counted, $COST_REPEATS times per scenario; Postgres pool 16 (synchronous_commit on, fsync off), access log off"
 else
   SETUP="loopback; idem-loadgen 1 thread; idem-bench-upstream 1 thread; nginx and idemproxy $PROXY_WORKERS worker(s) each, nginx with upstream keepalive and access log off; Postgres pool 16 (synchronous_commit on, fsync off), access log off; ${DURATION}s per run after ${WARMUP}s warm-up; replay over $REPLAY_KEYS keys; open loop $OPEN_RATE req/s on $OPEN_CONNECTIONS connections"
@@ -585,11 +611,12 @@ jq -n --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg profile "$PROFILE" \
   '{date: $date, profile: $profile, cpu: $cpu, cores: $cores, kernel: $kernel, load_before: $load_before,
     load_after: $load_after, commit: $commit, versions: $versions, setup: $setup, elapsed_s: $elapsed}' >"$WORK/meta.json"
 RESULTS_JSON=$RESULTS_DIR/$STAMP.json
-# newest_results cost|clock: the newest results file of that kind in the results directory.
+# newest_results cost|clock: the newest results file of that kind in the results directory (a
+# --streaming file is neither: streaming.md has its table).
 newest_results() {
   local file
   while read -r file; do
-    if [ "$(jq -r '.meta.profile == "cost"' "$file" 2>/dev/null)" = "$([ "$1" = cost ] && echo true || echo false)" ]; then
+    if [ "$(jq -r '.meta.profile | if . == "cost" or . == "streaming" then . else "clock" end' "$file" 2>/dev/null)" = "$1" ]; then
       echo "$file"
       return 0
     fi
@@ -598,6 +625,9 @@ newest_results() {
 if [ "$COST" = 1 ]; then
   jq -n --slurpfile meta "$WORK/meta.json" --slurpfile cost "$WORK/cost.json" '{meta: $meta[0], cost: $cost[0]}' \
     >"$RESULTS_JSON"
+elif [ "$STREAMING" = 1 ]; then
+  jq -n --slurpfile meta "$WORK/meta.json" --slurpfile streaming "$WORK/streaming.json" \
+    '{meta: $meta[0], streaming: $streaming[0]}' >"$RESULTS_JSON"
 else
   jq -n --slurpfile meta "$WORK/meta.json" --slurpfile pgbench "$WORK/pgbench-prepared.json" \
     --slurpfile pgbench_extended "$WORK/pgbench-extended.json" --slurpfile redis "$WORK/redis.json" \
@@ -606,20 +636,32 @@ else
     '{meta: $meta[0], runs: $runs, wrk: $wrk, pgbench: $pgbench[0], pgbench_extended: $pgbench_extended[0],
       redis_get: $redis[0], proxy_metrics: $proxy_metrics[0], redis_replay: $redis_replay[0]}' \
     >"$RESULTS_JSON"
+  if [ -s "$WORK/streaming.json" ]; then  # --quick: the streaming scenarios' small form
+    jq --slurpfile streaming "$WORK/streaming.json" '. + {streaming: $streaming[0]}' "$RESULTS_JSON" >"$RESULTS_JSON.tmp" &&
+      mv "$RESULTS_JSON.tmp" "$RESULTS_JSON"
+  fi
 fi
-# latest.md: the newest run of each kind (clock and cost) side by side; the plot from the clock run.
-CLOCK_JSON=$(newest_results clock)
-COST_JSON=$(newest_results cost)
-REPORT_ARGS=(--markdown "$RESULTS_DIR/latest.md")
-[ -z "$COST_JSON" ] || REPORT_ARGS+=(--cost "$COST_JSON")
-if [ -n "$CLOCK_JSON" ]; then
-  REPORT_ARGS+=(--results "$CLOCK_JSON" --gnuplot "$WORK/latency.gp" --svg "$RESULTS_DIR/latency.svg")
+if [ -s "$WORK/streaming.json" ]; then
+  python3 "$REPO/bench/streaming_report.py" --markdown "$RESULTS_DIR/streaming.md" "$RESULTS_JSON" ||
+    FAILED+=(streaming-report)
 fi
-"$REPORT_BIN" "${REPORT_ARGS[@]}" || FAILED+=(report)
-if [ -n "$CLOCK_JSON" ] && [ "$COST" = 0 ]; then
-  gnuplot "$WORK/latency.gp" 2>"$WORK/gnuplot.err" || { cat "$WORK/gnuplot.err" >&2; FAILED+=(plot); }
+if [ "$STREAMING" = 1 ]; then
+  idem_log "results: $RESULTS_JSON, $RESULTS_DIR/streaming.md ($((SECONDS - STARTED))s)"
+else
+  # latest.md: the newest run of each kind (clock and cost) side by side; the plot from the clock run.
+  CLOCK_JSON=$(newest_results clock)
+  COST_JSON=$(newest_results cost)
+  REPORT_ARGS=(--markdown "$RESULTS_DIR/latest.md")
+  [ -z "$COST_JSON" ] || REPORT_ARGS+=(--cost "$COST_JSON")
+  if [ -n "$CLOCK_JSON" ]; then
+    REPORT_ARGS+=(--results "$CLOCK_JSON" --gnuplot "$WORK/latency.gp" --svg "$RESULTS_DIR/latency.svg")
+  fi
+  "$REPORT_BIN" "${REPORT_ARGS[@]}" || FAILED+=(report)
+  if [ -n "$CLOCK_JSON" ] && [ "$COST" = 0 ]; then
+    gnuplot "$WORK/latency.gp" 2>"$WORK/gnuplot.err" || { cat "$WORK/gnuplot.err" >&2; FAILED+=(plot); }
+  fi
+  idem_log "results: $RESULTS_JSON, $RESULTS_DIR/latest.md${CLOCK_JSON:+ (clock: $(basename "$CLOCK_JSON"))}${COST_JSON:+ (cost: $(basename "$COST_JSON"))} ($((SECONDS - STARTED))s)"
 fi
-idem_log "results: $RESULTS_JSON, $RESULTS_DIR/latest.md${CLOCK_JSON:+ (clock: $(basename "$CLOCK_JSON"))}${COST_JSON:+ (cost: $(basename "$COST_JSON"))} ($((SECONDS - STARTED))s)"
 
 if [ "${#FAILED[@]}" -ne 0 ]; then
   grep -hs '"errors"' "$WORK"/runs/*.json | jq -r 'select(.errors.total > 0) | "\(.scenario): \(.errors)"' >&2 || true

@@ -12,6 +12,7 @@ IDEM_PACKAGES=(
   googletest libgtest-dev libgmock-dev postgresql-15 redis-server cmake ninja-build g++ ccache
   pkg-config ca-certificates curl pgbouncer prometheus nginx-light gnuplot-nox jq nftables
   postgresql-15-auto-failover pg-auto-failover-cli libnats-dev nats-server libgoogle-perftools-dev
+  python3-websockets
 )
 
 idem_log() { printf '[%s] %s\n' "${IDEM_SCRIPT:-idemproxy}" "$*" >&2; }

@@ -158,8 +158,8 @@ bool ProxyProcess::build(std::shared_ptr<const http::RuntimeConfig> runtime) {
       if (config.store.redis.enabled()) {
         slot->shared_cache = std::make_unique<cache::RedisReplayCache>(slot->io, config.store.redis, keyring, metrics_);
       }
-      slot->upstream = std::make_unique<http::UpstreamPool>(
-          slot->io, config.upstream, share(config.upstream.max_connections, workers), config.limits.max_response_body);
+      slot->upstream = std::make_unique<http::UpstreamPool>(slot->io, config.upstream,
+                                                            share(config.upstream.max_connections, workers));
       slot->worker = std::make_unique<http::Worker>(
           slot->io, http::WorkerServices{current_, records, *slot->upstream, slot->background, waiting_duplicates_,
                                          client_connections_, *replay_cache_, metrics_, pending_settlements_,

@@ -29,7 +29,6 @@ void for_each_restart_only(ConfigA& a, ConfigB& b, Visit visit) {
   visit("admin", a.admin, b.admin);
   visit("replay_cache", a.replay_cache, b.replay_cache);
   visit("reaper", a.reaper, b.reaper);
-  visit("limits.max_response_body", a.limits.max_response_body, b.limits.max_response_body);
 }
 
 }  // namespace

@@ -40,7 +40,6 @@ struct ListenerTlsConfig {
 
 struct LimitsConfig {
   std::size_t max_request_body = 10 * 1024 * 1024;   // 413 beyond
-  std::size_t max_response_body = 64 * 1024 * 1024;  // upstream responses larger get 502
   std::size_t max_header_bytes = 16 * 1024;          // request line + headers; 431 beyond
   std::size_t max_request_line = 8 * 1024;           // method, target and version; 414 beyond
   std::chrono::milliseconds header_timeout{10'000};  // time to receive a request's headers
@@ -50,6 +49,9 @@ struct LimitsConfig {
   std::size_t max_waiting = 1024;        // duplicates waiting (in_flight: wait) per process; beyond, 409 at once
   std::size_t max_headers = 100;         // header fields per request; 431 beyond
   std::size_t max_connections = 10'000;  // client connections per process; beyond, 503 and close
+  // An upgraded connection (a WebSocket tunnel) with no byte moving either way for this long is
+  // closed (nginx's proxy_read_timeout on an upgraded connection, Envoy's stream idle timeout).
+  std::chrono::milliseconds tunnel_idle_timeout{300'000};
 };
 
 // TLS to the upstream, on when upstream.url is https://.
@@ -160,7 +162,7 @@ struct Config {
   // Unset in the file: one whole exchange (core::default_drain_timeout of the timing model; 37s
   // with the default upstream and store timeouts).
   std::chrono::milliseconds drain_timeout{37'000};
-  LimitsConfig limits;             // limits.max_response_body is restart-only; the rest reload
+  LimitsConfig limits;
   UpstreamConfig upstream;         // restart-only
   StoreConfig store;               // restart-only
   ReaperConfig reaper;             // restart-only
@@ -171,7 +173,7 @@ struct Config {
 };
 
 // The restart-only settings (marked in Config) that `after` changes from `before`, named as the
-// file names them ("store", "limits.max_response_body"), in Config's order.
+// file names them ("store", "reaper"), in Config's order.
 std::vector<std::string> restart_only_changes(const Config& before, const Config& after);
 // `next` with the restart-only settings of `running` put back: what a reload puts in force.
 Config keep_restart_only(Config next, const Config& running);

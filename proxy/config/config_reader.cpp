@@ -18,6 +18,7 @@
 #include "config/redis_section.hpp"
 #include "config/units.hpp"
 #include "core/route_table.hpp"
+#include "core/upgrade_decision.hpp"
 #include "fingerprint/canonical_json.hpp"
 
 namespace idem::config::detail {
@@ -32,7 +33,7 @@ const Keys kReplayCacheKeys = {"max_bytes"};
 const Keys kReaperKeys = {"interval", "batch"};
 const Keys kLimitsKeys = {"max_request_body", "max_response_body", "max_header_bytes", "max_request_line",
                           "header_timeout",   "body_timeout",      "idle_timeout",     "write_timeout",
-                          "max_waiting",      "max_headers",       "max_connections"};
+                          "max_waiting",      "max_headers",       "max_connections",  "tunnel_idle_timeout"};
 const Keys kListenerTlsKeys = {"cert_file", "key_file", "min_version"};
 const Keys kUpstreamKeys = {"url", "connect_timeout", "timeout", "max_connections", "idle_timeout", "tls"};
 const Keys kStoreKeys = {"postgres", "encryption", "redis"};
@@ -58,7 +59,8 @@ const Keys kPolicyKeys = {"key_header",
                           "store_unavailable",
                           "in_flight",
                           "wait_timeout",
-                          "unknown_retention"};
+                          "unknown_retention",
+                          "upgrades"};
 const Keys kMatchKeys = {"method", "path", "case_insensitive", "trailing_slash"};
 const Keys kScopeKeys = {"headers", "host"};
 const Keys kFingerprintKeys = {"headers", "ignore_json"};
@@ -95,6 +97,7 @@ struct PolicyOrigin {
   std::optional<YAML::Mark> lease;
   std::optional<YAML::Mark> key_source;     // where the route (or defaults) set key_source
   std::optional<YAML::Mark> key_from_json;  // where the route (or defaults) set key_from_json
+  std::optional<YAML::Mark> upgrades;       // where the route (or defaults) set upgrades
   bool timing_valid = true;
   bool scope_valid = true;
 };
@@ -135,6 +138,7 @@ class ConfigReader {
   std::optional<std::vector<std::string>> read_replay_headers(const Field& field, std::string_view path);
   std::optional<std::vector<std::string>> read_json_pointers(const Field& field, std::string_view path);
   std::optional<std::vector<int>> read_statuses(const Field& field, std::string_view path);
+  std::optional<std::vector<std::string>> read_upgrades(const Field& field, std::string_view path);
   void read_routes(const Field& field, const core::RoutePolicy& defaults, const PolicyOrigin& defaults_origin,
                    Config& config);
   void read_match(const Field& field, std::string_view path, const core::RoutePolicy& policy, core::RouteMatch& match);
@@ -245,7 +249,11 @@ void ConfigReader::read_limits(const Field& field, LimitsConfig& limits) {
   if (const Field* f = fields->find("max_request_body"))
     assign(yaml_.byte_size(*f, "limits.max_request_body"), limits.max_request_body);
   if (const Field* f = fields->find("max_response_body")) {
-    assign(yaml_.byte_size(*f, "limits.max_response_body"), limits.max_response_body);
+    // Accepted so an older file still loads: no answer is held whole past its route's
+    // max_stored_body any more (README "Streaming and upgrades").
+    issues_.warning(f->key.Mark(),
+                    "limits.max_response_body is no longer used: an answer past its route's max_stored_body, "
+                    "and every answer no idempotency rule applies to, is streamed to its client; remove it");
   }
   if (const Field* f = fields->find("max_header_bytes")) {
     assign(yaml_.byte_size(*f, "limits.max_header_bytes", kMaxHeaderBytes), limits.max_header_bytes);
@@ -261,6 +269,8 @@ void ConfigReader::read_limits(const Field& field, LimitsConfig& limits) {
     assign(yaml_.duration(*f, "limits.idle_timeout", false), limits.idle_timeout);
   if (const Field* f = fields->find("write_timeout"))
     assign(yaml_.duration(*f, "limits.write_timeout", false), limits.write_timeout);
+  if (const Field* f = fields->find("tunnel_idle_timeout"))
+    assign(yaml_.duration(*f, "limits.tunnel_idle_timeout", false), limits.tunnel_idle_timeout);
   if (const Field* f = fields->find("max_waiting")) {
     if (const auto n = yaml_.integer(*f, "limits.max_waiting", 0, 1'000'000))
       limits.max_waiting = static_cast<std::size_t>(*n);
@@ -517,6 +527,40 @@ void ConfigReader::read_policy(const Fields& fields, std::string_view path, core
   if (const Field* f = fields.find("unknown_retention")) {
     assign(yaml_.duration(*f, at("unknown_retention"), true), policy.unknown_retention);
   }
+  if (const Field* f = fields.find("upgrades")) {
+    assign(read_upgrades(*f, at("upgrades")), policy.upgrades);
+    origin.upgrades = f->value.Mark();
+  }
+}
+
+// Protocol names a request may switch to (Upgrade), e.g. [websocket]; never h2c.
+std::optional<std::vector<std::string>> ConfigReader::read_upgrades(const Field& field, std::string_view path) {
+  const std::optional<std::vector<YAML::Node>> elements = yaml_.sequence(field, path);
+  if (!elements) return std::nullopt;
+  std::vector<std::string> names;
+  bool valid = true;
+  for (const YAML::Node& element : *elements) {
+    std::optional<std::string> name = yaml_.string(element, field.key.Mark(), path);
+    if (!name) {
+      valid = false;
+    } else if (!is_http_token(*name)) {
+      issues_.error(element.Mark(), "bad protocol name " + quoted(*name) + " in " + std::string(path) +
+                                        " (expected a name such as websocket)");
+      valid = false;
+    } else if (iequals(*name, core::kNeverUpgraded)) {
+      issues_.error(element.Mark(), "h2c in " + std::string(path) +
+                                        " is never forwarded: the proxy speaks HTTP/1.1 to its upstream, and strips an "
+                                        "h2c offer so the client goes on in HTTP/1.1");
+      valid = false;
+    } else if (std::any_of(names.begin(), names.end(), [&](const std::string& seen) { return iequals(seen, *name); })) {
+      issues_.error(element.Mark(), "duplicate protocol " + quoted(*name) + " in " + std::string(path));
+      valid = false;
+    } else {
+      names.push_back(std::move(*name));
+    }
+  }
+  if (!valid) return std::nullopt;
+  return names;
 }
 
 std::optional<std::vector<std::string>> ConfigReader::read_header_names(const Field& field, std::string_view path) {
@@ -643,6 +687,7 @@ void ConfigReader::read_routes(const Field& field, const core::RoutePolicy& defa
                         .lease = std::nullopt,
                         .key_source = defaults_origin.key_source,
                         .key_from_json = defaults_origin.key_from_json,
+                        .upgrades = defaults_origin.upgrades,
                         .timing_valid = defaults_origin.timing_valid,
                         .scope_valid = defaults_origin.scope_valid};
 
@@ -675,6 +720,8 @@ void ConfigReader::read_routes(const Field& field, const core::RoutePolicy& defa
     }
 
     check_route(route, path, route_mark, origin, config);
+    // A guarded route upgrades nothing (core/upgrade_decision.hpp refuses its upgrades).
+    if (route.policy.key == core::KeyRequirement::required) route.policy.upgrades.clear();
     config.routes.push_back(std::move(route));
     route_marks_.push_back(route_mark);
   }
@@ -765,6 +812,11 @@ void ConfigReader::check_route(const core::Route& route, std::string_view path, 
     issues_.error(*origin.key_source,
                   label + ": key_source " + std::string(core::key_source_name(policy.key_source)) +
                       " reads the key from the body and needs key_from_json (e.g. key_from_json: /id)");
+  }
+  if (policy.key == core::KeyRequirement::required && !policy.upgrades.empty() && origin.upgrades) {
+    issues_.error(*origin.upgrades, label +
+                                        ": key: required refuses every upgrade (a tunnel cannot be fingerprinted, "
+                                        "stored or replayed); give the upgrades a route with key: off or optional");
   }
   if (policy.key != core::KeyRequirement::off && origin.scope_valid && policy.scope_headers.empty() &&
       !policy.name.empty()) {

@@ -127,7 +127,7 @@ Problem upstream_failure_problem(UpstreamFailure failure) {
     case UpstreamFailure::bad_response:
       return upstream_bad_response_problem("the upstream sent a malformed HTTP response");
     case UpstreamFailure::switched_protocols:
-      return upstream_bad_response_problem("the upstream switched protocols (101), which idemproxy never asks for");
+      return upstream_bad_response_problem("the upstream switched protocols (101), which this request did not ask for");
     case UpstreamFailure::response_too_large:
       return upstream_bad_response_problem("the upstream response exceeded limits.max_response_body");
     case UpstreamFailure::none: break;
@@ -191,6 +191,10 @@ Problem request_line_too_long_problem(std::size_t limit) {
 Problem too_many_connections_problem() {
   return make_problem(503, "too-many-connections", "Too many connections",
                       "this proxy has reached limits.max_connections; retry shortly", std::chrono::seconds(1));
+}
+
+Problem upgrade_refused_problem(std::string detail) {
+  return make_problem(403, "upgrade-refused", "Upgrade refused", std::move(detail));
 }
 
 Problem internal_problem(std::string_view why) {

@@ -45,7 +45,11 @@ Problem transfer_coding_not_implemented_problem(std::string_view coding);  // 50
 Problem headers_too_large_problem(std::string_view why);                   // 431
 Problem request_line_too_long_problem(std::size_t limit);                  // 414
 Problem too_many_connections_problem();                                    // 503
-Problem internal_problem(std::string_view why);                            // 500
+// A request that offers to switch protocols where the proxy does not pass the offer on (a guarded
+// route, a protocol the route's `upgrades` does not list): refused before anything reaches the
+// upstream, as Envoy refuses an upgrade its route does not enable.
+Problem upgrade_refused_problem(std::string detail);  // 403
+Problem internal_problem(std::string_view why);       // 500
 // The stored response exists but failed its integrity check (encrypted at rest, see
 // store/encrypting_store.hpp): it is never replayed, and the request is not executed again.
 Problem record_corrupt_problem();  // 500

@@ -57,6 +57,10 @@ struct RoutePolicy {
   // How long past its ttl a record marked `unknown` is kept (and so keeps answering 502): webhook
   // senders retry for days, and an expired unknown record would let such a retry run again.
   std::chrono::milliseconds unknown_retention = std::chrono::hours(24 * 7);
+  // The protocols a request may switch to through this route (`Upgrade`, RFC 9110 §7.8), by name,
+  // e.g. "websocket": the connection becomes a byte tunnel once the upstream answers 101. Never
+  // h2c; empty on a `key: required` route (the config loader sees to both).
+  std::vector<std::string> upgrades = {"websocket"};
 };
 
 struct Route {

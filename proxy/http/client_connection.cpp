@@ -22,6 +22,12 @@ void ClientConnection::close() {
   socket.close(ignored);
 }
 
+void ClientConnection::reset() {
+  boost::system::error_code ignored;
+  socket.set_option(asio::socket_base::linger(true, 0), ignored);  // close() then sends RST, not FIN
+  socket.close(ignored);
+}
+
 namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 // Time for the close_notify exchange when the proxy ends a TLS connection.

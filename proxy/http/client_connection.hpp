@@ -5,16 +5,19 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "http/runtime.hpp"
-#include "tls/socket_deadline.hpp"
+#include "wire/socket_deadline.hpp"
 
 namespace idem::http {
 
 struct ClientConnection {
   explicit ClientConnection(boost::asio::ip::tcp::socket client) : socket(std::move(client)) {}
   void close();  // idempotent; cancels pending reads and writes
+  // Closes with a reset: for a body ended by the close that was cut, where a FIN would tell the
+  // client the body is complete.
+  void reset();
 
   boost::asio::ip::tcp::socket socket;
-  tls::SocketDeadline deadline{socket};  // of the phase under way: set on the TCP layer, under TLS too
+  wire::SocketDeadline deadline{socket};  // of the phase under way: set on the TCP layer, under TLS too
   // From the first byte of a request until its response is written: a draining worker waits for
   // such connections and closes the others.
   bool in_request = false;

@@ -2,6 +2,7 @@
 
 #include <boost/beast/core/string.hpp>
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 namespace idem::http {
@@ -81,16 +82,27 @@ void ClientRequestParser::on_header_impl(boost::beast::error_code&) {
 void ClientRequestParser::on_body_init_impl(const boost::optional<std::uint64_t>& content_length,
                                             boost::beast::error_code&) {
   // Bounded by the parser's body limit, checked before this is called.
-  if (content_length) request_.body_.reserve(static_cast<std::size_t>(*content_length));
+  if (content_length && !streaming_) request_.body_.reserve(static_cast<std::size_t>(*content_length));
 }
 
-std::size_t ClientRequestParser::on_body_impl(boost::beast::string_view body, boost::beast::error_code&) {
+std::size_t ClientRequestParser::to_window(boost::beast::string_view body, boost::beast::error_code& ec) {
+  const std::size_t taken = std::min(body.size(), window_left_);
+  if (taken > 0) std::memcpy(window_, body.data(), taken);
+  window_ += taken;
+  window_left_ -= taken;
+  if (taken < body.size()) ec = beast_http::error::need_buffer;
+  return taken;
+}
+
+std::size_t ClientRequestParser::on_body_impl(boost::beast::string_view body, boost::beast::error_code& ec) {
+  if (streaming_) return to_window(body, ec);
   request_.body_.append(body);
   return body.size();
 }
 
 std::size_t ClientRequestParser::on_chunk_body_impl(std::uint64_t, boost::beast::string_view body,
-                                                    boost::beast::error_code&) {
+                                                    boost::beast::error_code& ec) {
+  if (streaming_) return to_window(body, ec);
   request_.body_.append(body);
   return body.size();
 }

@@ -56,7 +56,19 @@ class ClientRequestParser final : public beast_http::basic_parser<true> {
  public:
   explicit ClientRequestParser(ClientRequest& request);
 
+  // A streamed body (wire/body_pump.hpp) is not kept: once a window is set, body bytes are copied
+  // into it, and parsing stops with error::need_buffer when it is full (as Beast's buffer_body
+  // does); parts().body stays empty. Set before the body's first byte is parsed.
+  void body_window(char* data, std::size_t size) {
+    streaming_ = true;
+    window_ = data;
+    window_left_ = size;
+  }
+  std::size_t body_window_left() const { return window_left_; }
+
  private:
+  std::size_t to_window(boost::beast::string_view body, boost::beast::error_code& ec);
+
   void on_request_impl(beast_http::verb method, boost::beast::string_view method_string,
                        boost::beast::string_view target, int version, boost::beast::error_code& ec) override;
   void on_response_impl(int, boost::beast::string_view, int, boost::beast::error_code&) override {}
@@ -71,6 +83,9 @@ class ClientRequestParser final : public beast_http::basic_parser<true> {
   void on_finish_impl(boost::beast::error_code& ec) override;
 
   ClientRequest& request_;
+  bool streaming_ = false;
+  char* window_ = nullptr;
+  std::size_t window_left_ = 0;
 };
 
 }  // namespace idem::http

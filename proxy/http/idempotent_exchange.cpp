@@ -47,8 +47,9 @@ std::string_view replay_label(RecordSource source) {
 class IdempotentExchange {
  public:
   IdempotentExchange(WorkerServices& services, const core::RoutePolicy& policy, const RequestParts& request,
-                     std::string_view client_address, RequestTrace& trace)
+                     std::string_view client_address, RequestTrace& trace, std::unique_ptr<OpenResponse>& rest)
       : services_(services),
+        rest_(rest),
         policy_(policy),
         request_(request),
         client_address_(client_address),
@@ -60,7 +61,7 @@ class IdempotentExchange {
     executor_ = co_await asio::this_coro::executor;
     if (const auto refused = identity_.prepare_claim(std::move(key), path, query, lookup_, services_.cache.enabled())) {
       if (*refused == core::KeyError::missing && policy_.key == core::KeyRequirement::optional) {
-        co_return co_await forward_plain(services_, request_, client_address_, trace_, policy_.replay_headers);
+        co_return co_await forward_plain(services_, request_, client_address_, trace_, policy_.replay_headers, rest_);
       }
       trace_.decision = *refused == core::KeyError::missing ? decision::missing_key : decision::invalid_key;
       co_return problem(core::key_problem(*refused, identity_.key_error_detail(*refused)));
@@ -158,7 +159,7 @@ class IdempotentExchange {
       case core::ClaimFailureAnswer::forward_unchecked: {
         trace_.decision = decision::unchecked;
         Response response =
-            co_await forward_plain(services_, request_, client_address_, trace_, policy_.replay_headers);
+            co_await forward_plain(services_, request_, client_address_, trace_, policy_.replay_headers, rest_);
         response.set("Idempotency-Status", "unchecked");
         co_return response;
       }
@@ -187,7 +188,10 @@ class IdempotentExchange {
       ~InFlight() { gauge.fetch_sub(1, std::memory_order_relaxed); }
     } in_flight{services_.metrics.in_flight_records};
     trace_.decision = decision::executed;
-    UpstreamResult result = co_await services_.upstream.exchange(upstream_request);
+    // The body is kept while it may be stored; past max_stored_body the record is settled at once
+    // (too large to replay, or released) and the rest streams to this client: a long answer costs
+    // neither memory nor lease time, and its outcome is never unknown.
+    UpstreamResult result = co_await services_.upstream.exchange(upstream_request, policy_.max_stored_body);
     trace_.upstream += result.elapsed;
     if (result.failure != core::UpstreamFailure::none) {
       co_await claimed.settle_upstream_failure(result);
@@ -196,8 +200,9 @@ class IdempotentExchange {
 
     Response& response = result.response;
     const int status = static_cast<int>(response.result_int());
+    const std::size_t body_size = result.rest ? policy_.max_stored_body + 1 : response.body().size();
     bool kept_a_record = true;
-    switch (core::classify_response(status, response["Idempotency-Transient"], response.body().size(), policy_)) {
+    switch (core::classify_response(status, response["Idempotency-Transient"], body_size, policy_)) {
       case core::Outcome::release:
         kept_a_record = false;
         co_await claimed.release();
@@ -214,6 +219,13 @@ class IdempotentExchange {
         break;
       }
     }
+    if (result.rest) {
+      // Its head is framed for the client where the rest is streamed.
+      strip_upstream_fields(response, policy_.replay_headers);
+      if (policy_.key_expires_header && kept_a_record) response.set(core::kKeyExpiresHeader, key_expires());
+      rest_ = std::move(result.rest);
+      co_return std::move(response);
+    }
     prepare_client_response(response, false, policy_.replay_headers);
     if (policy_.key_expires_header && kept_a_record) response.set(core::kKeyExpiresHeader, key_expires());
     co_return std::move(response);
@@ -225,6 +237,7 @@ class IdempotentExchange {
   std::string key_expires() const { return core::http_date(claimed_at_ + policy_.ttl); }
 
   WorkerServices& services_;
+  std::unique_ptr<OpenResponse>& rest_;  // the caller's: an answer's body to stream
   const core::RoutePolicy& policy_;
   const RequestParts& request_;
   std::string_view client_address_;
@@ -240,8 +253,9 @@ class IdempotentExchange {
 asio::awaitable<Response> run_idempotent_exchange(WorkerServices& services, const core::RoutePolicy& policy,
                                                   const RequestParts& request, std::string_view client_address,
                                                   std::optional<std::string> key, std::string_view path,
-                                                  std::string_view query, RequestTrace& trace) {
-  IdempotentExchange exchange(services, policy, request, client_address, trace);
+                                                  std::string_view query, RequestTrace& trace,
+                                                  std::unique_ptr<OpenResponse>& rest) {
+  IdempotentExchange exchange(services, policy, request, client_address, trace, rest);
   co_return co_await exchange.run(std::move(key), path, query);
 }
 

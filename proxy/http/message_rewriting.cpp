@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/stored_headers.hpp"
-#include "tls/http_head.hpp"
+#include "wire/http_head.hpp"
 
 namespace idem::http {
 namespace {
@@ -25,7 +25,7 @@ bool named(const Request::value_type& field, std::string_view name) {
 // any Connection line names, and every other field `also_erase` picks (in the list's order).
 template <class Message, class AlsoErase>
 void erase_fields(Message& message, AlsoErase also_erase) {
-  const std::string connection = tls::connection_list(message);
+  const std::string connection = wire::connection_list(message);
   for (auto field = message.begin(); field != message.end();) {
     const bool doomed = core::is_hop_by_hop(field->name_string(), connection) || also_erase(*field);
     field = doomed ? message.erase(field) : std::next(field);
@@ -53,8 +53,8 @@ void set_length_last(Message& message) {
 
 }  // namespace
 
-bool keeps_connection_open(const Response& response) {
-  return core::keeps_connection_open(response.version(), tls::connection_list(response));
+bool keeps_connection_open(const beast_http::response_header<>& response) {
+  return core::keeps_connection_open(response.version(), wire::connection_list(response));
 }
 
 namespace {
@@ -75,8 +75,8 @@ void frame_for_client(Response& response, bool head_request) {
 
 }  // namespace
 
-void prepare_client_response(Response& response, bool head_request, const std::vector<std::string>& replay_headers) {
-  erase_fields(response, [&](const Response::value_type& field) {
+void strip_upstream_fields(beast_http::fields& head, const std::vector<std::string>& replay_headers) {
+  erase_fields(head, [&](const Response::value_type& field) {
     // Only the proxy says whether an answer is a replay: an upstream's own header never reaches
     // the client on a first execution. Nor when the key expires: that is the record's, which the
     // proxy keeps (core/stored_headers.hpp).
@@ -84,7 +84,34 @@ void prepare_client_response(Response& response, bool head_request, const std::v
     return std::any_of(replay_headers.begin(), replay_headers.end(),
                        [&](const std::string& name) { return named(field, name); });
   });
+}
+
+void prepare_client_response(Response& response, bool head_request, const std::vector<std::string>& replay_headers) {
+  strip_upstream_fields(response, replay_headers);
   frame_for_client(response, head_request);
+}
+
+void frame_streamed_head(beast_http::fields& head, const core::StreamedFraming& framing) {
+  if (framing.drop_content_length) head.erase(beast_http::field::content_length);
+  if (!framing.transfer_encoding.empty()) head.insert(beast_http::field::transfer_encoding, framing.transfer_encoding);
+}
+
+bool announces_body(const beast_http::fields& fields) {
+  for (const auto& field : fields) {
+    if (field.name() == beast_http::field::transfer_encoding) return true;
+    if (field.name() == beast_http::field::content_length && field.value() != "0") return true;
+  }
+  return false;
+}
+
+std::string transfer_codings(const beast_http::fields& fields) {
+  std::string joined;
+  for (const auto& field : fields) {
+    if (field.name() != beast_http::field::transfer_encoding || field.value().empty()) continue;
+    if (!joined.empty()) joined += ", ";
+    joined.append(field.value());
+  }
+  return joined;
 }
 
 Response replay_response(const core::StoredResponse& stored, unsigned version, const core::RoutePolicy& policy) {

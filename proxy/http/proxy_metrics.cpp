@@ -26,6 +26,8 @@ struct ProxyMetrics::RequestChildren {
   metrics::Histogram* added = nullptr;                     // proxy-added latency of the route
   std::array<metrics::Histogram*, 6> duration_by_class{};  // whole request, by status / 100
   std::array<metrics::Counter*, 2> replays{};              // by cache_hit (local or from the store)
+  metrics::Counter* request_body_bytes = nullptr;          // the route's (one pair for all its decisions)
+  metrics::Counter* response_body_bytes = nullptr;
 };
 
 ProxyMetrics::RequestChildren& ProxyMetrics::request_children(std::string_view route, std::string_view decision) {
@@ -35,7 +37,8 @@ ProxyMetrics::RequestChildren& ProxyMetrics::request_children(std::string_view r
   for (RequestChildren& children : cached) {
     if (children.metrics_id == id_ && children.decision == decision && children.route == route) return children;
   }
-  RequestChildren children{id_, std::string(route), std::string(decision), nullptr, nullptr, nullptr, {}, {}};
+  RequestChildren children{
+      id_, std::string(route), std::string(decision), nullptr, nullptr, nullptr, {}, {}, nullptr, nullptr};
   children.requests = &registry_.counter("idemproxy_requests_total", {children.route, children.decision});
   if (cached.size() >= kCachedLabelSets) {
     std::erase_if(cached, [this](const RequestChildren& entry) { return entry.metrics_id != id_; });
@@ -89,11 +92,41 @@ ProxyMetrics::ProxyMetrics() : id_(next_metrics_id.fetch_add(1)) {
                           {"route"});
   registry_.add_callback("idemproxy_in_flight_records", "Idempotency records this process holds in flight right now.",
                          "gauge", [this] { return static_cast<double>(in_flight_records.load()); });
+
+  // Streams (README "Streaming"): what bodies moved, how many are moving, which side cut one short.
+  registry_.add_counter("idemproxy_request_body_bytes_total", "Request body bytes received from clients, by route.",
+                        {"route"});
+  registry_.add_counter("idemproxy_response_body_bytes_total", "Response body bytes sent to clients, by route.",
+                        {"route"});
+  registry_.add_callback("idemproxy_active_streams", "Streamed exchanges in progress.", "gauge",
+                         [this] { return static_cast<double>(active_streams.load()); });
+  registry_.add_callback("idemproxy_active_tunnels",
+                         "Upgraded connections (WebSocket) tunnelled in progress; each is also an active stream.",
+                         "gauge", [this] { return static_cast<double>(active_tunnels.load()); });
+  registry_.add_counter("idemproxy_bodies_aborted_total",
+                        "Streamed bodies cut short, by the side that cut them (client, upstream) and how (failed: "
+                        "closed, reset or malformed; timeout: silent past its deadline).",
+                        {"side", "reason"});
+  for (const AbortSide side : {AbortSide::client, AbortSide::upstream}) {
+    for (const AbortCause cause : {AbortCause::failed, AbortCause::timeout}) {
+      bodies_aborted_[side == AbortSide::upstream][cause == AbortCause::timeout] = &registry_.counter(
+          "idemproxy_bodies_aborted_total", {std::string(abort_side_name(side)), std::string(abort_cause_name(cause))});
+    }
+  }
 }
 
-void ProxyMetrics::record(const RequestTrace& trace, unsigned status) {
+void ProxyMetrics::find_body_bytes(RequestChildren& children) {
+  if (children.request_body_bytes != nullptr) return;
+  children.request_body_bytes = &registry_.counter("idemproxy_request_body_bytes_total", {children.route});
+  children.response_body_bytes = &registry_.counter("idemproxy_response_body_bytes_total", {children.route});
+}
+
+void ProxyMetrics::record(RequestTrace& trace, unsigned status) {
   RequestChildren& children = request_children(trace.route, trace.decision);
   children.requests->inc();
+  find_body_bytes(children);
+  trace.request_body_bytes = children.request_body_bytes;
+  trace.response_body_bytes = children.response_body_bytes;
   const unsigned status_class = status / 100;
   if (status_class < std::size(responses_by_class_)) {
     metrics::Counter* counter = responses_by_class_[status_class].load(std::memory_order_acquire);
@@ -138,6 +171,23 @@ void ProxyMetrics::record(const RequestTrace& trace, unsigned status) {
     children.added = &registry_.histogram("idemproxy_added_latency_seconds", {children.route});
   }
   children.added->observe_micros(added.count());
+}
+
+void ProxyMetrics::record_bodies(const RequestTrace& trace) {
+  metrics::Counter* request_bytes = trace.request_body_bytes;
+  metrics::Counter* response_bytes = trace.response_body_bytes;
+  if (request_bytes == nullptr) {  // an exchange record() never saw (its client went away first)
+    RequestChildren& children = request_children(trace.route, trace.decision);
+    find_body_bytes(children);
+    request_bytes = children.request_body_bytes;
+    response_bytes = children.response_body_bytes;
+  }
+  if (trace.bodies.in > 0) request_bytes->inc(trace.bodies.in);
+  if (trace.bodies.out > 0) response_bytes->inc(trace.bodies.out);
+  const BodyAbort& aborted = trace.bodies.aborted;
+  if (aborted.side != AbortSide::none) {
+    bodies_aborted_[aborted.side == AbortSide::upstream][aborted.cause == AbortCause::timeout]->inc();
+  }
 }
 
 void ProxyMetrics::observe_store(std::string_view operation, std::chrono::microseconds elapsed) {

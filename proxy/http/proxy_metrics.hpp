@@ -15,7 +15,7 @@ namespace idem::http {
 class ProxyMetrics final : public cache::SharedCacheObserver {
  public:
   ProxyMetrics();
-  void record(const RequestTrace& trace, unsigned status);
+  void record(RequestTrace& trace, unsigned status);  // also notes the route's byte counters in `trace`
   void observe_store(std::string_view operation, std::chrono::microseconds elapsed);
   void refused(unsigned status);  // requests answered before being read whole (413, 431, 400)
 
@@ -30,11 +30,18 @@ class ProxyMetrics final : public cache::SharedCacheObserver {
   metrics::Registry& registry() { return registry_; }
   std::atomic<std::int64_t> in_flight_records{0};  // claims this process holds while executing
 
+  // Streams: once per exchange, at its end, the body bytes it moved (by route) and a streamed
+  // body cut short (by side and cause); and the streamed exchanges in progress (ActiveStream).
+  void record_bodies(const RequestTrace& trace);
+  std::atomic<std::int64_t> active_streams{0};
+  std::atomic<std::int64_t> active_tunnels{0};  // of which upgraded to a tunnel (ActiveStream too)
+
  private:
   // The registry's children a request updates, looked up once per thread and label set
   // (proxy_metrics.cpp): the registry's own lookup takes a lock and builds label vectors.
   struct RequestChildren;
   RequestChildren& request_children(std::string_view route, std::string_view decision);
+  void find_body_bytes(RequestChildren& children);
   metrics::Histogram& store_histogram(std::string_view operation);
 
   metrics::Registry registry_;
@@ -47,6 +54,24 @@ class ProxyMetrics final : public cache::SharedCacheObserver {
   metrics::Counter* redis_writes_ = nullptr;
   metrics::Counter* redis_write_errors_ = nullptr;
   std::atomic<int> redis_connections_up_{0};
+  metrics::Counter* bodies_aborted_[2][2] = {};  // [upstream][timeout], created with the registry
+};
+
+// Counts one streamed exchange in idemproxy_active_streams (or one tunnel in
+// idemproxy_active_tunnels) while it lives (a coroutine's local: its end, however it ends, is the
+// stream's).
+class ActiveStream {
+ public:
+  explicit ActiveStream(ProxyMetrics& metrics) : ActiveStream(metrics.active_streams) {}
+  explicit ActiveStream(std::atomic<std::int64_t>& count) : count_(count) {
+    count_.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~ActiveStream() { count_.fetch_sub(1, std::memory_order_relaxed); }
+  ActiveStream(const ActiveStream&) = delete;
+  ActiveStream& operator=(const ActiveStream&) = delete;
+
+ private:
+  std::atomic<std::int64_t>& count_;
 };
 
 }  // namespace idem::http

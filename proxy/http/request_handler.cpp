@@ -1,6 +1,7 @@
 #include "http/request_handler.hpp"
 
 #include <boost/beast/core/string.hpp>
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -18,23 +19,47 @@
 namespace idem::http {
 namespace asio = boost::asio;
 
-asio::awaitable<Response> handle_request(WorkerServices& services, const RequestParts& received,
-                                         std::string_view client_address, RequestTrace& trace) {
-  // Hold this request's configuration snapshot for its whole life.
-  const std::shared_ptr<const RuntimeConfig> config = services.config;
+namespace {
+
+// Whether a line of the route's key header is in the head.
+bool key_header_sent(const RequestParts& request, const core::RoutePolicy& policy) {
+  return std::any_of(request.fields.begin(), request.fields.end(),
+                     [&](const FieldView& field) { return boost::beast::iequals(field.name, policy.key_header); });
+}
+
+std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
+
+}  // namespace
+
+RoutedRequest route_request(const RuntimeConfig& config, const RequestParts& head) {
+  const core::Route* route = config.routes.match(head.method_string, path_of(head.target));
+  const core::RoutePolicy* policy = route != nullptr ? &route->policy : nullptr;
+  // Only an optional key's presence matters (core/body_handling.hpp): the fields are not walked
+  // for the others.
+  const bool key_sent =
+      policy != nullptr && policy->key == core::KeyRequirement::optional && key_header_sent(head, *policy);
+  return {route, core::body_handling(policy, head.method_string, key_sent), key_sent};
+}
+
+const std::vector<std::string>& replay_headers_of(const core::Route* route) {
+  static const std::vector<std::string> kUnroutedReplayHeaders = core::RoutePolicy{}.replay_headers;
+  return route != nullptr ? route->policy.replay_headers : kUnroutedReplayHeaders;
+}
+
+asio::awaitable<Response> handle_request(WorkerServices& services, const RoutedRequest& routed,
+                                         const RequestParts& received, std::string_view client_address,
+                                         RequestTrace& trace, std::unique_ptr<OpenResponse>& rest) {
   const std::string_view target = received.target;
   const auto question = target.find('?');
   const std::string_view path = target.substr(0, question);
   const std::string_view query = question == std::string_view::npos ? std::string_view{} : target.substr(question + 1);
-  const std::string_view method = received.method_string;
 
-  const core::Route* route = config->routes.match(method, path);
+  const core::Route* route = routed.route;
   if (route != nullptr) trace.route = route->policy.name;
-  static const std::vector<std::string> kUnroutedReplayHeaders = core::RoutePolicy{}.replay_headers;
-  const std::vector<std::string>& replay_headers =
-      route != nullptr ? route->policy.replay_headers : kUnroutedReplayHeaders;
-  if (route == nullptr || core::is_safe_method(method) || route->policy.key == core::KeyRequirement::off) {
-    co_return co_await forward_plain(services, received, client_address, trace, replay_headers);
+  const std::vector<std::string>& replay_headers = replay_headers_of(route);
+  // (The connection streams these instead; read whole, they are still proxied plainly.)
+  if (routed.handling == core::BodyHandling::streamed) {
+    co_return co_await forward_plain(services, received, client_address, trace, replay_headers, rest);
   }
   const core::RoutePolicy& policy = route->policy;
 
@@ -47,19 +72,19 @@ asio::awaitable<Response> handle_request(WorkerServices& services, const Request
     // note on co_await arguments in idempotent_exchange.cpp.)
     std::optional<std::string> read_from_body;
     co_return co_await run_idempotent_exchange(services, policy, received, client_address, std::move(read_from_body),
-                                               path, query, trace);
+                                               path, query, trace, rest);
   }
   auto parsed = core::parse_idempotency_key(key_fields, policy.max_key_length);
   if (const auto* error = std::get_if<core::KeyError>(&parsed)) {
     if (*error == core::KeyError::missing && policy.key == core::KeyRequirement::optional) {
-      co_return co_await forward_plain(services, received, client_address, trace, replay_headers);
+      co_return co_await forward_plain(services, received, client_address, trace, replay_headers, rest);
     }
     trace.decision = *error == core::KeyError::missing ? decision::missing_key : decision::invalid_key;
     co_return problem_response(core::key_problem(*error, policy.key_header, policy.max_key_length), received.version);
   }
   std::optional<std::string> key = std::move(std::get<std::string>(parsed));
   co_return co_await run_idempotent_exchange(services, policy, received, client_address, std::move(key), path, query,
-                                             trace);
+                                             trace, rest);
 }
 
 }  // namespace idem::http

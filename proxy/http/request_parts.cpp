@@ -5,7 +5,7 @@
 namespace idem::http {
 
 bool keeps_connection_open(const RequestParts& request) {
-  return core::keeps_connection_open(request.version, tls::connection_list(request.fields));
+  return core::keeps_connection_open(request.version, wire::connection_list(request.fields));
 }
 
 }  // namespace idem::http

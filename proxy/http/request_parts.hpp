@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "http/message.hpp"
-#include "tls/http_head.hpp"
+#include "wire/http_head.hpp"
 
 namespace idem::http {
 
-using tls::FieldView;
+using wire::FieldView;
 
 struct RequestParts {
   beast_http::verb method = beast_http::verb::unknown;

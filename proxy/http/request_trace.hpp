@@ -2,8 +2,15 @@
 // What happened to one request, filled in along the way and turned into one access-log line and
 // the request metrics in one place (client_connection.cpp).
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <string_view>
+
+#include "http/body_abort.hpp"
+
+namespace idem::metrics {
+class Counter;
+}
 
 namespace idem::http {
 
@@ -27,6 +34,14 @@ inline constexpr std::string_view corrupt = "corrupt_500";                  // s
 inline constexpr std::string_view refused = "refused";  // 400/413/431 before the request was read whole
 }  // namespace decision
 
+// The bodies one exchange moved, added to the route's byte counters once, at its end (not per
+// write: the body pump counts per window).
+struct BodyTally {
+  std::uint64_t in = 0;   // request body bytes taken from the client
+  std::uint64_t out = 0;  // answer body bytes the client's connection took
+  BodyAbort aborted;      // a streamed body cut short, and by which side
+};
+
 struct RequestTrace {
   std::string route = "-";  // "-" when no route matched
   std::string_view decision = decision::passthrough;
@@ -37,6 +52,11 @@ struct RequestTrace {
   std::chrono::microseconds upstream{0};  // time in the upstream exchange
   std::chrono::microseconds store{0};     // time in store operations
   std::chrono::microseconds handled{0};   // request read whole -> response ready to write
+  BodyTally bodies;
+  // The route's byte counters, found by ProxyMetrics::record with the rest of the route's series:
+  // the exchange's end adds to them without a second lookup.
+  metrics::Counter* request_body_bytes = nullptr;
+  metrics::Counter* response_body_bytes = nullptr;
   // The request's W3C traceparent when well-formed (core/trace_context.hpp), else empty: it joins
   // this line to the upstream's spans and to the events the request wrote. The header itself is
   // forwarded to the upstream untouched either way.

@@ -7,22 +7,26 @@
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/error.hpp>
+#include <iterator>
 #include <stdexcept>
 #include <tuple>
 
-#include "tls/client_stream.hpp"
+#include "core/streamed_framing.hpp"
+#include "wire/client_stream.hpp"
 #include "http/message_rewriting.hpp"
 #include "tls/tls_context.hpp"
 #include "tls/tls_session.hpp"
 #include "log/log.hpp"
+#include "wire/body_pump.hpp"
+#include "wire/response_head.hpp"
 
 namespace idem::http {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 using asio::ip::tcp;
 using core::UpstreamFailure;
-using tls::ClientStream;
-using tls::is_connection_gone;
+using wire::ClientStream;
+using wire::is_connection_gone;
 using tls::load_upstream_tls;
 using tls::tls_error_text;
 using tls::UpstreamTlsResult;
@@ -31,12 +35,15 @@ namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kResponseHeaderLimit = 64 * 1024;
 
-// Whether a response's fields announce a body: a length other than 0, or a coding. (Looked up only
-// for a status that has no body: three lookups by name otherwise spent on every response.)
-bool announces_body(const Response& response) {
-  return response.count(beast_http::field::transfer_encoding) > 0 ||
-         (response.count(beast_http::field::content_length) > 0 && response[beast_http::field::content_length] != "0");
-}
+// The pooled exchange's reads: under the one deadline set for the exchange (a passed deadline
+// closes the socket; the caller tells a timeout by transport.timed_out()).
+struct UnderDeadline {
+  wire::ClientStream& transport;
+  asio::awaitable<wire::IoResult> read_some(asio::mutable_buffer buffer) {
+    if (transport.tls) return transport.tls->async_read_some(buffer, use_tuple);
+    return transport.tcp.async_read_some(buffer, use_tuple);
+  }
+};
 
 // The host's addresses, looked up once (start-up): a literal needs no lookup.
 std::vector<tcp::endpoint> resolve_upstream(asio::io_context& io, const config::UpstreamConfig& upstream) {
@@ -62,13 +69,7 @@ std::shared_ptr<asio::ssl::context> upstream_tls_context(const config::UpstreamT
 }
 }  // namespace
 
-struct UpstreamPool::Transport : ClientStream {
-  using ClientStream::ClientStream;
-  beast::flat_buffer buffer;  // kept across exchanges: its storage is allocated once
-};
-
-UpstreamPool::UpstreamPool(asio::io_context& io, const config::UpstreamConfig& upstream, std::size_t max_connections,
-                           std::size_t max_response_body)
+UpstreamPool::UpstreamPool(asio::io_context& io, const config::UpstreamConfig& upstream, std::size_t max_connections)
     : io_(io),
       endpoints_(resolve_upstream(io, upstream)),
       tls_(upstream_tls_context(upstream.tls)),
@@ -77,8 +78,7 @@ UpstreamPool::UpstreamPool(asio::io_context& io, const config::UpstreamConfig& u
       connect_timeout_(upstream.connect_timeout),
       timeout_(upstream.timeout),
       idle_timeout_(upstream.idle_timeout),
-      max_connections_(max_connections == 0 ? 1 : max_connections),
-      max_response_body_(max_response_body) {}
+      max_connections_(max_connections == 0 ? 1 : max_connections) {}
 
 UpstreamPool::~UpstreamPool() = default;
 
@@ -122,17 +122,33 @@ asio::awaitable<UpstreamFailure> UpstreamPool::open_connection(Connection& conne
   co_return UpstreamFailure::none;
 }
 
-asio::awaitable<UpstreamResult> UpstreamPool::exchange(const UpstreamRequest& request) {
+asio::awaitable<UpstreamFailure> UpstreamPool::acquire(UpstreamLease& lease) {
+  const auto now = std::chrono::steady_clock::now();
+  if (std::optional<Connection> pooled = take_idle(now)) {
+    lease = UpstreamLease(*this, std::move(*pooled), true);
+    co_return UpstreamFailure::none;
+  }
+  if (open_ >= max_connections_) co_return UpstreamFailure::pool_exhausted;
+  Connection connection{std::make_unique<Transport>(io_, tls_.get()), Ticket(&open_)};
+  const UpstreamFailure failure = co_await open_connection(connection);
+  if (failure != UpstreamFailure::none) co_return failure;
+  lease = UpstreamLease(*this, std::move(connection), false);
+  co_return UpstreamFailure::none;
+}
+
+asio::awaitable<UpstreamResult> UpstreamPool::exchange(const UpstreamRequest& request, std::size_t keep_up_to) {
   // Two clock readings per exchange: this one, and the one that ends it.
   const auto started = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point finished;
-  auto stamp = [&](UpstreamResult& result) {
+  auto finish = [&](UpstreamResult result) {
     finished = std::chrono::steady_clock::now();
     result.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(finished - started);
-  };
-  auto finish = [&](UpstreamResult result) {
-    stamp(result);
     return result;
+  };
+  auto failed = [&](UpstreamFailure failure) {
+    UpstreamResult result;
+    result.failure = failure;
+    return finish(std::move(result));
   };
   const beast_http::verb method = request.parts().method;
   const bool head = method == beast_http::verb::head;
@@ -147,16 +163,16 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const UpstreamRequest& re
     std::optional<Connection> pooled = take_idle(started);
     const bool reused = pooled.has_value();
     if (!pooled) {
-      if (open_ >= max_connections_) co_return finish({UpstreamFailure::pool_exhausted, {}, {}});
+      if (open_ >= max_connections_) co_return failed(UpstreamFailure::pool_exhausted);
       pooled.emplace(Connection{std::make_unique<Transport>(io_, tls_.get()), Ticket(&open_)});
       const UpstreamFailure failure = co_await open_connection(*pooled);
-      if (failure != UpstreamFailure::none) co_return finish({failure, {}, {}});
+      if (failure != UpstreamFailure::none) co_return failed(failure);
     }
     Connection& connection = *pooled;
     Transport& transport = *connection.transport;
 
-    // One deadline covers writing the request and reading the whole response. A reused connection
-    // was taken at `started`; a new one took its set-up time since.
+    // One deadline covers writing the request and reading the response (what of its body is
+    // kept). A reused connection was taken at `started`; a new one took its set-up time since.
     if (!response_deadline) response_deadline = (reused ? started : std::chrono::steady_clock::now()) + timeout_;
     transport.expire_at(*response_deadline);
     request.write_head(transport.head_buffer());
@@ -165,16 +181,16 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const UpstreamRequest& re
       // Sent again only if the peer had closed a reused connection before we wrote a byte: once
       // part of the request went out, the upstream may have run it (core::may_send_again).
       if (reused && core::may_send_again({is_connection_gone(write_ec), written, 0, safe})) continue;
-      co_return finish(
-          {write_ec == beast::error::timeout ? UpstreamFailure::timeout : UpstreamFailure::connection_lost, {}, {}});
+      co_return failed(write_ec == beast::error::timeout ? UpstreamFailure::timeout : UpstreamFailure::connection_lost);
     }
 
-    std::optional<ClientStream::ResponseParser> parser;
+    // Read through Beast's parser over a window (wire/): the head, then the body while it fits
+    // `keep_up_to`; a longer one goes back open, its parser where it stopped.
+    auto open = std::make_unique<OpenResponse>();
     beast::flat_buffer& buffer = transport.buffer;
-    // A named local, not a braced temporary: GCC 12 mishandles temporaries inside co_await.
-    const ClientStream::ResponseLimits limits{
-        .header_bytes = kResponseHeaderLimit, .body_bytes = max_response_body_, .head = head};
-    auto [read_ec, read] = co_await transport.read_final_response(buffer, parser, limits);
+    UnderDeadline source{transport};
+    auto [read_ec, read] = co_await wire::read_response_head(source, buffer, open->parser, kResponseHeaderLimit, head);
+    if (read_ec && transport.timed_out()) read_ec = beast::error::timeout;
     if (read_ec) {
       // TLS 1.3: a server checks our certificate after we consider the handshake done, so its
       // refusal arrives in place of the response; its application never saw the request.
@@ -182,45 +198,75 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const UpstreamRequest& re
         log::warn("upstream_tls_failed",
                   {{"server_name", tls_name_},
                    {"reason", "the upstream rejected the TLS handshake: " + tls_error_text(read_ec)}});
-        co_return finish({UpstreamFailure::tls_failed, {}, {}});
+        co_return failed(UpstreamFailure::tls_failed);
       }
-      if (read_ec == beast::error::timeout) co_return finish({UpstreamFailure::timeout, {}, {}});
-      if (read_ec == beast_http::error::body_limit) {
-        UpstreamResult result{UpstreamFailure::response_too_large, {}, {}};
-        result.response.result(parser->get().result_int());
-        co_return finish(std::move(result));
-      }
+      if (read_ec == beast::error::timeout) co_return failed(UpstreamFailure::timeout);
       // A reused connection closed with not one byte of answer: the upstream may have dropped an
       // idle connection as we wrote to it, or read the request and died. Only safe methods are
       // re-sent; for the others the outcome is unknown and the idempotency layer decides.
       if (reused && core::may_send_again({is_connection_gone(read_ec), written, read, safe})) continue;
-      co_return finish(
-          {is_connection_gone(read_ec) ? UpstreamFailure::connection_lost : UpstreamFailure::bad_response, {}, {}});
+      co_return failed(is_connection_gone(read_ec) ? UpstreamFailure::connection_lost : UpstreamFailure::bad_response);
     }
-
+    wire::StreamedResponseParser& parser = *open->parser;
     // 101: the upstream switched protocols, which no request of ours asks for (Upgrade is
     // hop-by-hop: never forwarded). It read the request, so the outcome is unknown; the
     // connection is no longer HTTP and is closed with the transport.
-    if (parser->get().result() == beast_http::status::switching_protocols) {
-      co_return finish({UpstreamFailure::switched_protocols, {}, {}});
+    if (parser.get().result() == beast_http::status::switching_protocols) {
+      co_return failed(UpstreamFailure::switched_protocols);
     }
-    UpstreamResult result{UpstreamFailure::none, parser->release(), {}};
+    // Trailer fields after a chunked body are not the answer's header fields: never stored or
+    // replayed as such (the parser adds them to the message).
+    const auto head_fields = std::distance(parser.get().begin(), parser.get().end());
+    // A body coded by its transfer (`gzip, chunked`) is never kept: it could only be stored
+    // decoded of its chunks and replayed without its coding, which a client reads as garbage. It
+    // goes on open, named, as a body past the limit does.
+    std::string body;
+    boost::system::error_code body_ec;
+    const bool coded = core::names_other_codings(transfer_codings(parser.get()));
+    wire::BodyKept kept = wire::BodyKept::past_limit;
+    if (!coded || parser.is_done()) {
+      // (Not inside ?: : GCC 12 mishandles co_await there.)
+      kept = co_await wire::read_body_up_to(parser, buffer, source, body, keep_up_to, body_ec);
+    }
+    if (kept == wire::BodyKept::failed) {
+      if (transport.timed_out()) co_return failed(UpstreamFailure::timeout);
+      co_return failed(is_connection_gone(body_ec) ? UpstreamFailure::connection_lost : UpstreamFailure::bad_response);
+    }
+
     // A 1xx, 204 or 304 has no body whatever its fields say (RFC 9110 §6.4.1); one that still
     // announces a length or a coding comes from an upstream that may send the bytes anyway, after
     // we stopped reading: they would be read as the next request's response. Such a connection is
     // not reused (nor one with bytes already buffered past the response).
-    const unsigned status = result.response.result_int();
+    const unsigned status = parser.get().result_int();
     const bool bodiless_status = status / 100 == 1 || status == 204 || status == 304;
-    const bool stray_body_possible = !head && bodiless_status && announces_body(result.response);
-    stamp(result);
+    const bool stray_body_possible = !head && bodiless_status && announces_body(parser.get());
     // (The request always asks to keep the connection: upstream_request.hpp.)
-    if (keeps_connection_open(result.response) && buffer.size() == 0 && !stray_body_possible) {
+    const bool reusable = keeps_connection_open(parser.get()) && !parser.need_eof() && !stray_body_possible;
+    UpstreamResult result;
+    if (kept == wire::BodyKept::past_limit) {
+      open->transfer_codings = transfer_codings(parser.get());
+      open->reusable = reusable;
+      result.response = Response(std::move(parser.get().base()));
+      result.response.body() = std::move(body);
+      transport.expire_never();
+      open->lease = UpstreamLease(*this, std::move(connection), reused);
+      result.rest = std::move(open);
+      co_return finish(std::move(result));
+    }
+    auto& message = parser.get();
+    for (auto trailer = std::next(message.begin(), head_fields); trailer != message.end();) {
+      trailer = message.erase(trailer);
+    }
+    result.response = Response(std::move(message.base()));
+    result.response.body() = std::move(body);
+    result = finish(std::move(result));
+    if (reusable && buffer.size() == 0) {
       transport.expire_never();
       put_idle(std::move(connection), finished);
     }
     co_return result;
   }
-  co_return finish({UpstreamFailure::connection_lost, {}, {}});
+  co_return failed(UpstreamFailure::connection_lost);
 }
 
 }  // namespace idem::http

@@ -30,49 +30,28 @@ class UpstreamPool final : public Upstream {
   // `max_connections`: open connections this pool may hold (busy + idle). Start-up only: resolves
   // the upstream's host name once and loads the TLS files of an https upstream; throws
   // std::runtime_error saying what failed.
-  UpstreamPool(boost::asio::io_context& io, const config::UpstreamConfig& upstream, std::size_t max_connections,
-               std::size_t max_response_body);
+  UpstreamPool(boost::asio::io_context& io, const config::UpstreamConfig& upstream, std::size_t max_connections);
   ~UpstreamPool() override;
   UpstreamPool(const UpstreamPool&) = delete;
   UpstreamPool& operator=(const UpstreamPool&) = delete;
 
   // Runs on the pool's io_context. A stale pooled connection found closed when written to is
   // replaced once.
-  boost::asio::awaitable<UpstreamResult> exchange(const UpstreamRequest& request) override;
+  boost::asio::awaitable<UpstreamResult> exchange(const UpstreamRequest& request, std::size_t keep_up_to) override;
+  boost::asio::awaitable<core::UpstreamFailure> acquire(UpstreamLease& lease) override;
   void close_idle() override;
   std::size_t open_connections() const { return open_; }
 
  private:
-  // Counts an open connection for as long as it lives, so every exit path gives its slot back.
-  class Ticket {
-   public:
-    explicit Ticket(std::size_t* open) : open_(open) { ++*open_; }
-    Ticket(Ticket&& other) noexcept : open_(std::exchange(other.open_, nullptr)) {}
-    Ticket& operator=(Ticket&& other) noexcept {
-      if (this != &other) {
-        release();
-        open_ = std::exchange(other.open_, nullptr);
-      }
-      return *this;
-    }
-    ~Ticket() { release(); }
-
-   private:
-    void release() {
-      if (open_) --*open_;
-      open_ = nullptr;
-    }
-    std::size_t* open_;
-  };
-  struct Transport;  // TCP, and TLS over it for an https upstream (upstream_pool.cpp)
-  struct Connection {
-    std::unique_ptr<Transport> transport;  // on the heap: the TLS layer refers to the TCP stream
-    Ticket ticket;
-    std::chrono::steady_clock::time_point idle_since{};
-  };
+  using Transport = UpstreamTransport;
+  using Connection = UpstreamConnection;
+  using Ticket = ConnectionTicket;
 
   std::optional<Connection> take_idle(std::chrono::steady_clock::time_point now);
   void put_idle(Connection&& connection, std::chrono::steady_clock::time_point now);
+  void take_back(Connection&& connection) override {
+    put_idle(std::move(connection), std::chrono::steady_clock::now());
+  }
   // A new connection, TLS handshake included; a failure says what went wrong.
   boost::asio::awaitable<core::UpstreamFailure> open_connection(Connection& connection);
 
@@ -85,7 +64,6 @@ class UpstreamPool final : public Upstream {
   std::chrono::milliseconds timeout_;
   std::chrono::milliseconds idle_timeout_;
   std::size_t max_connections_;
-  std::size_t max_response_body_;
   std::size_t open_ = 0;
   std::vector<Connection> idle_;  // most recently used last
 };

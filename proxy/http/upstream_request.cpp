@@ -20,17 +20,22 @@ bool states_length(const RequestParts& request) {
 
 }  // namespace
 
-UpstreamRequest::UpstreamRequest(const RequestParts& request, std::string_view client_address)
+UpstreamRequest::UpstreamRequest(const RequestParts& request, std::string_view client_address,
+                                 RequestBodyFraming framing, std::uint64_t length, std::string_view upgrade)
     : parts_{.method = request.method,
              .method_string = request.method_string,
              .target = request.target,
              .version = request.version,
              .fields = {},
              .body = request.body} {
-  const std::string connection = tls::connection_list(request.fields);
-  // The body was read whole (a chunked one decoded): a length replaces the client's framing.
-  const bool replace_length = states_length(request);
-  parts_.fields.reserve(request.fields.size() + 3);
+  const std::string connection = wire::connection_list(request.fields);
+  // A body read whole (a chunked one decoded): a length replaces the client's framing. A streamed
+  // one keeps the client's length (its digits as the parser read them, last, as for a whole
+  // body), or goes on chunked.
+  const bool replace_length = framing == RequestBodyFraming::streamed_length ||
+                              (framing == RequestBodyFraming::whole && states_length(request));
+  if (framing != RequestBodyFraming::streamed_length) length = parts_.body.size();
+  parts_.fields.reserve(request.fields.size() + 6);
   for (const FieldView& field : request.fields) {
     if (named(field, "X-Forwarded-Proto")) {
       // The connection layer set it (it alone knows the transport): a client's Connection header
@@ -40,7 +45,8 @@ UpstreamRequest::UpstreamRequest(const RequestParts& request, std::string_view c
     }
     // Transfer-Encoding is hop-by-hop: a chunked body goes on with a length, or with none.
     if (core::is_hop_by_hop(field.name, connection)) continue;
-    if (field.id == beast_http::field::expect) continue;  // the proxy has read the whole body already
+    // The proxy answered it itself, before reading the body.
+    if (field.id == beast_http::field::expect) continue;
     if (replace_length && field.id == beast_http::field::content_length) continue;
     if (named(field, "X-Forwarded-For")) {
       // Every line the client (or a proxy before us, HAProxy adds a line) sent, then this hop.
@@ -53,10 +59,18 @@ UpstreamRequest::UpstreamRequest(const RequestParts& request, std::string_view c
   parts_.fields.push_back({beast_http::field::unknown, "X-Forwarded-For", forwarded_for_});
   // Keep-alive towards the upstream: HTTP/1.1 is persistent without a Connection field, and every
   // Connection field is gone.
-  if (parts_.version < 11) parts_.fields.push_back({beast_http::field::connection, "Connection", "keep-alive"});
+  if (!upgrade.empty()) {
+    parts_.fields.push_back({beast_http::field::connection, "Connection", "upgrade"});
+    parts_.fields.push_back({beast_http::field::upgrade, "Upgrade", upgrade});
+  } else if (parts_.version < 11) {
+    parts_.fields.push_back({beast_http::field::connection, "Connection", "keep-alive"});
+  }
+  if (framing == RequestBodyFraming::streamed_chunked) {
+    parts_.fields.push_back({beast_http::field::transfer_encoding, "Transfer-Encoding", "chunked"});
+  }
   if (replace_length) {
     const auto [end, error] =
-        std::to_chars(content_length_.data(), content_length_.data() + content_length_.size(), parts_.body.size());
+        std::to_chars(content_length_.data(), content_length_.data() + content_length_.size(), length);
     (void)error;  // 24 characters hold any size_t
     parts_.fields.push_back(
         {beast_http::field::content_length, "Content-Length",
@@ -65,7 +79,7 @@ UpstreamRequest::UpstreamRequest(const RequestParts& request, std::string_view c
 }
 
 void UpstreamRequest::write_head(std::string& out) const {
-  tls::write_head(parts_.method_string, parts_.target, parts_.version, parts_.fields, out);
+  wire::write_head(parts_.method_string, parts_.target, parts_.version, parts_.fields, out);
 }
 
 }  // namespace idem::http

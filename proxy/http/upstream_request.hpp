@@ -6,6 +6,7 @@
 // the client used TLS), which replaces any value the client sent; it survives a Connection header
 // that names it. Every field is a view: of the client's request, or of the values added here.
 #include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -13,10 +14,21 @@
 
 namespace idem::http {
 
+// How the request's body reaches the upstream.
+enum class RequestBodyFraming {
+  whole,             // read whole (`body`, a chunked one decoded): sent with its length
+  streamed_length,   // streamed as it arrives: the client's Content-Length (`length`), written as digits
+  streamed_chunked,  // streamed as it arrives, chunk by chunk: Transfer-Encoding: chunked
+};
+
 class UpstreamRequest {
  public:
-  // `request` must outlive this.
-  UpstreamRequest(const RequestParts& request, std::string_view client_address);
+  // `request` must outlive this, and so must `upgrade`: when set, the protocols the request may
+  // switch to (core/upgrade_decision.hpp), sent as Upgrade with `Connection: upgrade` (the
+  // client's own are hop-by-hop and go with the rest).
+  UpstreamRequest(const RequestParts& request, std::string_view client_address,
+                  RequestBodyFraming framing = RequestBodyFraming::whole, std::uint64_t length = 0,
+                  std::string_view upgrade = {});
   // Its fields view its own members.
   UpstreamRequest(const UpstreamRequest&) = delete;
   UpstreamRequest& operator=(const UpstreamRequest&) = delete;

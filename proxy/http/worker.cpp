@@ -50,6 +50,11 @@ asio::awaitable<void> Worker::accept_loop() {
       log::warn("accept_failed", {{"error", ec.message()}});
       continue;
     }
+    // A streamed body goes out a window at a time: Nagle's algorithm would hold each window's
+    // tail (and a feed's next event) until the client acknowledges the last one (nginx's
+    // tcp_nodelay, on by default).
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
     asio::co_spawn(io_, serve(std::move(socket)), asio::detached);
   }
 }

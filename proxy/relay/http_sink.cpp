@@ -17,8 +17,8 @@
 #include <utility>
 
 #include "core/stored_headers.hpp"
-#include "tls/client_stream.hpp"
-#include "tls/http_head.hpp"
+#include "wire/client_stream.hpp"
+#include "wire/http_head.hpp"
 #include "tls/tls_context.hpp"
 #include "tls/tls_session.hpp"
 #include "log/log.hpp"
@@ -61,7 +61,7 @@ std::int64_t unix_seconds_now() {
 
 }  // namespace
 
-struct HttpSink::Stream : idem::tls::ClientStream {
+struct HttpSink::Stream : idem::wire::ClientStream {
   using ClientStream::ClientStream;
 };
 
@@ -251,8 +251,8 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
     stream->expire_at(*response_deadline);
     auto [write_error, written] = co_await stream->write(request);
     boost::beast::flat_buffer buffer;
-    std::optional<idem::tls::ClientStream::ResponseParser> parser;
-    const idem::tls::ClientStream::ResponseLimits limits{.body_bytes = kMaxResponseBody};
+    std::optional<idem::wire::ClientStream::ResponseParser> parser;
+    const idem::wire::ClientStream::ResponseLimits limits{.body_bytes = kMaxResponseBody};
     boost::system::error_code read_error;
     std::size_t received = 0;
     if (!write_error) {
@@ -274,14 +274,14 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
     const boost::system::error_code failure = write_error ? write_error : read_error;
     if (failure) {
       stream->close();
-      if (!fresh && received == 0 && idem::tls::is_connection_gone(failure)) continue;
+      if (!fresh && received == 0 && idem::wire::is_connection_gone(failure)) continue;
       co_return Delivery{DeliveryOutcome::retry, "POST " + target + ": " + failure.message()};
     }
     const auto& response = parser->get();
     // After a 101 the connection is no longer HTTP: never reused.
     // Every Connection line counts (Beast's keep_alive() reads the first only).
     const bool reusable = response.result_int() != 101 &&
-                          core::keeps_connection_open(response.version(), idem::tls::connection_list(response));
+                          core::keeps_connection_open(response.version(), idem::wire::connection_list(response));
     if (reusable && !stopped_ && idle_.size() < config_.max_connections) {
       keep_idle(std::move(stream));
     } else {

@@ -212,7 +212,7 @@ TEST_F(SlowUpstream, HangingUpstreamIs504AfterTheTimeout) {
 
 // A pooled upstream connection carries each exchange's own deadline: a hang on a connection that
 // just served a quick request is cut one timeout after the hanging request started, not after
-// the earlier one (tls/socket_deadline.hpp moves the deadline without re-arming its timer).
+// the earlier one (wire/socket_deadline.hpp moves the deadline without re-arming its timer).
 TEST_F(SlowUpstream, AHangOnAReusedConnectionIs504OneTimeoutAfterItStarted) {
   HttpConnection connection(proxy().proxy_port(), std::chrono::seconds(10));  // one worker, one pool
   const auto quick = connection.send(order(unique_key("quick")));

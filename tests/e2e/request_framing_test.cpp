@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -208,11 +209,21 @@ TEST_F(RequestFraming, WellFormedVariantsAreServed) {
 
 // What the upstream receives for an accepted request to the pass-through route: the client's
 // end-to-end fields in order, then this hop's X-Forwarded-Proto and X-Forwarded-For, then the
-// body's length (the proxy reads the whole body first, so a chunked body arrives de-chunked).
+// body's length, its digits as read.
 std::string forwarded_post(const std::string& target, const std::string& fields, const std::string& body,
                            const std::string& forwarded_for = "127.0.0.1") {
   return "POST " + target + " HTTP/1.1\r\n" + fields + "X-Forwarded-Proto: http\r\nX-Forwarded-For: " + forwarded_for +
          "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// The same for a chunked body: streamed on, chunked (one chunk: the bytes arrived in one read),
+// without the client's chunk extensions and trailers.
+std::string forwarded_chunked_post(const std::string& target, const std::string& fields, const std::string& body) {
+  std::ostringstream size;
+  size << std::hex << body.size();
+  return "POST " + target + " HTTP/1.1\r\n" + fields +
+         "X-Forwarded-Proto: http\r\nX-Forwarded-For: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n" + size.str() +
+         "\r\n" + body + "\r\n0\r\n\r\n";
 }
 
 TEST_F(RequestFraming, AcceptedHeadsReachTheUpstreamAsExactlyTheseBytes) {
@@ -221,22 +232,22 @@ TEST_F(RequestFraming, AcceptedHeadsReachTheUpstreamAsExactlyTheseBytes) {
       {"Content-Length body",
        "POST /plain/x HTTP/1.1\r\nHost: svc\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n" + close + "\r\nhello",
        forwarded_post("/plain/x", "Host: svc\r\nContent-Type: text/plain\r\n", "hello")},
-      {"chunked body, de-chunked",
+      {"chunked body, streamed on chunked",
        "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n" + close + "\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
-       forwarded_post("/plain/x", "Host: svc\r\n", "hello world")},
+       forwarded_chunked_post("/plain/x", "Host: svc\r\n", "hello world")},
       {"chunk extensions dropped",
        "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n" + close + "\r\n5;name=value\r\nhello\r\n0;last\r\n\r\n",
-       forwarded_post("/plain/x", "Host: svc\r\n", "hello")},
+       forwarded_chunked_post("/plain/x", "Host: svc\r\n", "hello")},
       {"request trailers dropped",
        "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n" + close +
            "\r\n5\r\nhello\r\n0\r\nAuthorization: Bearer smuggled\r\n\r\n",
-       forwarded_post("/plain/x", "Host: svc\r\n", "hello")},
+       forwarded_chunked_post("/plain/x", "Host: svc\r\n", "hello")},
       {"Content-Length with a leading zero",
        "POST /plain/x HTTP/1.1\r\nHost: svc\r\nContent-Length: 005\r\n" + close + "\r\nhello",
        forwarded_post("/plain/x", "Host: svc\r\n", "hello")},
       {"mixed-case chunked with OWS",
        "POST /plain/x HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding:  cHuNkEd \t\r\n" + close + "\r\n2\r\nhi\r\n0\r\n\r\n",
-       forwarded_post("/plain/x", "Host: svc\r\n", "hi")},
+       forwarded_chunked_post("/plain/x", "Host: svc\r\n", "hi")},
       {"fields a Connection line names are hop-by-hop",
        "POST /plain/x HTTP/1.1\r\nHost: svc\r\nX-Secret: a\r\nX-Kept: b\r\nConnection: close, X-Secret\r\nContent-Length: 0\r\n\r\n",
        forwarded_post("/plain/x", "Host: svc\r\nX-Kept: b\r\n", "")},

@@ -15,6 +15,7 @@
 #include "e2e/e2e_support.hpp"
 #include "support/eventually.hpp"
 #include "support/raw_upstream.hpp"
+#include "support/streaming_client.hpp"
 
 namespace idem::test::e2e {
 namespace {
@@ -55,18 +56,23 @@ TEST_F(UpstreamFraming, UntrustworthyResponsesAre502AndTheOutcomeStaysUnknownNev
   const std::vector<Case> cases = {
       {"cl-and-te", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"},
       {"te-and-cl", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n"},
+      // A coding other than chunked beside a length: RFC 9112 §6.3 has the coding win, Beast the
+      // length; passed on by either, the client would read coded bytes as plain.
+      {"coding-and-cl", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 5\r\n\r\nhello"},
       {"two-lengths", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc"},
       {"signed-length", "HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nab"},
       {"list-length", "HTTP/1.1 200 OK\r\nContent-Length: 2, 3\r\n\r\nab"},
       {"bad-chunk-size", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n"},
-      {"overflowing-chunk", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffffff\r\nab\r\n0\r\n\r\n"},
+      {"overflowing-chunk",
+       "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffffff\r\nab\r\n0\r\n\r\n"},
       {"bad-status-code", "HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n"},
       {"not-http", "SSH-2.0-OpenSSH_9.2\r\n\r\n"},
       {"space-before-colon", "HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\nab"},
   };
   for (const Case& c : cases) raw_.script(refunds_target(c.id), RawUpstream::Reply{c.reply, true});
   // Cut short: the length promises 10 bytes, the connection closes after 5.
-  raw_.script(refunds_target("cut-short"), RawUpstream::Reply{"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", true});
+  raw_.script(refunds_target("cut-short"),
+              RawUpstream::Reply{"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", true});
 
   std::vector<std::string> ids;
   for (const Case& c : cases) ids.push_back(c.id);
@@ -105,8 +111,8 @@ TEST_F(UpstreamFraming, ABodyEndedByTheCloseIsStoredWithItsLength) {
 // even when they arrive after the proxy stopped reading (an upstream that sends a body anyway).
 TEST_F(UpstreamFraming, BytesAfterABodilessResponseNeverBecomeTheNextAnswer) {
   const std::string forged = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged";
-  raw_.script(refunds_target("no-content"),
-              RawUpstream::Reply{"HTTP/1.1 204 No Content\r\nContent-Length: 40\r\n\r\n", false, forged, std::chrono::milliseconds(100)});
+  raw_.script(refunds_target("no-content"), RawUpstream::Reply{"HTTP/1.1 204 No Content\r\nContent-Length: 40\r\n\r\n",
+                                                               false, forged, std::chrono::milliseconds(100)});
   raw_.script(refunds_target("next"), RawUpstream::Reply{"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nreal", false});
   const HttpResponse no_content = send(refund("no-content", unique_key("no-content")));
   EXPECT_EQ(no_content.status, 204) << describe(no_content);
@@ -151,6 +157,41 @@ TEST_F(UpstreamFraming, AnUpstreamThatAnswersBeforeReadingTheBodyAndClosesRunsTh
   const HttpResponse retry = send(request, std::chrono::seconds(20));
   expect_problem(retry, 502, "outcome-unknown");
   EXPECT_EQ(raw_.executions("/orders"), 1u);
+}
+
+// The same upstream behaviour under a safe request whose body is streamed (a GET with a chunked
+// body, unguarded): once one window of the body went out, a fresh connection could only carry
+// the body without its start, which the upstream would take for the whole (a well-framed chunked
+// body). So it is never sent again: the client gets 502 and the upstream sees one request.
+TEST_F(UpstreamFraming, AStreamedBodyPartlySentIsNeverSentAgainWithoutItsStart) {
+  raw_.script_next("/plain/search",
+                   RawUpstream::Reply{.bytes = "HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\n"
+                                               "Connection: close\r\n\r\n",
+                                      .close_after = true,
+                                      .answer_after_head = true});
+  const HttpResponse warm = send(HttpRequest::get("/plain/warm"));
+  ASSERT_EQ(warm.status, 200) << describe(warm);
+  ASSERT_EQ(raw_.connections(), 1u);
+
+  StreamingConnection client(proxy().proxy_port());
+  // The send fails part-way once the proxy gives up on the request: its outcome is not judged.
+  (void)client.send_pattern_body("GET /plain/search HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: chunked\r\n\r\n",
+                                 7 * 1024 * 1024, true, std::chrono::seconds(20));
+  const StreamedResponse answer = client.read_response(keeping_body());
+  if (answer.error.empty()) {
+    EXPECT_EQ(answer.status, 502);
+  }
+  EXPECT_EQ(raw_.executions("/plain/search"), 1u) << "the body's rest was sent again on a fresh connection";
+  EXPECT_EQ(raw_.connections(), 1u) << "a second connection was opened for it";
+}
+
+// The same two framings on a streamed answer: 502, nothing of the body passed on.
+TEST_F(UpstreamFraming, AStreamedAnswerWithACodingBesideALengthIs502) {
+  raw_.script("/plain/coded",
+              RawUpstream::Reply{"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 5\r\n\r\nhello", true});
+  const HttpResponse coded = send(HttpRequest::get("/plain/coded"));
+  expect_problem(coded, 502, "upstream-bad-response");
+  EXPECT_EQ(raw_.executions("/plain/coded"), 1u);
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ std::vector<ErrorCase> error_cases() {
        "max_key_length, "
        "key_from_json, key_source, ttl, lease, max_stored_body, scope, fingerprint, release_statuses, replay_header, "
        "key_expires_header, store_set_cookie, unknown_outcome, store_unavailable, "
-       "in_flight, wait_timeout, unknown_retention)"},
+       "in_flight, wait_timeout, unknown_retention, upgrades)"},
       {"replay_header_not_a_token", kRoute + "    replay_header: \"Idempotent Replay\"\n",
        "test.yaml:6:20: bad header name \"Idempotent Replay\" for routes[0].replay_header (expected an RFC 9110 "
        "token)"},
@@ -68,12 +68,24 @@ std::vector<ErrorCase> error_cases() {
        "key_from_json: /id)"},
       {"bad_key_source", kRoute + "    key_source: body\n",
        "test.yaml:6:17: bad value \"body\" for routes[0].key_source (expected header | header_then_json | json)"},
+      {"upgrades_h2c", kRoute + "    key: off\n    upgrades: [websocket, h2c]\n",
+       "test.yaml:7:27: h2c in routes[0].upgrades is never forwarded: the proxy speaks HTTP/1.1 to its upstream, and "
+       "strips an h2c offer so the client goes on in HTTP/1.1"},
+      {"upgrades_on_a_required_key", kRoute + "    upgrades: [websocket]\n",
+       "test.yaml:6:15: route \"a\": key: required refuses every upgrade (a tunnel cannot be fingerprinted, stored or "
+       "replayed); give the upgrades a route with key: off or optional"},
+      {"upgrades_bad_name", kRoute + "    key: optional\n    upgrades: [\"web socket\"]\n",
+       "test.yaml:7:16: bad protocol name \"web socket\" in routes[0].upgrades (expected a name such as websocket)"},
+      {"upgrades_duplicate", kRoute + "    key: off\n    upgrades: [websocket, WebSocket]\n",
+       "test.yaml:7:27: duplicate protocol \"WebSocket\" in routes[0].upgrades"},
+      {"bad_tunnel_idle_timeout", kStore + "limits: { tunnel_idle_timeout: 5x }\n",
+       "test.yaml:2:32: bad duration \"5x\" for limits.tunnel_idle_timeout (expected e.g. 250ms, 30s, 5m, 24h)"},
       {"bad_key_expires_header", kRoute + "    key_expires_header: on\n",
        "test.yaml:6:25: bad boolean \"on\" for routes[0].key_expires_header (expected true or false)"},
       {"unknown_limits_key", kStore + "limits:\n  max_body: 1MiB\n",
        "test.yaml:3:3: unknown key \"max_body\" in limits (expected one of: max_request_body, max_response_body, "
        "max_header_bytes, max_request_line, header_timeout, body_timeout, idle_timeout, write_timeout, max_waiting, "
-       "max_headers, max_connections)"},
+       "max_headers, max_connections, tunnel_idle_timeout)"},
       {"unknown_match_key",
        kStore + "routes:\n  - name: a\n    match: { path: /a, verb: POST }\n    scope: { headers: [Authorization] }\n",
        "test.yaml:4:24: unknown key \"verb\" in routes[0].match (expected one of: method, path, case_insensitive, "
@@ -352,7 +364,7 @@ routes:
       "test.yaml:13:5: unknown key \"bogus\" in routes[0] (expected one of: name, match, key_header, key, "
       "max_key_length, key_from_json, key_source, ttl, lease, max_stored_body, scope, fingerprint, release_statuses, "
       "replay_header, key_expires_header, store_set_cookie, unknown_outcome, store_unavailable, in_flight, "
-      "wait_timeout, unknown_retention)",
+      "wait_timeout, unknown_retention, upgrades)",
       "test.yaml:14:5: warning: route \"b\" declares no scope headers: every caller of this route shares one key space",
       "test.yaml:16:24: bad status 1000 in routes[1].release_statuses (expected 100-599)",
   };

@@ -26,7 +26,6 @@ workers: 6
 drain_timeout: 50s
 limits:
   max_request_body: 5MiB
-  max_response_body: 100MB
   max_header_bytes: 32KiB
   max_request_line: 4KiB
   header_timeout: 5s
@@ -98,7 +97,6 @@ TEST(ConfigLoad, FullConfigLoadsEveryFieldAsGiven) {
   EXPECT_EQ(config.drain_timeout, 50s);
 
   EXPECT_EQ(config.limits.max_request_body, 5u * 1024 * 1024);
-  EXPECT_EQ(config.limits.max_response_body, 100'000'000u);
   EXPECT_EQ(config.limits.max_header_bytes, 32u * 1024);
   EXPECT_EQ(config.limits.max_request_line, 4u * 1024);
   EXPECT_EQ(config.limits.header_timeout, 5s);
@@ -188,7 +186,6 @@ routes:
   EXPECT_EQ(config.workers, 0u);
   EXPECT_EQ(config.drain_timeout, 37s);  // the timing model's longest exchange + 1s
   EXPECT_EQ(config.limits.max_request_body, 10u * 1024 * 1024);
-  EXPECT_EQ(config.limits.max_response_body, 64u * 1024 * 1024);
   EXPECT_EQ(config.limits.max_header_bytes, 16u * 1024);
   EXPECT_EQ(config.limits.max_request_line, 8u * 1024);
   EXPECT_EQ(config.limits.header_timeout, 10s);
@@ -332,6 +329,18 @@ TEST(ConfigWarnings, UpstreamTlsOptionsWithPlainHttpUrlWarn) {
             "test.yaml:3:3: warning: upstream.tls is ignored: upstream.url is not https://");
 }
 
+// Answers are streamed past what a route keeps (README "Streaming"): the old bound on a whole
+// answer still loads, with a warning that it does nothing.
+TEST(ConfigWarnings, MaxResponseBodyIsNoLongerUsedAndWarns) {
+  const LoadResult result = load("limits:\n  max_response_body: 64MiB\nstore: { postgres: { dsn: x } }\n");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  ASSERT_EQ(result.issues.size(), 1u) << all_issues(result);
+  EXPECT_TRUE(result.issues[0].warning);
+  EXPECT_EQ(result.issues[0].line, 2);
+  EXPECT_NE(result.issues[0].message.find("limits.max_response_body is no longer used"), std::string::npos)
+      << all_issues(result);
+}
+
 TEST(ConfigLoad, RepeatedMethodsAndStatusesAreKeptOnce) {
   const LoadResult result = load(R"yaml(
 store: { postgres: { dsn: x } }
@@ -415,6 +424,35 @@ routes:
   EXPECT_FALSE(core::RoutePolicy{}.key_expires_header);
   EXPECT_TRUE(result.config->routes[0].policy.key_expires_header);
   EXPECT_FALSE(result.config->routes[1].policy.key_expires_header);
+}
+
+TEST(ConfigLoad, UpgradesDefaultToWebSocketOnKeylessRoutesAndToNoneOnRequiredOnes) {
+  const LoadResult result = load(R"yaml(
+store: { postgres: { dsn: x } }
+limits: { tunnel_idle_timeout: 90s }
+defaults: { scope: { headers: [X-Tenant-Id] } }
+routes:
+  - name: guarded
+    match: { path: /a }
+  - name: feed
+    match: { path: /b }
+    key: off
+  - name: optional
+    match: { path: /c }
+    key: optional
+    upgrades: [websocket, foo]
+  - name: closed
+    match: { path: /d }
+    key: off
+    upgrades: []
+)yaml");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  EXPECT_EQ(result.config->limits.tunnel_idle_timeout, std::chrono::seconds(90));
+  EXPECT_EQ(LimitsConfig{}.tunnel_idle_timeout, std::chrono::minutes(5));
+  EXPECT_EQ(result.config->routes[0].policy.upgrades, Strings{}) << "key: required upgrades nothing";
+  EXPECT_EQ(result.config->routes[1].policy.upgrades, Strings{"websocket"});
+  EXPECT_EQ(result.config->routes[2].policy.upgrades, (Strings{"websocket", "foo"}));
+  EXPECT_EQ(result.config->routes[3].policy.upgrades, Strings{});
 }
 
 // ---- warnings -------------------------------------------------------------------------------
@@ -552,12 +590,12 @@ TEST(ConfigFile, ShippedExampleLoadsWithoutAnyIssue) {
   EXPECT_EQ(config.workers, built_in.workers);
   EXPECT_EQ(config.drain_timeout, built_in.drain_timeout);
   EXPECT_EQ(config.limits.max_request_body, built_in.limits.max_request_body);
-  EXPECT_EQ(config.limits.max_response_body, built_in.limits.max_response_body);
   EXPECT_EQ(config.limits.max_header_bytes, built_in.limits.max_header_bytes);
   EXPECT_EQ(config.limits.header_timeout, built_in.limits.header_timeout);
   EXPECT_EQ(config.limits.body_timeout, built_in.limits.body_timeout);
   EXPECT_EQ(config.limits.idle_timeout, built_in.limits.idle_timeout);
   EXPECT_EQ(config.limits.write_timeout, built_in.limits.write_timeout);
+  EXPECT_EQ(config.limits.tunnel_idle_timeout, built_in.limits.tunnel_idle_timeout);
   EXPECT_EQ(config.upstream.url, built_in.upstream.url);
   EXPECT_EQ(config.upstream.host, built_in.upstream.host);
   EXPECT_EQ(config.upstream.port, built_in.upstream.port);

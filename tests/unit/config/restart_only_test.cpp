@@ -15,10 +15,10 @@ using namespace std::chrono_literals;
 TEST(RestartOnly, ChangesAreNamedInConfigOrder) {
   const Config running;
   Config next = running;
-  next.limits.max_response_body = running.limits.max_response_body * 2;
+  next.reaper.batch = running.reaper.batch * 2;
   next.store.redis.host = "10.0.0.7";
   next.listen.port = 8081;
-  EXPECT_EQ(restart_only_changes(running, next), (std::vector<std::string>{"listen", "store", "limits.max_response_body"}));
+  EXPECT_EQ(restart_only_changes(running, next), (std::vector<std::string>{"listen", "store", "reaper"}));
   EXPECT_TRUE(restart_only_changes(running, running).empty());
 }
 
@@ -28,13 +28,13 @@ TEST(RestartOnly, KeepsTheRunningValuesAndTakesTheRest) {
   Config next = running;
   next.admin.port = 9292;
   next.store.postgres.query_timeout = 9s;
-  next.limits.max_response_body = 1;
+  next.reaper.batch = 1;
   next.limits.header_timeout = 3s;
   next.log.access = false;
   const Config kept = keep_restart_only(next, running);
   EXPECT_EQ(kept.admin.port, 9191);
   EXPECT_EQ(kept.store.postgres.query_timeout, running.store.postgres.query_timeout);
-  EXPECT_EQ(kept.limits.max_response_body, running.limits.max_response_body);
+  EXPECT_EQ(kept.reaper.batch, running.reaper.batch);
   EXPECT_EQ(kept.limits.header_timeout, 3s);
   EXPECT_FALSE(kept.log.access);
 }

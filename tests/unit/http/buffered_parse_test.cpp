@@ -1,4 +1,4 @@
-// tls/buffered_parse.hpp: the body of a message whose head was read, parsed from the bytes
+// wire/buffered_parse.hpp: the body of a message whose head was read, parsed from the bytes
 // already buffered, or a clear "read more"; never more than the message (a pipelined next
 // request stays buffered), and the parser's own errors as async_read would report them.
 #include <gtest/gtest.h>
@@ -11,9 +11,9 @@
 #include <string>
 #include <string_view>
 
-#include "tls/buffered_parse.hpp"
+#include "wire/buffered_parse.hpp"
 
-namespace idem::tls {
+namespace idem::wire {
 namespace {
 namespace beast = boost::beast;
 namespace beast_http = boost::beast::http;
@@ -150,4 +150,4 @@ TEST(BufferedParseHeader, TheParsersErrorsAreReportedAsTheReadWouldReportThem) {
 }
 
 }  // namespace
-}  // namespace idem::tls
+}  // namespace idem::wire

@@ -1,4 +1,4 @@
-// tls/http_head.hpp: the head it writes, followed by the body, is byte for byte what Beast's
+// wire/http_head.hpp: the head it writes, followed by the body, is byte for byte what Beast's
 // serializer writes for the same message (the proxy used Beast's serializer before, and every
 // peer has seen its bytes).
 #include <gtest/gtest.h>
@@ -7,9 +7,9 @@
 #include <sstream>
 #include <string>
 
-#include "tls/http_head.hpp"
+#include "wire/http_head.hpp"
 
-namespace idem::tls {
+namespace idem::wire {
 namespace {
 namespace beast_http = boost::beast::http;
 
@@ -82,4 +82,4 @@ TEST(HttpHead, AResponseWithATransferCodingIsLeftToBeast) {
 }
 
 }  // namespace
-}  // namespace idem::tls
+}  // namespace idem::wire

@@ -77,7 +77,8 @@ struct HeldRequest {
 // Answers from a script, then 201 "created-<n>"; counts every request it was sent.
 class FakeUpstream final : public http::Upstream {
  public:
-  asio::awaitable<http::UpstreamResult> exchange(const http::UpstreamRequest& request) override {
+  // Answers whole (the pool's bodies past keep_up_to are streamed: e2e tests cover them).
+  asio::awaitable<http::UpstreamResult> exchange(const http::UpstreamRequest& request, std::size_t) override {
     ++executions;
     last_request = received_by_upstream(request);
     if (delay > std::chrono::milliseconds::zero()) {
@@ -95,6 +96,8 @@ class FakeUpstream final : public http::Upstream {
     result.response.body() = "created-" + std::to_string(executions);
     co_return result;
   }
+  // The exchange never streams (http/streamed_forwarding.hpp does, over a real pool).
+  asio::awaitable<UpstreamFailure> acquire(http::UpstreamLease&) override { co_return UpstreamFailure::connect_failed; }
   void close_idle() override {}
 
   void answer(int status, std::string body, std::optional<std::string> transient = std::nullopt) {
@@ -115,6 +118,9 @@ class FakeUpstream final : public http::Upstream {
   http::Request last_request;
   std::deque<http::UpstreamResult> script;
   std::chrono::milliseconds delay{0};  // before every answer: the request is "at the upstream"
+
+ private:
+  void take_back(http::UpstreamConnection&&) override {}
 };
 
 // The memory store, with errors injected on the next claim or owner write. `after_running`: the
@@ -196,6 +202,8 @@ class MapSharedCache final : public idem::cache::SharedReplayCache {
 struct Answer {
   http::Response response;
   http::RequestTrace trace;
+  // Where an answer past max_stored_body would leave its body (the fake upstream answers whole).
+  std::shared_ptr<std::unique_ptr<http::OpenResponse>> rest = std::make_shared<std::unique_ptr<http::OpenResponse>>();
 };
 
 class Exchange : public ::testing::Test {
@@ -237,7 +245,7 @@ class Exchange : public ::testing::Test {
     auto request_held = std::make_shared<HeldRequest>(std::move(r));
     asio::co_spawn(io,
                    http::run_idempotent_exchange(*services_, policy, request_held->parts, "192.0.2.1", std::move(key),
-                                                 "/orders", "", answer->trace),
+                                                 "/orders", "", answer->trace, *answer->rest),
                    [answer, request_held](std::exception_ptr error, http::Response response) {
                      if (error) std::rethrow_exception(error);
                      answer->response = std::move(response);

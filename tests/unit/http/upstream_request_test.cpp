@@ -71,5 +71,22 @@ TEST(UpstreamRequest, AnHttp10RequestAsksTheUpstreamToKeepTheConnection) {
             "GET /orders?x=1 HTTP/1.0\r\nHost: a\r\nX-Forwarded-For: 192.0.2.7\r\nConnection: keep-alive\r\n\r\n");
 }
 
+// A streamed body (http/streamed_forwarding.hpp): its length goes on as the parser read it (the
+// digits normalized, the field last), a chunked one goes on chunked.
+TEST(UpstreamRequest, AStreamedBodyKeepsItsLengthOrGoesOnChunked) {
+  const auto streamed = [](const RequestParts& parts, RequestBodyFraming framing, std::uint64_t length) {
+    const UpstreamRequest upstream(parts, "192.0.2.7", framing, length);
+    std::string out;
+    upstream.write_head(out);
+    return out;
+  };
+  EXPECT_EQ(streamed(request(beast_http::verb::put, {field("Content-Length", "005"), field("Host", "a")}),
+                     RequestBodyFraming::streamed_length, 5),
+            "PUT /orders?x=1 HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 192.0.2.7\r\nContent-Length: 5\r\n\r\n");
+  EXPECT_EQ(streamed(request(beast_http::verb::post, {field("Transfer-Encoding", "chunked"), field("Host", "a")}),
+                     RequestBodyFraming::streamed_chunked, 0),
+            "POST /orders?x=1 HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 192.0.2.7\r\nTransfer-Encoding: chunked\r\n\r\n");
+}
+
 }  // namespace
 }  // namespace idem::http

@@ -20,9 +20,9 @@
 #include <tuple>
 #include <vector>
 
-#include "tls/socket_deadline.hpp"
+#include "wire/socket_deadline.hpp"
 
-namespace idem::tls {
+namespace idem::wire {
 
 struct ClientStream {
   using Result = std::tuple<boost::system::error_code, std::size_t>;
@@ -46,6 +46,8 @@ struct ClientStream {
   void expire_at(std::chrono::steady_clock::time_point when) { deadline_.expire_at(when); }
   void expire_after(std::chrono::steady_clock::duration timeout) { deadline_.expire_after(timeout); }
   void expire_never() { deadline_.expire_never(); }
+  // The deadline passed (and closed the socket): a failure since is the deadline's doing.
+  bool timed_out() const { return deadline_.expired(); }
   // Closes the socket; pending operations fail.
   void close();
 
@@ -106,4 +108,4 @@ struct ClientStream {
 // truncated stream): what a keep-alive connection the peer dropped answers a write or a read.
 bool is_connection_gone(const boost::system::error_code& ec);
 
-}  // namespace idem::tls
+}  // namespace idem::wire

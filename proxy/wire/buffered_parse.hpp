@@ -8,7 +8,7 @@
 #include <boost/beast/http/error.hpp>
 #include <cstddef>
 
-namespace idem::tls {
+namespace idem::wire {
 
 // Feeds `buffer` to `parser` as http::async_read would (eagerly, consuming what it parsed). True
 // when that settled the message: complete, or `ec` set to the error async_read would have
@@ -29,9 +29,9 @@ bool parse_buffered(boost::beast::http::basic_parser<isRequest>& parser, boost::
   return ec || parser.is_done();
 }
 
-}  // namespace idem::tls
+}  // namespace idem::wire
 
-namespace idem::tls {
+namespace idem::wire {
 
 // The head of a message from the bytes already buffered, as http::async_read_header would parse
 // them (a request usually arrives whole with the read that woke the connection). True when that
@@ -51,4 +51,4 @@ bool parse_buffered_header(boost::beast::http::basic_parser<isRequest>& parser, 
   return ec || parser.is_header_done();
 }
 
-}  // namespace idem::tls
+}  // namespace idem::wire

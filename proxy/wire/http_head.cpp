@@ -1,8 +1,8 @@
-#include "tls/http_head.hpp"
+#include "wire/http_head.hpp"
 
 #include <cstring>
 
-namespace idem::tls {
+namespace idem::wire {
 namespace beast_http = boost::beast::http;
 namespace {
 
@@ -95,7 +95,7 @@ void put_request_head(boost::beast::string_view method, boost::beast::string_vie
 
 std::string connection_list(std::span<const FieldView> fields) { return joined_connection_lines(fields); }
 
-std::string connection_list(const HeadResponse& response) { return joined_connection_lines(response.base()); }
+std::string connection_list(const boost::beast::http::fields& fields) { return joined_connection_lines(fields); }
 
 void write_head(const HeadRequest& request, std::string& out) {
   put_request_head(request.method_string(), request.target(), request.version(), request.base(), out);
@@ -106,9 +106,10 @@ void write_head(std::string_view method, std::string_view target, unsigned versi
   put_request_head(method, target, version, fields, out);
 }
 
-void write_head(const HeadResponse& response, std::string& out) {
-  const auto reason = response.reason();  // the standard phrase when the message has none
-  out.resize(kVersionSize + 1 + 3 + 1 + reason.size() + 2 + fields_size(response.base()));
+void write_head(const boost::beast::http::response_header<>& response, std::string& out) {
+  const beast_http::fields& fields = response;  // a head is its fields, with a start line
+  const auto reason = response.reason();        // the standard phrase when the message has none
+  out.resize(kVersionSize + 1 + 3 + 1 + reason.size() + 2 + fields_size(fields));
   char* at = out.data();
   put_version(at, response.version());
   const unsigned status = response.result_int();
@@ -117,7 +118,7 @@ void write_head(const HeadResponse& response, std::string& out) {
   *at++ = ' ';
   put(at, reason);
   put(at, '\r', '\n');
-  put_fields(at, response.base());
+  put_fields(at, fields);
 }
 
 // A walk comparing the names' enums: cheaper than a lookup by name, which compares strings.
@@ -133,4 +134,4 @@ bool body_sent_as_is(const HeadRequest& request) { return !has_transfer_encoding
 
 bool body_sent_as_is(const HeadResponse& response) { return !has_transfer_encoding(response.base()); }
 
-}  // namespace idem::tls
+}  // namespace idem::wire

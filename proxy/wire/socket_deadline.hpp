@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <memory>
 
-namespace idem::tls {
+namespace idem::wire {
 
 class SocketDeadline {
  public:
@@ -55,4 +55,4 @@ class SocketDeadline {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace idem::tls
+}  // namespace idem::wire

@@ -1,4 +1,4 @@
-#include "tls/client_stream.hpp"
+#include "wire/client_stream.hpp"
 
 #include <openssl/bio.h>
 #include <openssl/ssl.h>
@@ -20,10 +20,10 @@
 #include <array>
 #include <iterator>
 
-#include "tls/http_head.hpp"
+#include "wire/http_head.hpp"
 #include "tls/tls_session.hpp"
 
-namespace idem::tls {
+namespace idem::wire {
 namespace {
 constexpr auto use_tuple = boost::asio::as_tuple(boost::asio::use_awaitable);
 constexpr std::size_t kReadSize = 64 * 1024;  // at most this much asked of one read (as Beast's read)
@@ -80,12 +80,12 @@ boost::asio::awaitable<boost::system::error_code> ClientStream::connect(
 boost::asio::awaitable<std::optional<std::string>> ClientStream::handshake(const std::string& peer_name, bool verify,
                                                                            std::chrono::milliseconds timeout) {
   if (!tls) co_return std::nullopt;
-  if (!set_upstream_peer_name(tls->native_handle(), peer_name, verify)) co_return "OpenSSL refused the server name";
+  if (!tls::set_upstream_peer_name(tls->native_handle(), peer_name, verify)) co_return "OpenSSL refused the server name";
   deadline_.expire_after(timeout);
   auto [ec] = co_await tls->async_handshake(boost::asio::ssl::stream_base::client,
                                             boost::asio::as_tuple(boost::asio::use_awaitable));
   if (!ec) co_return std::nullopt;
-  co_return upstream_handshake_failure(tls->native_handle(), timed_out_or(ec), verify);
+  co_return tls::upstream_handshake_failure(tls->native_handle(), timed_out_or(ec), verify);
 }
 
 boost::asio::awaitable<ClientStream::Result> ClientStream::write(const OutgoingRequest& request) {
@@ -193,7 +193,7 @@ boost::asio::awaitable<ClientStream::Result> ClientStream::read_final_response(b
 }
 
 bool ClientStream::handshake_refused(const boost::system::error_code& ec, std::size_t bytes_read) const {
-  return tls && bytes_read == 0 && is_handshake_rejection(ec);
+  return tls && bytes_read == 0 && tls::is_handshake_rejection(ec);
 }
 
-}  // namespace idem::tls
+}  // namespace idem::wire

@@ -1,6 +1,6 @@
-#include "tls/socket_deadline.hpp"
+#include "wire/socket_deadline.hpp"
 
-namespace idem::tls {
+namespace idem::wire {
 
 SocketDeadline::SocketDeadline(boost::asio::ip::tcp::socket& socket) : state_(std::make_shared<State>(socket)) {}
 
@@ -41,4 +41,4 @@ void SocketDeadline::on_timer(const std::shared_ptr<State>& state, std::uint64_t
   state->socket->close(ignored);
 }
 
-}  // namespace idem::tls
+}  // namespace idem::wire

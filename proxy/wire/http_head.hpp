@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace idem::tls {
+namespace idem::wire {
 
 // A header field as views of a name and a value stored elsewhere; `id` is Beast's enum for the
 // name (field::unknown when Beast has none, or when the proxy added the field).
@@ -26,11 +26,11 @@ using HeadResponse = boost::beast::http::response<boost::beast::http::string_bod
 // Every Connection line, as one comma-separated list (RFC 9110 §5.3: several lines of a list
 // field are one field; a proxy that reads only the first drops the rest).
 std::string connection_list(std::span<const FieldView> fields);
-std::string connection_list(const HeadResponse& response);
+std::string connection_list(const boost::beast::http::fields& fields);
 
 // Replaces `out` with the message's head.
 void write_head(const HeadRequest& request, std::string& out);
-void write_head(const HeadResponse& response, std::string& out);
+void write_head(const boost::beast::http::response_header<>& response, std::string& out);
 // A request head from its parts, the fields in the order given.
 void write_head(std::string_view method, std::string_view target, unsigned version, std::span<const FieldView> fields,
                 std::string& out);
@@ -40,4 +40,4 @@ void write_head(std::string_view method, std::string_view target, unsigned versi
 bool body_sent_as_is(const HeadRequest& request);
 bool body_sent_as_is(const HeadResponse& response);
 
-}  // namespace idem::tls
+}  // namespace idem::wire
