@@ -25,7 +25,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 using asio::ip::tcp;
 using core::UpstreamFailure;
-using wire::ClientStream;
 using wire::is_connection_gone;
 using tls::load_upstream_tls;
 using tls::tls_error_text;
@@ -259,12 +258,12 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const UpstreamRequest& re
     }
     result.response = Response(std::move(message.base()));
     result.response.body() = std::move(body);
-    result = finish(std::move(result));
+    UpstreamResult answered = finish(std::move(result));
     if (reusable && buffer.size() == 0) {
       transport.expire_never();
       put_idle(std::move(connection), finished);
     }
-    co_return result;
+    co_return answered;
   }
   co_return failed(UpstreamFailure::connection_lost);
 }
