@@ -25,10 +25,10 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 using asio::ip::tcp;
 using core::UpstreamFailure;
-using wire::is_connection_gone;
 using tls::load_upstream_tls;
 using tls::tls_error_text;
 using tls::UpstreamTlsResult;
+using wire::is_connection_gone;
 
 namespace {
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);

@@ -80,7 +80,8 @@ boost::asio::awaitable<boost::system::error_code> ClientStream::connect(
 boost::asio::awaitable<std::optional<std::string>> ClientStream::handshake(const std::string& peer_name, bool verify,
                                                                            std::chrono::milliseconds timeout) {
   if (!tls) co_return std::nullopt;
-  if (!tls::set_upstream_peer_name(tls->native_handle(), peer_name, verify)) co_return "OpenSSL refused the server name";
+  if (!tls::set_upstream_peer_name(tls->native_handle(), peer_name, verify))
+    co_return "OpenSSL refused the server name";
   deadline_.expire_after(timeout);
   auto [ec] = co_await tls->async_handshake(boost::asio::ssl::stream_base::client,
                                             boost::asio::as_tuple(boost::asio::use_awaitable));
