@@ -1,6 +1,7 @@
 #include "config/config_reader.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -139,6 +140,9 @@ class ConfigReader {
   std::optional<std::vector<std::string>> read_json_pointers(const Field& field, std::string_view path);
   std::optional<std::vector<int>> read_statuses(const Field& field, std::string_view path);
   std::optional<std::vector<std::string>> read_upgrades(const Field& field, std::string_view path);
+  std::optional<std::vector<std::string>> read_token_list(const Field& field, std::string_view path,
+                                                          std::string_view noun, std::string_view expected,
+                                                          const std::function<std::string(std::string_view)>& refusal);
   void read_routes(const Field& field, const core::RoutePolicy& defaults, const PolicyOrigin& defaults_origin,
                    Config& config);
   void read_match(const Field& field, std::string_view path, const core::RoutePolicy& policy, core::RouteMatch& match);
@@ -533,8 +537,12 @@ void ConfigReader::read_policy(const Fields& fields, std::string_view path, core
   }
 }
 
-// Protocol names a request may switch to (Upgrade), e.g. [websocket]; never h2c.
-std::optional<std::vector<std::string>> ConfigReader::read_upgrades(const Field& field, std::string_view path) {
+// A list of distinct RFC 9110 tokens, compared case-insensitively: `noun` names one in errors
+// ("header", "protocol"), `expected` says what a valid one looks like, and `refusal(name)` says why
+// an otherwise valid one is refused (empty: it is not).
+std::optional<std::vector<std::string>> ConfigReader::read_token_list(
+    const Field& field, std::string_view path, std::string_view noun, std::string_view expected,
+    const std::function<std::string(std::string_view)>& refusal) {
   const std::optional<std::vector<YAML::Node>> elements = yaml_.sequence(field, path);
   if (!elements) return std::nullopt;
   std::vector<std::string> names;
@@ -544,16 +552,16 @@ std::optional<std::vector<std::string>> ConfigReader::read_upgrades(const Field&
     if (!name) {
       valid = false;
     } else if (!is_http_token(*name)) {
-      issues_.error(element.Mark(), "bad protocol name " + quoted(*name) + " in " + std::string(path) +
-                                        " (expected a name such as websocket)");
+      issues_.error(element.Mark(), "bad " + std::string(noun) + " name " + quoted(*name) + " in " + std::string(path) +
+                                        " (" + std::string(expected) + ")");
       valid = false;
-    } else if (iequals(*name, core::kNeverUpgraded)) {
-      issues_.error(element.Mark(), "h2c in " + std::string(path) +
-                                        " is never forwarded: the proxy speaks HTTP/1.1 to its upstream, and strips an "
-                                        "h2c offer so the client goes on in HTTP/1.1");
+    } else if (std::string why = refusal ? refusal(*name) : std::string(); !why.empty()) {
+      issues_.error(element.Mark(), why);
       valid = false;
     } else if (std::any_of(names.begin(), names.end(), [&](const std::string& seen) { return iequals(seen, *name); })) {
-      issues_.error(element.Mark(), "duplicate protocol " + quoted(*name) + " in " + std::string(path));
+      // Names are case-insensitive: "Authorization" and "authorization" are one header.
+      issues_.error(element.Mark(),
+                    "duplicate " + std::string(noun) + " " + quoted(*name) + " in " + std::string(path));
       valid = false;
     } else {
       names.push_back(std::move(*name));
@@ -563,29 +571,18 @@ std::optional<std::vector<std::string>> ConfigReader::read_upgrades(const Field&
   return names;
 }
 
+// Protocol names a request may switch to (Upgrade), e.g. [websocket]; never h2c.
+std::optional<std::vector<std::string>> ConfigReader::read_upgrades(const Field& field, std::string_view path) {
+  return read_token_list(field, path, "protocol", "expected a name such as websocket", [&](std::string_view name) {
+    if (!iequals(name, core::kNeverUpgraded)) return std::string();
+    return "h2c in " + std::string(path) +
+           " is never forwarded: the proxy speaks HTTP/1.1 to its upstream, and strips an h2c offer so the client goes "
+           "on in HTTP/1.1";
+  });
+}
+
 std::optional<std::vector<std::string>> ConfigReader::read_header_names(const Field& field, std::string_view path) {
-  const std::optional<std::vector<YAML::Node>> elements = yaml_.sequence(field, path);
-  if (!elements) return std::nullopt;
-  std::vector<std::string> names;
-  bool valid = true;
-  for (const YAML::Node& element : *elements) {
-    std::optional<std::string> name = yaml_.string(element, field.key.Mark(), path);
-    if (!name) {
-      valid = false;
-    } else if (!is_http_token(*name)) {
-      issues_.error(element.Mark(),
-                    "bad header name " + quoted(*name) + " in " + std::string(path) + " (expected an RFC 9110 token)");
-      valid = false;
-    } else if (std::any_of(names.begin(), names.end(), [&](const std::string& seen) { return iequals(seen, *name); })) {
-      // Header names are case-insensitive: "Authorization" and "authorization" are one header.
-      issues_.error(element.Mark(), "duplicate header " + quoted(*name) + " in " + std::string(path));
-      valid = false;
-    } else {
-      names.push_back(std::move(*name));
-    }
-  }
-  if (!valid) return std::nullopt;
-  return names;
+  return read_token_list(field, path, "header", "expected an RFC 9110 token", {});
 }
 
 // One header name, or a list of them (every one is set on replays).

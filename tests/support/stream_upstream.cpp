@@ -21,7 +21,6 @@
 //
 // Usage: idem-stream-upstream --listen 127.0.0.1:PORT (0 = ephemeral). Prints "listening
 // 127.0.0.1:<port>" once bound; SIGTERM/SIGINT exit 0.
-#include <openssl/evp.h>
 
 #include <boost/asio.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -37,6 +36,7 @@
 #include <string>
 #include <string_view>
 
+#include "support/sha256.hpp"
 #include "support/stream_pattern.hpp"
 
 namespace {
@@ -46,30 +46,12 @@ namespace http = beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using namespace net::experimental::awaitable_operators;
+using idem::test::Sha256;
 constexpr auto use_tuple = net::as_tuple(net::use_awaitable);
 constexpr std::size_t kWriteSize = 64 * 1024;
 
 struct Counters {
   std::uint64_t started = 0, completed = 0, aborted = 0, open = 0, uploads = 0;
-};
-
-struct Sha256 {
-  Sha256() : context(EVP_MD_CTX_new()) { EVP_DigestInit_ex(context, EVP_sha256(), nullptr); }
-  ~Sha256() { EVP_MD_CTX_free(context); }
-  void update(const void* data, std::size_t size) { EVP_DigestUpdate(context, data, size); }
-  std::string hex() {
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int length = 0;
-    EVP_DigestFinal_ex(context, digest, &length);
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned i = 0; i < length; ++i) {
-      out.push_back(kHex[digest[i] >> 4]);
-      out.push_back(kHex[digest[i] & 15]);
-    }
-    return out;
-  }
-  EVP_MD_CTX* context;
 };
 
 std::optional<std::uint64_t> query_number(std::string_view query, std::string_view name) {

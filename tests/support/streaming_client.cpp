@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/evp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 #include <fstream>
 #include <memory>
 
+#include "support/sha256.hpp"
 #include "support/stream_pattern.hpp"
 
 namespace idem::test {
@@ -23,27 +23,6 @@ namespace {
 namespace http = boost::beast::http;
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kPiece = 64 * 1024;
-
-struct Sha256 {
-  Sha256() : context(EVP_MD_CTX_new()) { EVP_DigestInit_ex(context, EVP_sha256(), nullptr); }
-  ~Sha256() { EVP_MD_CTX_free(context); }
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  void update(const void* data, std::size_t size) { EVP_DigestUpdate(context, data, size); }
-  std::string hex() {
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int length = 0;
-    EVP_DigestFinal_ex(context, digest, &length);
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned i = 0; i < length; ++i) {
-      out.push_back(kHex[digest[i] >> 4]);
-      out.push_back(kHex[digest[i] & 15]);
-    }
-    return out;
-  }
-  EVP_MD_CTX* context;
-};
 
 // Waits until `fd` is ready for `events` or `timeout` passes.
 bool wait_for(int fd, short events, std::chrono::milliseconds timeout) {
