@@ -248,7 +248,7 @@ TEST_F(StreamMetrics, BodiesCutShortCountUnderTheSideThatCutThem) {
 }
 
 // The access-log line of a streamed download is written when the body has gone: it carries the
-// body's bytes, and a duration at least as long as the upstream took to send it (and no longer
+// body's bytes, and a duration at least as long as the upstream took to send it (and not much longer
 // than the client waited). An upload's line carries its bytes in.
 TEST_F(StreamMetrics, TheAccessLogLineCarriesTheBytesAndTheStreamsDuration) {
   // Eight writes of 64 KiB, 150 ms apart: at least 1.05 s of body.
@@ -274,7 +274,10 @@ TEST_F(StreamMetrics, TheAccessLogLineCarriesTheBytesAndTheStreamsDuration) {
   const std::int64_t duration_us = ops::int_field(line, "duration_us").value_or(-1);
   EXPECT_GE(duration_us, std::chrono::duration_cast<std::chrono::microseconds>(paced).count())
       << "the line was written before the body had gone: " << text;
-  EXPECT_LE(duration_us, std::chrono::duration_cast<std::chrono::microseconds>(waited).count()) << text;
+  // The proxy ends its clock after its last write completes, which the client can see before the
+  // proxy's handler runs: the bound on the far side gets a margin.
+  EXPECT_LE(duration_us, std::chrono::duration_cast<std::chrono::microseconds>(waited + std::chrono::milliseconds(500)).count())
+      << text;
 
   const auto uploads = log_lines("/files/upload", 1);
   ASSERT_EQ(uploads.size(), 1u);
