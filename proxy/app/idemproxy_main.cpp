@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <ostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -114,10 +115,38 @@ std::vector<std::string> tls_problems(const config::Config& config) {
   if (config.tls.enabled()) {
     if (auto loaded = tls::load_listener_tls(config.tls); !loaded.tls) problems.push_back(loaded.error);
   }
-  if (config.upstream.tls.enabled) {
-    if (auto loaded = tls::load_upstream_tls(config.upstream.tls); !loaded.context) problems.push_back(loaded.error);
+  for (const config::UpstreamConfig& upstream : config.upstreams) {
+    if (!upstream.tls.enabled) continue;
+    if (auto loaded = tls::load_upstream_tls(upstream.tls); !loaded.context) problems.push_back(loaded.error);
   }
   return problems;
+}
+
+// The timing model as it applies (README "Timing"): each route's shortest lease with its formula,
+// the drain that covers the longest exchange, and the pod's termination grace period that must
+// cover the drain.
+void print_timing(const config::Config& config, std::ostream& out) {
+  for (const core::Route& route : config.routes) {
+    const core::ExchangeBudget budget =
+        core::longest_exchange(config::exchange_timeouts(route, config.upstreams, config.store.postgres));
+    out << "route " << route.policy.name << ": upstream "
+        << config.upstreams[route.forwarding.upstream_index < config.upstreams.size() ? route.forwarding.upstream_index
+                                                                                       : 0]
+               .name
+        << ", lease " << config::describe_duration(route.policy.lease) << " >= "
+        << config::describe_budget(budget, true) << "\n";
+  }
+  const core::ExchangeBudget longest = config::longest_exchange_of(config);
+  out << "drain_timeout: " << config::describe_duration(config.drain_timeout) << " (the longest exchange "
+      << config::describe_budget(longest, false) << ")\n";
+  // The kubelet's SIGKILL must not cut the sequence of deploy/README.md "Shutdown, in order": the
+  // app's preStop sleep, the app finishing its slowest request, then the sidecar's drain.
+  constexpr std::chrono::milliseconds kPreStopSleep{5'000};
+  const std::chrono::milliseconds slowest = config::longest_upstream_timeout(config);
+  const auto grace = std::chrono::ceil<std::chrono::seconds>(kPreStopSleep + slowest + config.drain_timeout);
+  out << "terminationGracePeriodSeconds: at least " << grace.count() << " (app preStop "
+      << config::describe_duration(kPreStopSleep) << " + the longest upstream timeout " << config::describe_duration(slowest)
+      << " + drain_timeout " << config::describe_duration(config.drain_timeout) << ")\n";
 }
 
 // Runs the proxy until a signal drains it: signals are taken synchronously by this thread only
@@ -198,6 +227,7 @@ int main(int argc, char** argv) {
     for (const auto& issue : tls_issues) std::cerr << options->config_path << ": " << issue << "\n";
     if (!tls_issues.empty()) return 1;
     std::cout << options->config_path << ": configuration OK (" << loaded.config->routes.size() << " routes)\n";
+    print_timing(*loaded.config, std::cout);
     // Informational only: a store that is down does not fail the check.
     const auto& postgres = loaded.config->store.postgres;
     std::cout << "store: " << pg::check_replication_report(postgres.dsn, postgres.connect_timeout) << "\n";

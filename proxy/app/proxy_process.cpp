@@ -35,7 +35,7 @@ struct WorkerSlot {
   std::unique_ptr<store::pg::PgStore> store;
   std::unique_ptr<store::Store> sealed;  // the encrypting decorator over `store`, when keys are configured
   std::unique_ptr<cache::RedisReplayCache> shared_cache;  // store.redis: this worker's own connection
-  std::unique_ptr<http::UpstreamPool> upstream;
+  std::vector<std::unique_ptr<http::UpstreamPool>> upstreams;  // config.upstreams' order
   http::BackgroundTasks background;
   std::unique_ptr<http::Worker> worker;
   std::thread thread;
@@ -101,6 +101,15 @@ std::shared_ptr<const crypto::Keyring> load_keyring(const config::EncryptionConf
 
 std::string address(const std::string& host, unsigned port) { return host + ":" + std::to_string(port); }
 
+// "http://127.0.0.1:3000" for the one upstream; "api=http://…, reports=unix:/…" for several.
+std::string upstream_urls(const config::Config& config) {
+  if (config.upstreams.size() == 1) return config.upstreams.front().url;
+  std::string urls;
+  for (const config::UpstreamConfig& upstream : config.upstreams)
+    urls += (urls.empty() ? "" : ", ") + upstream.name + "=" + upstream.url;
+  return urls;
+}
+
 }  // namespace
 
 ProxyProcess::ProxyProcess() = default;
@@ -136,7 +145,7 @@ std::unique_ptr<ProxyProcess> ProxyProcess::start(config::Config loaded) {
   }
   log::info("listening", {{"address", address(config.listen.host, config.listen.port)},
                           {"workers", process->slots_.size()},
-                          {"upstream", config.upstream.url},
+                          {"upstream", upstream_urls(config)},
                           {"version", IDEMPROXY_VERSION}});
   return process;
 }
@@ -158,10 +167,14 @@ bool ProxyProcess::build(std::shared_ptr<const http::RuntimeConfig> runtime) {
       if (config.store.redis.enabled()) {
         slot->shared_cache = std::make_unique<cache::RedisReplayCache>(slot->io, config.store.redis, keyring, metrics_);
       }
-      slot->upstream = std::make_unique<http::UpstreamPool>(slot->io, config.upstream,
-                                                            share(config.upstream.max_connections, workers));
+      std::vector<http::Upstream*> upstreams;
+      for (const config::UpstreamConfig& upstream : config.upstreams) {
+        slot->upstreams.push_back(
+            std::make_unique<http::UpstreamPool>(slot->io, upstream, share(upstream.max_connections, workers)));
+        upstreams.push_back(slot->upstreams.back().get());
+      }
       slot->worker = std::make_unique<http::Worker>(
-          slot->io, http::WorkerServices{current_, records, *slot->upstream, slot->background, waiting_duplicates_,
+          slot->io, http::WorkerServices{current_, records, std::move(upstreams), slot->background, waiting_duplicates_,
                                          client_connections_, *replay_cache_, metrics_, pending_settlements_,
                                          slot->shared_cache.get()});
       slots_.push_back(std::move(slot));

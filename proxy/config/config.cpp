@@ -2,6 +2,7 @@
 // schema (config_reader.cpp) and return every issue found.
 #include "config/config.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include "config/config_file.hpp"
 #include "config/config_reader.hpp"
 #include "config/issue_sink.hpp"
+#include "config/units.hpp"
 #include "config/yaml_reader.hpp"
 
 namespace idem::config {
@@ -24,7 +26,7 @@ template <class ConfigA, class ConfigB, class Visit>
 void for_each_restart_only(ConfigA& a, ConfigB& b, Visit visit) {
   visit("listen", a.listen, b.listen);
   visit("workers", a.workers, b.workers);
-  visit("upstream", a.upstream, b.upstream);
+  visit("upstreams", a.upstreams, b.upstreams);
   visit("store", a.store, b.store);
   visit("admin", a.admin, b.admin);
   visit("replay_cache", a.replay_cache, b.replay_cache);
@@ -46,12 +48,68 @@ Config keep_restart_only(Config next, const Config& running) {
   return next;
 }
 
+namespace {
+// How the file names a setting of `upstream`: upstream.timeout for the only one, upstreams.<name>.timeout.
+std::string upstream_setting(const UpstreamConfig& upstream, std::string_view setting, bool only) {
+  return (only ? std::string("upstream.") : "upstreams." + upstream.name + ".") + std::string(setting);
+}
+}  // namespace
+
 core::ExchangeTimeouts exchange_timeouts(const UpstreamConfig& upstream, const PostgresConfig& postgres) {
+  const bool only = upstream.name == "default";
   return {.store_query = postgres.query_timeout,
           .store_acquire = postgres.acquire_timeout,
           .connect = upstream.connect_timeout,
           .upstream_tls = upstream.tls.enabled,
-          .upstream = upstream.timeout};
+          .upstream = upstream.timeout,
+          .connect_setting = upstream_setting(upstream, "connect_timeout", only),
+          .upstream_setting = upstream_setting(upstream, "timeout", only)};
+}
+
+core::ExchangeTimeouts exchange_timeouts(const core::Route& route, const std::vector<UpstreamConfig>& upstreams,
+                                         const PostgresConfig& postgres) {
+  const std::size_t index = route.forwarding.upstream_index < upstreams.size() ? route.forwarding.upstream_index : 0;
+  core::ExchangeTimeouts timeouts = exchange_timeouts(upstreams[index], postgres);
+  if (route.forwarding.timeout) {
+    timeouts.upstream = *route.forwarding.timeout;
+    timeouts.upstream_setting = "routes[" + route.policy.name + "].timeout";
+  }
+  return timeouts;
+}
+
+std::chrono::milliseconds longest_upstream_timeout(const Config& config) {
+  std::chrono::milliseconds longest{0};
+  for (const UpstreamConfig& upstream : config.upstreams) longest = std::max(longest, upstream.timeout);
+  for (const core::Route& route : config.routes) longest = std::max(longest, route.forwarding.timeout.value_or(longest));
+  return longest;
+}
+
+std::string describe_duration(std::chrono::milliseconds value) { return detail::format_duration(value); }
+
+std::string describe_budget(const core::ExchangeBudget& budget, bool with_margin) {
+  using detail::format_duration;
+  const auto total = with_margin ? core::minimum_lease(budget) : budget.total;
+  std::string text = format_duration(total) + " =";
+  const char* separator = " ";
+  for (const core::BudgetTerm& term : budget.terms) {
+    text += separator;
+    if (term.count != 1) text += std::to_string(term.count) + " × ";
+    text += term.setting + " " + format_duration(term.each);
+    separator = " + ";
+  }
+  if (with_margin) text += " + margin " + format_duration(core::kLeaseMargin);
+  return text;
+}
+
+core::ExchangeBudget longest_exchange_of(const Config& config) {
+  core::ExchangeBudget longest;
+  const auto consider = [&](const core::ExchangeTimeouts& timeouts) {
+    core::ExchangeBudget budget = core::longest_exchange(timeouts);
+    if (budget.total > longest.total || longest.terms.empty()) longest = std::move(budget);
+  };
+  for (const UpstreamConfig& upstream : config.upstreams) consider(exchange_timeouts(upstream, config.store.postgres));
+  for (const core::Route& route : config.routes) consider(exchange_timeouts(route, config.upstreams, config.store.postgres));
+  return longest;
 }
 
 std::string ConfigIssue::to_string() const {

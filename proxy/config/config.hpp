@@ -65,7 +65,10 @@ struct UpstreamTlsConfig {
   bool operator==(const UpstreamTlsConfig&) const = default;
 };
 
+// One upstream: `upstream:` declares the only one (named "default"), `upstreams:` several by name;
+// a route names the one its requests go to (the first when it names none).
 struct UpstreamConfig {
+  std::string name = "default";
   std::string url = "http://127.0.0.1:3000";
   std::string host = "127.0.0.1";  // parsed from url
   std::uint16_t port = 3000;       // parsed from url
@@ -163,7 +166,8 @@ struct Config {
   // with the default upstream and store timeouts).
   std::chrono::milliseconds drain_timeout{37'000};
   LimitsConfig limits;
-  UpstreamConfig upstream;         // restart-only
+  // restart-only. Never empty: the one of `upstream:`, or those of `upstreams:` in file order.
+  std::vector<UpstreamConfig> upstreams{UpstreamConfig{}};
   StoreConfig store;               // restart-only
   ReaperConfig reaper;             // restart-only
   ReplayCacheConfig replay_cache;  // restart-only
@@ -206,8 +210,21 @@ LoadResult load_config_file(const std::string& path, const EnvLookup& env = proc
 LoadResult load_config_text(std::string_view yaml, std::string_view file_name,
                             const EnvLookup& env = process_environment(), const Config* running = nullptr);
 
-// The timeouts that bound one exchange (core/exchange_timing.hpp), from these two sections.
+// The timeouts that bound one exchange of `route` (core/exchange_timing.hpp): its upstream's
+// and its own, and the store's.
+core::ExchangeTimeouts exchange_timeouts(const core::Route& route, const std::vector<UpstreamConfig>& upstreams,
+                                         const PostgresConfig& postgres);
+// The same for a request no route claims, to `upstream`.
 core::ExchangeTimeouts exchange_timeouts(const UpstreamConfig& upstream, const PostgresConfig& postgres);
+// The budget of the longest exchange any request can make: over every route and every upstream.
+// drain_timeout must cover it.
+core::ExchangeBudget longest_exchange_of(const Config& config);
+// The longest time any request may wait for its answer's head: over every upstream and route.
+std::chrono::milliseconds longest_upstream_timeout(const Config& config);
+// "37s = 2 × store.postgres.query_timeout 2s + ... + upstream.timeout 30s[ + margin 1s]".
+std::string describe_budget(const core::ExchangeBudget& budget, bool with_margin);
+// A duration as the messages above spell it ("24h", "90s", "250ms").
+std::string describe_duration(std::chrono::milliseconds value);
 
 // "250ms", "1s", "1.5s", "2m", "24h", "7d" -> milliseconds. nullopt when malformed.
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);

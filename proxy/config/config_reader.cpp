@@ -27,8 +27,8 @@ namespace {
 
 using Keys = std::vector<std::string_view>;
 
-const Keys kTopLevelKeys = {"listen", "tls",          "workers", "drain_timeout", "limits",   "upstream", "store",
-                            "reaper", "replay_cache", "log",     "admin",         "defaults", "routes"};
+const Keys kTopLevelKeys = {"listen", "tls",          "workers", "drain_timeout", "limits",   "upstream", "upstreams",
+                            "store",  "reaper",       "replay_cache", "log",     "admin",  "defaults", "routes"};
 const Keys kLogKeys = {"level", "access"};
 const Keys kReplayCacheKeys = {"max_bytes"};
 const Keys kReaperKeys = {"interval", "batch"};
@@ -37,6 +37,9 @@ const Keys kLimitsKeys = {"max_request_body", "max_response_body", "max_header_b
                           "max_waiting",      "max_headers",       "max_connections",  "tunnel_idle_timeout"};
 const Keys kListenerTlsKeys = {"cert_file", "key_file", "min_version"};
 const Keys kUpstreamKeys = {"url", "connect_timeout", "timeout", "max_connections", "idle_timeout", "tls"};
+const Keys kNamedUpstreamKeys = {"name", "url", "connect_timeout", "timeout", "max_connections", "idle_timeout", "tls"};
+// Where a route's requests go and what bounds their exchange (core::RouteForwarding).
+const Keys kForwardingKeys = {"upstream", "timeout", "stream_idle_timeout", "max_request_body"};
 const Keys kStoreKeys = {"postgres", "encryption", "redis"};
 const Keys kPostgresKeys = {"dsn",           "pool_size",       "connect_timeout",
                             "query_timeout", "acquire_timeout", "prepared_statements"};
@@ -62,13 +65,14 @@ const Keys kPolicyKeys = {"key_header",
                           "wait_timeout",
                           "unknown_retention",
                           "upgrades"};
-const Keys kMatchKeys = {"method", "path", "case_insensitive", "trailing_slash"};
+const Keys kMatchKeys = {"method", "path", "host", "case_insensitive", "trailing_slash"};
 const Keys kScopeKeys = {"headers", "host"};
 const Keys kFingerprintKeys = {"headers", "ignore_json"};
 
 Keys route_keys() {
   Keys keys = {"name", "match"};
   keys.insert(keys.end(), kPolicyKeys.begin(), kPolicyKeys.end());
+  keys.insert(keys.end(), kForwardingKeys.begin(), kForwardingKeys.end());
   return keys;
 }
 
@@ -103,21 +107,6 @@ struct PolicyOrigin {
   bool scope_valid = true;
 };
 
-// "37s = 2 × store.postgres.query_timeout 2s + ... + upstream.timeout 30s[ + margin 1s]".
-std::string describe(const core::ExchangeBudget& budget, bool with_margin) {
-  const auto total = with_margin ? core::minimum_lease(budget) : budget.total;
-  std::string text = format_duration(total) + " =";
-  const char* separator = " ";
-  for (const core::BudgetTerm& term : budget.terms) {
-    text += separator;
-    if (term.count != 1) text += std::to_string(term.count) + " × ";
-    text += std::string(term.setting) + " " + format_duration(term.each);
-    separator = " + ";
-  }
-  if (with_margin) text += " + margin " + format_duration(core::kLeaseMargin);
-  return text;
-}
-
 class ConfigReader {
  public:
   ConfigReader(YamlReader& yaml, const Config* running) : yaml_(yaml), issues_(yaml.issues()), running_(running) {}
@@ -131,7 +120,11 @@ class ConfigReader {
   void read_replay_cache(const Field& field, ReplayCacheConfig& cache);
   void read_log(const Field& field, LogConfig& log);
   void read_listener_tls(const Field& field, ListenerTlsConfig& tls);
-  void read_upstream(const Field& field, UpstreamConfig& upstream);
+  // `upstream:` (the only one) or one element of `upstreams:` (path "upstreams[i]").
+  void read_upstream(const Fields& fields, std::string_view path, UpstreamConfig& upstream);
+  void read_upstreams(const Field* single, const Field* list, const YAML::Mark& top_level, Config& config);
+  void read_forwarding(const Fields& fields, std::string_view path, const Config& config,
+                       core::RouteForwarding& forwarding);
   void read_redis_cache(const Field& field, RedisCacheConfig& redis);
   void read_store(const Field* field, const YAML::Mark& top_level, StoreConfig& store);
   void read_policy(const Fields& fields, std::string_view path, core::RoutePolicy& policy, PolicyOrigin& origin);
@@ -193,7 +186,7 @@ Config ConfigReader::read(const YAML::Node& root) {
   if (const Field* field = top->find("replay_cache")) read_replay_cache(*field, config.replay_cache);
   if (const Field* field = top->find("log")) read_log(*field, config.log);
   if (const Field* field = top->find("admin")) read_admin(yaml_, *field, config.admin);
-  if (const Field* field = top->find("upstream")) read_upstream(*field, config.upstream);
+  read_upstreams(top->find("upstream"), top->find("upstreams"), top->mark(), config);
   read_store(top->find("store"), top->mark(), config.store);
 
   core::RoutePolicy defaults;
@@ -223,13 +216,14 @@ void ConfigReader::check_key_spaces(const std::vector<core::Route>& before, cons
 
 void ConfigReader::check_drain_timeout(Config& config) {
   if (!exchange_timeouts_valid_) return;
-  const core::ExchangeBudget budget = core::longest_exchange(exchange_timeouts(config.upstream, config.store.postgres));
+  // The longest exchange of any route or upstream: a shutdown waits for the slowest.
+  const core::ExchangeBudget budget = longest_exchange_of(config);
   if (!drain_timeout_) {
     config.drain_timeout = core::default_drain_timeout(budget);
   } else if (config.drain_timeout < budget.total) {
     issues_.warning(*drain_timeout_,
                     "drain_timeout (" + format_duration(config.drain_timeout) +
-                        ") is shorter than the longest exchange (" + describe(budget, false) +
+                        ") is shorter than the longest exchange (" + describe_budget(budget, false) +
                         "): a shutdown can cut requests in progress and the writes that store their responses");
   }
 }
@@ -325,11 +319,64 @@ void ConfigReader::read_log(const Field& field, LogConfig& log) {
   if (const Field* f = fields->find("access")) assign(yaml_.boolean(*f, "log.access"), log.access);
 }
 
-void ConfigReader::read_upstream(const Field& field, UpstreamConfig& upstream) {
-  const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "upstream", kUpstreamKeys);
-  if (!fields) return;
-  if (const Field* f = fields->find("url")) {
-    if (const std::optional<std::string> url = yaml_.string(*f, "upstream.url")) {
+void ConfigReader::read_upstreams(const Field* single, const Field* list, const YAML::Mark& top_level,
+                                  Config& config) {
+  if (single != nullptr && list != nullptr) {
+    issues_.error(list->key.Mark(), "upstream and upstreams are both set: declare the one upstream with upstream:, "
+                                    "or every upstream (the first is the default) under upstreams:");
+    return;
+  }
+  if (single != nullptr) {
+    if (const auto fields = yaml_.mapping(single->value, single->key.Mark(), "upstream", kUpstreamKeys))
+      read_upstream(*fields, "upstream", config.upstreams.front());
+    return;
+  }
+  if (list == nullptr) return;
+  const std::optional<std::vector<YAML::Node>> elements = yaml_.sequence(*list, "upstreams");
+  if (!elements) return;
+  if (elements->empty()) {
+    issues_.error(list->value.Mark(), "upstreams is empty (declare at least one, e.g. - { name: api, url: "
+                                      "http://127.0.0.1:3000 })");
+    return;
+  }
+  config.upstreams.clear();
+  std::map<std::string, int, std::less<>> first_line_of_name;
+  for (std::size_t index = 0; index < elements->size(); ++index) {
+    const YAML::Node& element = (*elements)[index];
+    const std::string path = "upstreams[" + std::to_string(index) + "]";
+    const std::optional<Fields> fields = yaml_.mapping(element, element.Mark(), path, kNamedUpstreamKeys);
+    if (!fields) continue;
+    UpstreamConfig upstream;
+    upstream.name.clear();
+    if (std::optional<std::string> name = yaml_.required_string(*fields, "name", join_path(path, "name"),
+                                                                       path + " has no name (e.g. name: api)")) {
+      const Field* f = fields->find("name");
+      if (!is_route_name(*name)) {
+        issues_.error(f->value.Mark(), "bad upstream name " + quoted(*name) + " (expected up to " +
+                                           std::to_string(kMaxRouteNameLength) +
+                                           " letters, digits, '.', '_' or '-')");
+      } else if (const auto first = first_line_of_name.find(*name); first != first_line_of_name.end()) {
+        issues_.error(f->value.Mark(), "duplicate upstream name " + quoted(*name) + " (first used at line " +
+                                           std::to_string(first->second) + ")");
+      } else {
+        first_line_of_name.emplace(*name, f->value.Mark().line + 1);
+        upstream.name = std::move(*name);
+      }
+    }
+    if (!fields->find("url")) issues_.error(fields->mark(), path + ".url is required (e.g. url: http://127.0.0.1:3000)");
+    read_upstream(*fields, upstream.name.empty() ? path : "upstreams." + upstream.name, upstream);
+    config.upstreams.push_back(std::move(upstream));
+  }
+  if (config.upstreams.empty()) {
+    issues_.error(top_level, "upstreams declares no valid upstream");
+    config.upstreams.emplace_back();
+  }
+}
+
+void ConfigReader::read_upstream(const Fields& fields, std::string_view path, UpstreamConfig& upstream) {
+  const auto at = [&](std::string_view key) { return join_path(path, key); };
+  if (const Field* f = fields.find("url")) {
+    if (const std::optional<std::string> url = yaml_.string(*f, at("url"))) {
       const UpstreamUrl parsed = parse_upstream_url(*url);
       switch (parsed.problem) {
         case UrlProblem::none:
@@ -339,24 +386,58 @@ void ConfigReader::read_upstream(const Field& field, UpstreamConfig& upstream) {
           upstream.tls.enabled = parsed.https;
           break;
         case UrlProblem::malformed:
-          issues_.error(f->value.Mark(),
-                        "upstream.url must be http://host[:port] or https://host[:port], got " + quoted(*url));
+          issues_.error(f->value.Mark(), at("url") +
+                                             " must be http://host[:port] or https://host[:port], got " + quoted(*url));
           break;
       }
     }
   }
-  if (const Field* f = fields->find("connect_timeout"))
-    read_exchange_timeout(*f, "upstream.connect_timeout", upstream.connect_timeout);
-  if (const Field* f = fields->find("timeout")) read_exchange_timeout(*f, "upstream.timeout", upstream.timeout);
-  if (const Field* f = fields->find("max_connections")) {
-    if (auto count = yaml_.integer(*f, "upstream.max_connections", 1, kMaxUpstreamConnections))
+  if (const Field* f = fields.find("connect_timeout"))
+    read_exchange_timeout(*f, at("connect_timeout"), upstream.connect_timeout);
+  if (const Field* f = fields.find("timeout")) read_exchange_timeout(*f, at("timeout"), upstream.timeout);
+  if (const Field* f = fields.find("max_connections")) {
+    if (auto count = yaml_.integer(*f, at("max_connections"), 1, kMaxUpstreamConnections))
       upstream.max_connections = *count;
   }
-  if (const Field* f = fields->find("idle_timeout"))
-    assign(yaml_.duration(*f, "upstream.idle_timeout", false), upstream.idle_timeout);
-  if (const Field* f = fields->find("tls")) {
-    read_client_tls(yaml_, *f, "upstream.tls", upstream.tls);
-    if (!upstream.tls.enabled) issues_.warning(f->key.Mark(), "upstream.tls is ignored: upstream.url is not https://");
+  if (const Field* f = fields.find("idle_timeout"))
+    assign(yaml_.duration(*f, at("idle_timeout"), false), upstream.idle_timeout);
+  if (const Field* f = fields.find("tls")) {
+    read_client_tls(yaml_, *f, at("tls"), upstream.tls);
+    if (!upstream.tls.enabled)
+      issues_.warning(f->key.Mark(), at("tls") + " is ignored: " + at("url") + " is not https://");
+  }
+}
+
+void ConfigReader::read_forwarding(const Fields& fields, std::string_view path, const Config& config,
+                                   core::RouteForwarding& forwarding) {
+  const auto at = [&](std::string_view key) { return join_path(path, key); };
+  if (const Field* f = fields.find("upstream")) {
+    if (std::optional<std::string> name = yaml_.string(*f, at("upstream"))) {
+      // On a reload the upstreams keep running as they are: a route names one of those.
+      const std::vector<UpstreamConfig>& upstreams = running_ != nullptr ? running_->upstreams : config.upstreams;
+      const auto found = std::find_if(upstreams.begin(), upstreams.end(),
+                                      [&](const UpstreamConfig& upstream) { return upstream.name == *name; });
+      if (found == upstreams.end()) {
+        std::string known;
+        for (const UpstreamConfig& upstream : upstreams) known += (known.empty() ? "" : ", ") + upstream.name;
+        issues_.error(f->value.Mark(), at("upstream") + " names no upstream: " + quoted(*name) + " (" +
+                                           (running_ != nullptr ? "running: " : "declared: ") + known + ")");
+      } else {
+        forwarding.upstream = std::move(*name);
+        forwarding.upstream_index = static_cast<std::size_t>(found - upstreams.begin());
+      }
+    }
+  }
+  if (const Field* f = fields.find("timeout")) {
+    std::chrono::milliseconds timeout{0};
+    read_exchange_timeout(*f, at("timeout"), timeout);
+    if (timeout.count() > 0) forwarding.timeout = timeout;
+  }
+  if (const Field* f = fields.find("stream_idle_timeout")) {
+    if (const auto idle = yaml_.duration(*f, at("stream_idle_timeout"), false)) forwarding.stream_idle_timeout = *idle;
+  }
+  if (const Field* f = fields.find("max_request_body")) {
+    if (const auto limit = yaml_.byte_size(*f, at("max_request_body"))) forwarding.max_request_body = *limit;
   }
 }
 
@@ -709,6 +790,7 @@ void ConfigReader::read_routes(const Field& field, const core::RoutePolicy& defa
     }
 
     read_policy(*fields, path, route.policy, origin);
+    read_forwarding(*fields, path, config, route.forwarding);
 
     if (const Field* f = fields->find("match")) {
       read_match(*f, join_path(path, "match"), route.policy, route.match);
@@ -771,6 +853,16 @@ void ConfigReader::read_match(const Field& field, std::string_view path, const c
   } else {
     issues_.error(fields->mark(), join_path(path, "path") + " is required (e.g. path: /orders)");
   }
+  if (const Field* f = fields->find("host")) {
+    const std::string host_path = join_path(path, "host");
+    if (std::optional<std::string> host = yaml_.string(*f, host_path)) {
+      if (const std::string why = core::host_pattern_error(*host); !why.empty()) {
+        issues_.error(f->value.Mark(), "bad host " + quoted(*host) + " in " + host_path + ": " + why);
+      } else {
+        match.host = core::lower_ascii(*host);
+      }
+    }
+  }
   if (const Field* f = fields->find("case_insensitive")) {
     assign(yaml_.boolean(*f, join_path(path, "case_insensitive")), match.case_insensitive);
   }
@@ -795,13 +887,14 @@ void ConfigReader::check_route(const core::Route& route, std::string_view path, 
   const Config& in_force = running_ != nullptr ? *running_ : config;
   const bool timeouts_known = running_ != nullptr || exchange_timeouts_valid_;
   if (origin.timing_valid && timeouts_known) {
+    // The route's own budget: its upstream's timeouts, or its own `timeout` (README "Timing").
     const core::ExchangeBudget budget =
-        core::longest_exchange(exchange_timeouts(in_force.upstream, in_force.store.postgres));
+        core::longest_exchange(exchange_timeouts(route, in_force.upstreams, in_force.store.postgres));
     if (policy.lease < core::minimum_lease(budget)) {
       issues_.error(origin.lease.value_or(route_mark),
                     label + ": lease (" + format_duration(policy.lease) + ") must be at least the longest exchange" +
                         (running_ != nullptr ? " of the running upstream and store" : "") + " plus a " +
-                        format_duration(core::kLeaseMargin) + " margin (" + describe(budget, true) +
+                        format_duration(core::kLeaseMargin) + " margin (" + describe_budget(budget, true) +
                         "): a lease that lapses while the first request may still run lets a retry execute it again");
     }
   }

@@ -7,8 +7,8 @@ ExchangeBudget longest_exchange(const ExchangeTimeouts& timeouts) {
   budget.terms = {
       {"store.postgres.query_timeout", 2, timeouts.store_query},      // the claim's reply, the completion
       {"store.postgres.acquire_timeout", 1, timeouts.store_acquire},  // the completion's connection
-      {"upstream.connect_timeout", timeouts.upstream_tls ? 2 : 1, timeouts.connect},  // TCP (+ TLS)
-      {"upstream.timeout", 1, timeouts.upstream},
+      {timeouts.connect_setting, timeouts.upstream_tls ? 2 : 1, timeouts.connect},  // TCP (+ TLS)
+      {timeouts.upstream_setting, 1, timeouts.upstream},
   };
   for (const BudgetTerm& term : budget.terms) budget.total += term.count * term.each;
   return budget;

@@ -16,23 +16,26 @@
 // network transit to the database); the ttl must outlast the lease; a graceful shutdown's drain
 // must cover one whole exchange.
 #include <chrono>
-#include <string_view>
+#include <string>
 #include <vector>
 
 namespace idem::core {
 
-// The timeouts that bound an exchange, from the upstream and store sections in force.
+// The timeouts that bound an exchange, from the store section and the route's upstream in force.
+// A route may set its own timeout: `upstream_setting` names where the one counted comes from.
 struct ExchangeTimeouts {
   std::chrono::milliseconds store_query{0};    // store.postgres.query_timeout
   std::chrono::milliseconds store_acquire{0};  // store.postgres.acquire_timeout
-  std::chrono::milliseconds connect{0};        // upstream.connect_timeout
+  std::chrono::milliseconds connect{0};        // the upstream's connect_timeout
   bool upstream_tls = false;                   // https upstream: the handshake has its own connect_timeout
-  std::chrono::milliseconds upstream{0};       // upstream.timeout
+  std::chrono::milliseconds upstream{0};       // the route's timeout, else its upstream's
+  std::string connect_setting = "upstream.connect_timeout";
+  std::string upstream_setting = "upstream.timeout";
 };
 
 // One term of the budget: `count` × the setting named `setting` (its value `each`).
 struct BudgetTerm {
-  std::string_view setting;
+  std::string setting;
   int count = 1;
   std::chrono::milliseconds each{0};
 };

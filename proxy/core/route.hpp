@@ -3,6 +3,7 @@
 // Plain data filled by the config loader; no I/O.
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct RouteMatch {
   // For upstreams whose router works that way (so a spelling it accepts cannot skip the route):
   bool case_insensitive = false;  // literal segments match in any ASCII case (/Orders is /orders)
   bool trailing_slash = false;    // one trailing '/' is ignored (/orders/ is /orders)
+  // The request's host (Host without its port, lower case) must be this one; "*.example.com"
+  // matches any name under example.com (not example.com itself). Empty: any host.
+  std::string host;
 };
 
 struct RoutePolicy {
@@ -63,9 +67,22 @@ struct RoutePolicy {
   std::vector<std::string> upgrades = {"websocket"};
 };
 
+// Where a route's requests go and what bounds their exchange: what a route leaves unset comes
+// from its upstream (the timeouts) or from `limits` (the body), as nginx's location inherits.
+struct RouteForwarding {
+  std::string upstream;  // its name; empty: the first upstream declared
+  std::size_t upstream_index = 0;  // into the configuration's upstreams, set by the loader
+  // The answer's head, from the request's end (the upstream's `timeout` when unset).
+  std::optional<std::chrono::milliseconds> timeout;
+  // Each silence of a streamed answer's body (`timeout` when unset): a feed's longest quiet spell.
+  std::optional<std::chrono::milliseconds> stream_idle_timeout;
+  std::optional<std::size_t> max_request_body;  // 413 beyond (limits.max_request_body when unset)
+};
+
 struct Route {
   RouteMatch match;
   RoutePolicy policy;
+  RouteForwarding forwarding;
 };
 
 // GET, HEAD and OPTIONS are safe methods: never subject to idempotency keys.

@@ -58,12 +58,63 @@ bool method_matches(const RouteMatch& match, std::string_view method) {
 
 RouteTable::RouteTable(std::vector<Route> routes) : routes_(std::move(routes)) {}
 
-const Route* RouteTable::match(std::string_view method, std::string_view path) const {
-  if (path.find(';') != std::string_view::npos) return match(method, without_path_parameters(path));
+const Route* RouteTable::match(std::string_view method, std::string_view path, std::string_view host) const {
+  if (path.find(';') != std::string_view::npos) return match(method, without_path_parameters(path), host);
   for (const Route& route : routes_) {
-    if (method_matches(route.match, method) && route_matches_path(route.match, path)) return &route;
+    if (method_matches(route.match, method) && host_matches(route.match.host, host) &&
+        route_matches_path(route.match, path))
+      return &route;
   }
   return nullptr;
+}
+
+namespace {
+// The name part of a Host value: without its port, and without the brackets of an IPv6 literal's.
+std::string_view host_name_of(std::string_view host) {
+  if (host.starts_with('[')) {
+    const std::size_t close = host.find(']');
+    return close == std::string_view::npos ? host : host.substr(0, close + 1);
+  }
+  const std::size_t colon = host.rfind(':');
+  return colon == std::string_view::npos ? host : host.substr(0, colon);
+}
+
+constexpr std::string_view kAnySubdomain = "*.";
+}  // namespace
+
+bool host_matches(std::string_view pattern, std::string_view host) {
+  if (pattern.empty()) return true;
+  std::string_view name = host_name_of(host);
+  // "example.com." is the same name, fully qualified.
+  if (name.size() > 1 && name.back() == '.') name.remove_suffix(1);
+  if (pattern.starts_with(kAnySubdomain)) {
+    const std::string_view parent = pattern.substr(1);  // ".example.com"
+    return name.size() > parent.size() && ascii::iequals(name.substr(name.size() - parent.size()), parent);
+  }
+  return ascii::iequals(name, pattern);
+}
+
+std::string host_pattern_error(std::string_view pattern) {
+  std::string_view name = pattern.starts_with(kAnySubdomain) ? pattern.substr(kAnySubdomain.size()) : pattern;
+  if (name.empty()) return "a host name is required (e.g. api.example.com or *.example.com)";
+  if (name.starts_with('[') && name.ends_with(']')) return {};  // an IPv6 literal
+  for (const char c : name) {
+    const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                         c == '.' || c == '_';
+    if (!allowed) {
+      return c == ':' ? "a host is matched without its port: leave the port out"
+                      : "'" + std::string(1, c) + "' is not allowed: a host name, an IPv6 literal in [], or *.name";
+    }
+  }
+  if (name.find('*') != std::string_view::npos || name.starts_with('.') || name.find("..") != std::string_view::npos)
+    return "not a host name";
+  return {};
+}
+
+std::string lower_ascii(std::string_view text) {
+  std::string lower(text);
+  for (char& c : lower) c = ascii::to_lower(c);
+  return lower;
 }
 
 bool route_matches_path(const RouteMatch& match, std::string_view path) {

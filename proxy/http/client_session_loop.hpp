@@ -216,11 +216,13 @@ struct HeadRefusal {
 
 inline HeadRefusal refusal_of_head(const beast::error_code& header_ec, const ClientRequest& request,
                                    const beast::flat_buffer& buffer, const config::LimitsConfig& limits,
-                                   core::RequestHead& head, core::TargetResult& normalized) {
+                                   std::size_t largest_request_body, core::RequestHead& head,
+                                   core::TargetResult& normalized) {
   HeadRefusal refusal;
   if (header_ec == beast_http::error::body_limit) {
-    // A Content-Length above the limit is refused as soon as the header says so.
-    refusal.problem = core::request_too_large_problem(limits.max_request_body);
+    // A Content-Length above every route's limit is refused as soon as the header says so (one
+    // within some route's is checked against its own once the request is routed).
+    refusal.problem = core::request_too_large_problem(largest_request_body);
     refusal.version = request.parts().version;
     return refusal;
   }
@@ -268,9 +270,8 @@ inline HeadRefusal refusal_of_head(const beast::error_code& header_ec, const Cli
 
 // What the proxy refuses of a body read whole: past the limit, or malformed (a chunk size that
 // does not parse or overflows, a bad chunk extension or trailer); nullopt when the client left.
-inline std::optional<core::Problem> refusal_of_body(const beast::error_code& body_ec,
-                                                    const config::LimitsConfig& limits) {
-  if (body_ec == beast_http::error::body_limit) return core::request_too_large_problem(limits.max_request_body);
+inline std::optional<core::Problem> refusal_of_body(const beast::error_code& body_ec, std::size_t max_request_body) {
+  if (body_ec == beast_http::error::body_limit) return core::request_too_large_problem(max_request_body);
   if (is_connection_gone(body_ec) || body_ec == beast_http::error::partial_message) return std::nullopt;
   return core::bad_request_problem("malformed request body: " + body_ec.message());
 }
@@ -322,7 +323,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
 
     ClientRequestParser parser(request);
     parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
-    parser.body_limit(limits.max_request_body);
+    parser.body_limit(services.config->largest_request_body);
     // The header deadline runs from the first byte: a client trickling headers (slowloris) is cut off.
     connection.deadline.expire_after(limits.header_timeout);
     beast::error_code header_ec;
@@ -331,7 +332,8 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       header_ec = read_ec;
     }
     core::TargetResult normalized;
-    HeadRefusal refusal = refusal_of_head(header_ec, request, buffer, limits, head, normalized);
+    HeadRefusal refusal =
+        refusal_of_head(header_ec, request, buffer, limits, services.config->largest_request_body, head, normalized);
     if (refusal.client_gone) co_return;
     if (refusal.problem) {
       co_await refuse(stream, connection, std::move(*refusal.problem), refusal.version, limits.write_timeout,
@@ -360,20 +362,30 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       if (access_log) log_request(method, target, status, trace, request_started);
     };
 
+    // A request no idempotency rule applies to is streamed both ways, decided from its head.
+    const std::shared_ptr<const RuntimeConfig> config = services.config;
+    const RoutedRequest routed = route_request(*config, request.parts());
+    // The route's own body limit: a Content-Length past it is refused before a byte is read; a
+    // chunked body is counted against it as it comes.
+    if (parser.content_length().value_or(0) > routed.terms.max_request_body) {
+      co_await refuse(stream, connection, core::request_too_large_problem(routed.terms.max_request_body), version,
+                      limits.write_timeout, services.metrics);
+      co_return;
+    }
+    parser.body_limit(routed.terms.max_request_body);
+    const core::UpgradeDecision upgrade = decide_upgrade(request.parts(), routed);
+    if (upgrade.action == core::UpgradeAction::refuse) {
+      co_await refuse(stream, connection, *upgrade.refusal, version, limits.write_timeout, services.metrics);
+      co_return;
+    }
+    // Asked for only once nothing above refuses the request: a client told to go on sends a body
+    // that a refusal would leave unread.
     if (version >= 11 && expects_continue(request.parts())) {
       connection.deadline.expire_after(limits.write_timeout);
       auto [ec, n] = co_await asio::async_write(stream, asio::buffer(kContinue), use_tuple);
       if (ec) co_return;
     }
 
-    // A request no idempotency rule applies to is streamed both ways, decided from its head.
-    const std::shared_ptr<const RuntimeConfig> config = services.config;
-    const RoutedRequest routed = route_request(*config, request.parts());
-    const core::UpgradeDecision upgrade = decide_upgrade(request.parts(), routed);
-    if (upgrade.action == core::UpgradeAction::refuse) {
-      co_await refuse(stream, connection, *upgrade.refusal, version, limits.write_timeout, services.metrics);
-      co_return;
-    }
     if (routed.handling == core::BodyHandling::streamed) {
       if (routed.route != nullptr) trace.route = routed.route->policy.name;
       connection.deadline.expire_never();
@@ -417,7 +429,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       body_ec = read_ec;
     }
     if (body_ec) {
-      if (std::optional<core::Problem> problem = refusal_of_body(body_ec, limits)) {
+      if (std::optional<core::Problem> problem = refusal_of_body(body_ec, routed.terms.max_request_body)) {
         co_await refuse(stream, connection, std::move(*problem), version, limits.write_timeout, services.metrics);
       }
       co_return;
@@ -452,7 +464,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       {
         const ActiveStream active(services.metrics);
         outcome = co_await streaming::relay_answer(stream, connection, in_flight, version, head_request, keep_alive,
-                                                   config->config.upstream.timeout, limits.write_timeout, response_head,
+                                                   routed.terms.stream_idle_timeout, limits.write_timeout, response_head,
                                                    [](unsigned) {});
       }
       trace.bodies.out = outcome.bodies.out;

@@ -23,7 +23,8 @@ namespace idem::http {
 // that fails is retried in the background until the lease ends. An answer whose body goes past
 // the route's max_stored_body comes back as its head and first bytes, the rest in `rest` for the
 // client connection to stream (the record already settled).
-boost::asio::awaitable<Response> run_idempotent_exchange(WorkerServices& services, const core::RoutePolicy& policy,
+boost::asio::awaitable<Response> run_idempotent_exchange(WorkerServices& services, const ForwardingTerms& terms,
+                                                         const core::RoutePolicy& policy,
                                                          const RequestParts& request, std::string_view client_address,
                                                          std::optional<std::string> key, std::string_view path,
                                                          std::string_view query, RequestTrace& trace,

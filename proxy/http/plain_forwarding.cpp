@@ -8,7 +8,8 @@
 namespace idem::http {
 namespace asio = boost::asio;
 
-asio::awaitable<Response> forward_plain(WorkerServices& services, const RequestParts& request,
+asio::awaitable<Response> forward_plain(WorkerServices& services, const ForwardingTerms& terms,
+                                        const RequestParts& request,
                                         std::string_view client_address, RequestTrace& trace,
                                         const std::vector<std::string>& replay_headers,
                                         std::unique_ptr<OpenResponse>& rest) {
@@ -17,7 +18,7 @@ asio::awaitable<Response> forward_plain(WorkerServices& services, const RequestP
   const UpstreamRequest upstream_request(request, client_address);
   // Nothing of the body is kept: it streams to the client (bodiless answers come back whole).
   constexpr std::size_t kKept = 0;
-  UpstreamResult result = co_await services.upstream.exchange(upstream_request, kKept);
+  UpstreamResult result = co_await services.upstreams[terms.upstream]->exchange(upstream_request, kKept, terms.timeout);
   trace.upstream += result.elapsed;
   if (result.failure != core::UpstreamFailure::none) {
     co_return problem_response(core::upstream_failure_problem(result.failure), version);

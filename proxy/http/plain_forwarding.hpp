@@ -18,7 +18,9 @@ namespace idem::http {
 // no route matched (an upstream's replay header never passes for the proxy's). Nothing of the
 // answer's body is kept: the response is its head (`rest` set), the body streamed to the client
 // from `rest` (http/streamed_forwarding.hpp); a bodiless answer comes whole, `rest` left empty.
-boost::asio::awaitable<Response> forward_plain(WorkerServices& services, const RequestParts& request,
+// `terms`: the upstream it goes to and the timeout of its answer's head.
+boost::asio::awaitable<Response> forward_plain(WorkerServices& services, const ForwardingTerms& terms,
+                                               const RequestParts& request,
                                                std::string_view client_address, RequestTrace& trace,
                                                const std::vector<std::string>& replay_headers,
                                                std::unique_ptr<OpenResponse>& rest);

@@ -29,16 +29,26 @@ bool key_header_sent(const RequestParts& request, const core::RoutePolicy& polic
 
 std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
 
+
+// The Host field's value, looked up only when some route matches on it.
+std::string_view host_of(const RuntimeConfig& config, const RequestParts& head) {
+  if (!config.routes_by_host) return {};
+  for (const FieldView& field : head.fields) {
+    if (field.id == boost::beast::http::field::host) return field.value;
+  }
+  return {};
+}
+
 }  // namespace
 
 RoutedRequest route_request(const RuntimeConfig& config, const RequestParts& head) {
-  const core::Route* route = config.routes.match(head.method_string, path_of(head.target));
+  const core::Route* route = config.routes.match(head.method_string, path_of(head.target), host_of(config, head));
   const core::RoutePolicy* policy = route != nullptr ? &route->policy : nullptr;
   // Only an optional key's presence matters (core/body_handling.hpp): the fields are not walked
   // for the others.
   const bool key_sent =
       policy != nullptr && policy->key == core::KeyRequirement::optional && key_header_sent(head, *policy);
-  return {route, core::body_handling(policy, head.method_string, key_sent), key_sent};
+  return {route, core::body_handling(policy, head.method_string, key_sent), key_sent, config.terms_for(route)};
 }
 
 const std::vector<std::string>& replay_headers_of(const core::Route* route) {
@@ -59,7 +69,7 @@ asio::awaitable<Response> handle_request(WorkerServices& services, const RoutedR
   const std::vector<std::string>& replay_headers = replay_headers_of(route);
   // (The connection streams these instead; read whole, they are still proxied plainly.)
   if (routed.handling == core::BodyHandling::streamed) {
-    co_return co_await forward_plain(services, received, client_address, trace, replay_headers, rest);
+    co_return co_await forward_plain(services, routed.terms, received, client_address, trace, replay_headers, rest);
   }
   const core::RoutePolicy& policy = route->policy;
 
@@ -71,19 +81,19 @@ asio::awaitable<Response> handle_request(WorkerServices& services, const RoutedR
     // The exchange reads the key with the fingerprint's parse of the body. (A named value: see the
     // note on co_await arguments in idempotent_exchange.cpp.)
     std::optional<std::string> read_from_body;
-    co_return co_await run_idempotent_exchange(services, policy, received, client_address, std::move(read_from_body),
+    co_return co_await run_idempotent_exchange(services, routed.terms, policy, received, client_address, std::move(read_from_body),
                                                path, query, trace, rest);
   }
   auto parsed = core::parse_idempotency_key(key_fields, policy.max_key_length);
   if (const auto* error = std::get_if<core::KeyError>(&parsed)) {
     if (*error == core::KeyError::missing && policy.key == core::KeyRequirement::optional) {
-      co_return co_await forward_plain(services, received, client_address, trace, replay_headers, rest);
+      co_return co_await forward_plain(services, routed.terms, received, client_address, trace, replay_headers, rest);
     }
     trace.decision = *error == core::KeyError::missing ? decision::missing_key : decision::invalid_key;
     co_return problem_response(core::key_problem(*error, policy.key_header, policy.max_key_length), received.version);
   }
   std::optional<std::string> key = std::move(std::get<std::string>(parsed));
-  co_return co_await run_idempotent_exchange(services, policy, received, client_address, std::move(key), path, query,
+  co_return co_await run_idempotent_exchange(services, routed.terms, policy, received, client_address, std::move(key), path, query,
                                              trace, rest);
 }
 

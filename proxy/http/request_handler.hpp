@@ -23,6 +23,7 @@ struct RoutedRequest {
   const core::Route* route = nullptr;
   core::BodyHandling handling = core::BodyHandling::streamed;
   bool key_header_sent = false;  // read for a `key: optional` route only (false for the others)
+  ForwardingTerms terms;         // its upstream, timeouts and body limit
 };
 RoutedRequest route_request(const RuntimeConfig& config, const RequestParts& head);
 

@@ -3,9 +3,11 @@
 // store and upstream pool, and the bookkeeping a graceful drain waits on. All of it belongs to
 // one io thread, except the process-wide counter of waiting duplicates.
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "config/config.hpp"
 #include "core/route_table.hpp"
@@ -27,6 +29,15 @@ class Upstream;
 class PendingSettlements;
 class ProxyMetrics;
 
+// Where one request goes and what bounds its exchange: its route's settings, else its upstream's
+// and the limits' (core::RouteForwarding).
+struct ForwardingTerms {
+  std::size_t upstream = 0;  // index into WorkerServices::upstreams (config.upstreams' order)
+  std::chrono::milliseconds timeout{0};              // the answer's head
+  std::chrono::milliseconds stream_idle_timeout{0};  // each silence of a streamed answer's body
+  std::size_t max_request_body = 0;
+};
+
 // An immutable configuration snapshot. Requests hold a shared_ptr to the one they started with,
 // so a reload never changes the rules under a request in progress.
 struct RuntimeConfig {
@@ -35,8 +46,13 @@ struct RuntimeConfig {
   // The listener's TLS context, built from config.tls's files with this snapshot (null: plain
   // HTTP). A connection keeps the one current when it was accepted.
   std::shared_ptr<tls::ListenerTls> listener_tls;
-  explicit RuntimeConfig(config::Config loaded, std::shared_ptr<tls::ListenerTls> tls = nullptr)
-      : config(std::move(loaded)), routes(config.routes), listener_tls(std::move(tls)) {}
+  // The largest body any route accepts: the head's Content-Length is checked against it before
+  // the request is routed, then against its route's own.
+  std::size_t largest_request_body = 0;
+  bool routes_by_host = false;  // some route matches on Host: the field is looked up per request
+  explicit RuntimeConfig(config::Config loaded, std::shared_ptr<tls::ListenerTls> tls = nullptr);
+
+  ForwardingTerms terms_for(const core::Route* route) const;
 };
 
 // Work that outlives the request that started it (a completion write retried in the background).
@@ -58,7 +74,7 @@ class BackgroundTasks {
 struct WorkerServices {
   std::shared_ptr<const RuntimeConfig> config;
   store::Store& store;
-  Upstream& upstream;
+  std::vector<Upstream*> upstreams;  // one per config.upstreams, in its order (restart-only)
   BackgroundTasks& background;
   std::atomic<std::size_t>& waiting;                 // duplicates currently waiting, across all workers
   std::atomic<std::size_t>& connections;             // client connections open, across all workers

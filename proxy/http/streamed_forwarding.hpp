@@ -7,8 +7,9 @@
 // by the close ends the client connection too (core/streamed_framing.hpp).
 //
 // Deadlines bound silences, not bodies: the request body's reads limits.body_timeout each; the
-// upstream's answer upstream.timeout for its head (from the request's end) and then for each
-// read; each write to either side limits.write_timeout / upstream.timeout without progress. A
+// upstream's answer its route's timeout (else its upstream's) for its head, from the request's end,
+// and then its route's stream_idle_timeout (else that timeout) for each read; each write to either
+// side limits.write_timeout / the timeout without progress. A
 // feed that keeps sending lives as long as it sends.
 //
 // A failure mid-body is never passed off as an end: the upstream failing or closing early (or
@@ -354,7 +355,7 @@ asio::awaitable<StreamedOutcome> tunnel_after_switch(Stream& stream, ClientConne
 
   const config::LimitsConfig& limits = config.config.limits;
   ClientTunnelEnd<Stream> client{stream, connection, limits.write_timeout};
-  UpstreamTunnelEnd upstream{lease.transport(), config.config.upstream.timeout};
+  UpstreamTunnelEnd upstream{lease.transport(), config.terms_for(route).timeout};
   // What the client sent right after its request (its parser read past the head) goes first.
   const std::string_view from_client(static_cast<const char*>(client_buffer.data().data()), client_buffer.size());
   const auto started = std::chrono::steady_clock::now();
@@ -408,7 +409,8 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
   const ActiveStream active(services.metrics);
   const RequestParts& parts = request.parts();
   const config::LimitsConfig& limits = config.config.limits;
-  const std::chrono::milliseconds upstream_timeout = config.config.upstream.timeout;
+  const ForwardingTerms terms = config.terms_for(route);
+  const std::chrono::milliseconds upstream_timeout = terms.timeout;
   const bool head_request = parts.method == beast_http::verb::head;
   const bool safe_method =
       head_request || parts.method == beast_http::verb::get || parts.method == beast_http::verb::options;
@@ -432,7 +434,7 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
   std::optional<wire::StreamedResponseParser> response;
   wire::PumpResult sent;
   for (int attempt = 0;; ++attempt) {
-    const core::UpstreamFailure failure = co_await services.upstream.acquire(lease);
+    const core::UpstreamFailure failure = co_await services.upstreams[terms.upstream]->acquire(lease);
     if (failure != core::UpstreamFailure::none) co_return answer(core::upstream_failure_problem(failure));
     UpstreamTransport& transport = lease.transport();
 
@@ -466,7 +468,7 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
       case wire::PumpEnd::malformed:
         outcome.refused = true;
         co_return answer(sent.ec == beast_http::error::body_limit
-                             ? core::request_too_large_problem(limits.max_request_body)
+                             ? core::request_too_large_problem(terms.max_request_body)
                              : core::bad_request_problem("malformed request body: " + sent.ec.message()));
     }
 
@@ -527,8 +529,8 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
                                                       .transfer_codings = codings},
                                  .reusable = reusable};
   StreamedOutcome relayed =
-      co_await relay_answer(stream, connection, in_flight, parts.version, head_request, keep_alive, upstream_timeout,
-                            limits.write_timeout, head_buffer, on_head);
+      co_await relay_answer(stream, connection, in_flight, parts.version, head_request, keep_alive,
+                            terms.stream_idle_timeout, limits.write_timeout, head_buffer, on_head);
   relayed.bodies.in = outcome.bodies.in;
   co_return relayed;
 }

@@ -32,9 +32,10 @@ class Upstream {
   virtual ~Upstream() = default;
   // Sends the request and reads the answer, keeping at most `keep_up_to` bytes of its body: a
   // longer body comes back open (UpstreamResult::rest) as soon as that is known, its first bytes
-  // read, the rest for the caller to stream. One deadline (upstream.timeout) covers the request
-  // and what is read here.
-  virtual boost::asio::awaitable<UpstreamResult> exchange(const UpstreamRequest& request, std::size_t keep_up_to) = 0;
+  // read, the rest for the caller to stream. One deadline, `timeout` (the route's, else the
+  // upstream's), covers the request and what is read here.
+  virtual boost::asio::awaitable<UpstreamResult> exchange(const UpstreamRequest& request, std::size_t keep_up_to,
+                                                          std::chrono::milliseconds timeout) = 0;
   // A connection for one streamed exchange: a pooled one that looks alive, else a new one
   // (connected, TLS handshake done), within the pool's limit. On failure (nothing sent:
   // connect_failed, tls_failed, pool_exhausted) `lease` holds nothing. The borrower sets the

@@ -75,7 +75,6 @@ UpstreamPool::UpstreamPool(asio::io_context& io, const config::UpstreamConfig& u
       tls_name_(upstream.tls.server_name.empty() ? upstream.host : upstream.tls.server_name),
       tls_verify_(upstream.tls.verify),
       connect_timeout_(upstream.connect_timeout),
-      timeout_(upstream.timeout),
       idle_timeout_(upstream.idle_timeout),
       max_connections_(max_connections == 0 ? 1 : max_connections) {}
 
@@ -135,7 +134,8 @@ asio::awaitable<UpstreamFailure> UpstreamPool::acquire(UpstreamLease& lease) {
   co_return UpstreamFailure::none;
 }
 
-asio::awaitable<UpstreamResult> UpstreamPool::exchange(const UpstreamRequest& request, std::size_t keep_up_to) {
+asio::awaitable<UpstreamResult> UpstreamPool::exchange(const UpstreamRequest& request, std::size_t keep_up_to,
+                                                       std::chrono::milliseconds timeout) {
   // Two clock readings per exchange: this one, and the one that ends it.
   const auto started = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point finished;
@@ -172,7 +172,7 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const UpstreamRequest& re
 
     // One deadline covers writing the request and reading the response (what of its body is
     // kept). A reused connection was taken at `started`; a new one took its set-up time since.
-    if (!response_deadline) response_deadline = (reused ? started : std::chrono::steady_clock::now()) + timeout_;
+    if (!response_deadline) response_deadline = (reused ? started : std::chrono::steady_clock::now()) + timeout;
     transport.expire_at(*response_deadline);
     request.write_head(transport.head_buffer());
     auto [write_ec, written] = co_await transport.write(transport.head_buffer(), request.parts().body);

@@ -37,7 +37,8 @@ class UpstreamPool final : public Upstream {
 
   // Runs on the pool's io_context. A stale pooled connection found closed when written to is
   // replaced once.
-  boost::asio::awaitable<UpstreamResult> exchange(const UpstreamRequest& request, std::size_t keep_up_to) override;
+  boost::asio::awaitable<UpstreamResult> exchange(const UpstreamRequest& request, std::size_t keep_up_to,
+                                                  std::chrono::milliseconds timeout) override;
   boost::asio::awaitable<core::UpstreamFailure> acquire(UpstreamLease& lease) override;
   void close_idle() override;
   std::size_t open_connections() const { return open_; }
@@ -61,7 +62,6 @@ class UpstreamPool final : public Upstream {
   std::string tls_name_;                                   // SNI and the name verified
   bool tls_verify_ = true;
   std::chrono::milliseconds connect_timeout_;
-  std::chrono::milliseconds timeout_;
   std::chrono::milliseconds idle_timeout_;
   std::size_t max_connections_;
   std::size_t open_ = 0;

@@ -9,7 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "http/client_connection.hpp"
-#include "http/upstream_pool.hpp"
+#include "http/upstream.hpp"
 #include "log/log.hpp"
 
 namespace idem::http {
@@ -102,7 +102,7 @@ void Worker::update_config(std::shared_ptr<const RuntimeConfig> config) {
 
 void Worker::check_drained() {
   if (!draining_ || !connections_.empty() || services_.background.count() != 0 || !on_drained_) return;
-  services_.upstream.close_idle();
+  for (Upstream* upstream : services_.upstreams) upstream->close_idle();
   auto done = std::move(on_drained_);
   on_drained_ = nullptr;
   done();

@@ -26,7 +26,7 @@ void check_route(const idem::core::Route& route, const idem::config::Config& con
   IDEM_FUZZ_CHECK(!policy.key_header.empty());
   IDEM_FUZZ_CHECK(policy.ttl > policy.lease);
   // The timing model (README "Timing"): the lease covers the longest exchange plus the margin.
-  const auto budget = idem::core::longest_exchange(idem::config::exchange_timeouts(config.upstream, config.store.postgres));
+  const auto budget = idem::core::longest_exchange(idem::config::exchange_timeouts(route, config.upstreams, config.store.postgres));
   IDEM_FUZZ_CHECK(policy.lease >= idem::core::minimum_lease(budget));
   for (const std::string& pointer : policy.ignore_json) {
     IDEM_FUZZ_CHECK(idem::fingerprint::json_pointer_error(pointer).empty());

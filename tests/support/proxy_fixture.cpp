@@ -118,6 +118,8 @@ void ProxyHarness::stop() {
   if (upstream_) upstream_->process.terminate(std::chrono::seconds(5));
 }
 
+void ProxyHarness::restart_proxy() { launcher_.start_listening(proxy_port_, "proxy-restarted"); }
+
 void ProxyHarness::start_upstream_now() {
   if (upstream_ && upstream_->process.running()) return;
   if (upstream_reservation_) upstream_reservation_->release();

@@ -58,6 +58,9 @@ class ProxyHarness {
   void stop();
   // Stops only the proxy; its exit status (128 + signal when killed). nullopt if never started.
   std::optional<int> stop_proxy(std::chrono::milliseconds grace = std::chrono::seconds(10));
+  // Starts the proxy again from the same config on the same port (after stop_proxy or a kill) and
+  // waits until it accepts connections.
+  void restart_proxy();
   // Starts idem-test-upstream on upstream_port() (used when the test began without one).
   void start_upstream_now();
 

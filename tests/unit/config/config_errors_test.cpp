@@ -40,13 +40,13 @@ std::vector<ErrorCase> error_cases() {
       {"unknown_top_level_key", kStore + "lisen: 127.0.0.1:8080\n",
        "test.yaml:2:1: unknown key \"lisen\" at the top level (expected one of: listen, tls, workers, drain_timeout, "
        "limits, "
-       "upstream, store, reaper, replay_cache, log, admin, defaults, routes)"},
+       "upstream, upstreams, store, reaper, replay_cache, log, admin, defaults, routes)"},
       {"unknown_route_key", kRoute + "    foo: 1\n",
        "test.yaml:6:5: unknown key \"foo\" in routes[0] (expected one of: name, match, key_header, key, "
        "max_key_length, "
        "key_from_json, key_source, ttl, lease, max_stored_body, scope, fingerprint, release_statuses, replay_header, "
        "key_expires_header, store_set_cookie, unknown_outcome, store_unavailable, "
-       "in_flight, wait_timeout, unknown_retention, upgrades)"},
+       "in_flight, wait_timeout, unknown_retention, upgrades, upstream, timeout, stream_idle_timeout, max_request_body)"},
       {"replay_header_not_a_token", kRoute + "    replay_header: \"Idempotent Replay\"\n",
        "test.yaml:6:20: bad header name \"Idempotent Replay\" for routes[0].replay_header (expected an RFC 9110 "
        "token)"},
@@ -88,8 +88,8 @@ std::vector<ErrorCase> error_cases() {
        "max_headers, max_connections, tunnel_idle_timeout)"},
       {"unknown_match_key",
        kStore + "routes:\n  - name: a\n    match: { path: /a, verb: POST }\n    scope: { headers: [Authorization] }\n",
-       "test.yaml:4:24: unknown key \"verb\" in routes[0].match (expected one of: method, path, case_insensitive, "
-       "trailing_slash)"},
+       "test.yaml:4:24: unknown key \"verb\" in routes[0].match (expected one of: method, path, host, "
+       "case_insensitive, trailing_slash)"},
       {"duplicate_key", kStore + "workers: 2\nworkers: 4\n",
        "test.yaml:3:1: duplicate key \"workers\" at the top level (first given at line 2)"},
       {"bad_duration", kStore + "defaults:\n  ttl: 5x\n",
@@ -364,7 +364,7 @@ routes:
       "test.yaml:13:5: unknown key \"bogus\" in routes[0] (expected one of: name, match, key_header, key, "
       "max_key_length, key_from_json, key_source, ttl, lease, max_stored_body, scope, fingerprint, release_statuses, "
       "replay_header, key_expires_header, store_set_cookie, unknown_outcome, store_unavailable, in_flight, "
-      "wait_timeout, unknown_retention, upgrades)",
+      "wait_timeout, unknown_retention, upgrades, upstream, timeout, stream_idle_timeout, max_request_body)",
       "test.yaml:14:5: warning: route \"b\" declares no scope headers: every caller of this route shares one key space",
       "test.yaml:16:24: bad status 1000 in routes[1].release_statuses (expected 100-599)",
   };

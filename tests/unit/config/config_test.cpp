@@ -104,13 +104,13 @@ TEST(ConfigLoad, FullConfigLoadsEveryFieldAsGiven) {
   EXPECT_EQ(config.limits.idle_timeout, 2min);
   EXPECT_EQ(config.limits.write_timeout, 15s);
 
-  EXPECT_EQ(config.upstream.url, "http://orders.internal:8081/");
-  EXPECT_EQ(config.upstream.host, "orders.internal");
-  EXPECT_EQ(config.upstream.port, 8081);
-  EXPECT_EQ(config.upstream.connect_timeout, 500ms);
-  EXPECT_EQ(config.upstream.timeout, 45s);
-  EXPECT_EQ(config.upstream.max_connections, 64u);
-  EXPECT_EQ(config.upstream.idle_timeout, 10s);
+  EXPECT_EQ(config.upstreams[0].url, "http://orders.internal:8081/");
+  EXPECT_EQ(config.upstreams[0].host, "orders.internal");
+  EXPECT_EQ(config.upstreams[0].port, 8081);
+  EXPECT_EQ(config.upstreams[0].connect_timeout, 500ms);
+  EXPECT_EQ(config.upstreams[0].timeout, 45s);
+  EXPECT_EQ(config.upstreams[0].max_connections, 64u);
+  EXPECT_EQ(config.upstreams[0].idle_timeout, 10s);
 
   EXPECT_EQ(config.store.postgres.dsn, "host=db user=idem");
   EXPECT_EQ(config.store.postgres.pool_size, 16u);
@@ -192,13 +192,13 @@ routes:
   EXPECT_EQ(config.limits.body_timeout, 30s);
   EXPECT_EQ(config.limits.idle_timeout, 60s);
   EXPECT_EQ(config.limits.write_timeout, 30s);
-  EXPECT_EQ(config.upstream.url, "http://127.0.0.1:3000");
-  EXPECT_EQ(config.upstream.host, "127.0.0.1");
-  EXPECT_EQ(config.upstream.port, 3000);
-  EXPECT_EQ(config.upstream.connect_timeout, 1s);
-  EXPECT_EQ(config.upstream.timeout, 30s);
-  EXPECT_EQ(config.upstream.max_connections, 256u);
-  EXPECT_EQ(config.upstream.idle_timeout, 4s);
+  EXPECT_EQ(config.upstreams[0].url, "http://127.0.0.1:3000");
+  EXPECT_EQ(config.upstreams[0].host, "127.0.0.1");
+  EXPECT_EQ(config.upstreams[0].port, 3000);
+  EXPECT_EQ(config.upstreams[0].connect_timeout, 1s);
+  EXPECT_EQ(config.upstreams[0].timeout, 30s);
+  EXPECT_EQ(config.upstreams[0].max_connections, 256u);
+  EXPECT_EQ(config.upstreams[0].idle_timeout, 4s);
   EXPECT_EQ(config.store.postgres.dsn, "postgresql:///idem");
   EXPECT_EQ(config.store.postgres.pool_size, 8u);
   EXPECT_EQ(config.store.postgres.connect_timeout, 2s);
@@ -241,15 +241,15 @@ store: { postgres: { dsn: x } }
   ASSERT_TRUE(result.config) << all_issues(result);
   EXPECT_EQ(result.config->listen.host, "::1");
   EXPECT_EQ(result.config->listen.port, 8443);
-  EXPECT_EQ(result.config->upstream.host, "fd00::5");
-  EXPECT_EQ(result.config->upstream.port, 80);
+  EXPECT_EQ(result.config->upstreams[0].host, "fd00::5");
+  EXPECT_EQ(result.config->upstreams[0].port, 80);
 }
 
 TEST(ConfigLoad, UpstreamHostWithoutPortDefaultsTo80) {
   const LoadResult result = load("upstream: { url: http://backend }\nstore: { postgres: { dsn: x } }\n");
   ASSERT_TRUE(result.config) << all_issues(result);
-  EXPECT_EQ(result.config->upstream.host, "backend");
-  EXPECT_EQ(result.config->upstream.port, 80);
+  EXPECT_EQ(result.config->upstreams[0].host, "backend");
+  EXPECT_EQ(result.config->upstreams[0].port, 80);
 }
 
 TEST(ConfigLoad, TlsRedisAndPreparedStatementOptions) {
@@ -285,14 +285,14 @@ store:
   EXPECT_EQ(config.tls.cert_file, file);
   EXPECT_EQ(config.tls.key_file, file);
   EXPECT_EQ(config.tls.min_version, TlsVersion::v1_3);
-  EXPECT_EQ(config.upstream.host, "payments.internal");
-  EXPECT_EQ(config.upstream.port, 443);
-  EXPECT_TRUE(config.upstream.tls.enabled);
-  EXPECT_FALSE(config.upstream.tls.verify);
-  EXPECT_EQ(config.upstream.tls.ca_file, file);
-  EXPECT_EQ(config.upstream.tls.server_name, "api.payments.example");
-  EXPECT_EQ(config.upstream.tls.cert_file, file);
-  EXPECT_EQ(config.upstream.tls.key_file, file);
+  EXPECT_EQ(config.upstreams[0].host, "payments.internal");
+  EXPECT_EQ(config.upstreams[0].port, 443);
+  EXPECT_TRUE(config.upstreams[0].tls.enabled);
+  EXPECT_FALSE(config.upstreams[0].tls.verify);
+  EXPECT_EQ(config.upstreams[0].tls.ca_file, file);
+  EXPECT_EQ(config.upstreams[0].tls.server_name, "api.payments.example");
+  EXPECT_EQ(config.upstreams[0].tls.cert_file, file);
+  EXPECT_EQ(config.upstreams[0].tls.key_file, file);
   EXPECT_FALSE(config.store.postgres.prepared_statements);
   EXPECT_TRUE(config.store.redis.enabled());
   EXPECT_EQ(config.store.redis.host, "10.0.0.7");
@@ -309,15 +309,15 @@ TEST(ConfigLoad, TlsAndRedisAreOffByDefaultAndHttpsDefaultsToPort443) {
   const LoadResult plain = load("store: { postgres: { dsn: x } }\n");
   ASSERT_TRUE(plain.config) << all_issues(plain);
   EXPECT_FALSE(plain.config->tls.enabled());
-  EXPECT_FALSE(plain.config->upstream.tls.enabled);
-  EXPECT_TRUE(plain.config->upstream.tls.verify);
+  EXPECT_FALSE(plain.config->upstreams[0].tls.enabled);
+  EXPECT_TRUE(plain.config->upstreams[0].tls.verify);
   EXPECT_FALSE(plain.config->store.redis.enabled());
   EXPECT_TRUE(plain.config->store.postgres.prepared_statements);
 
   const LoadResult https = load("upstream: { url: \"https://[fd00::5]\" }\nstore: { postgres: { dsn: x } }\n");
   ASSERT_TRUE(https.config) << all_issues(https);
-  EXPECT_TRUE(https.config->upstream.tls.enabled);
-  EXPECT_EQ(https.config->upstream.port, 443);
+  EXPECT_TRUE(https.config->upstreams[0].tls.enabled);
+  EXPECT_EQ(https.config->upstreams[0].port, 443);
 }
 
 TEST(ConfigWarnings, UpstreamTlsOptionsWithPlainHttpUrlWarn) {
@@ -596,13 +596,13 @@ TEST(ConfigFile, ShippedExampleLoadsWithoutAnyIssue) {
   EXPECT_EQ(config.limits.idle_timeout, built_in.limits.idle_timeout);
   EXPECT_EQ(config.limits.write_timeout, built_in.limits.write_timeout);
   EXPECT_EQ(config.limits.tunnel_idle_timeout, built_in.limits.tunnel_idle_timeout);
-  EXPECT_EQ(config.upstream.url, built_in.upstream.url);
-  EXPECT_EQ(config.upstream.host, built_in.upstream.host);
-  EXPECT_EQ(config.upstream.port, built_in.upstream.port);
-  EXPECT_EQ(config.upstream.connect_timeout, built_in.upstream.connect_timeout);
-  EXPECT_EQ(config.upstream.timeout, built_in.upstream.timeout);
-  EXPECT_EQ(config.upstream.max_connections, built_in.upstream.max_connections);
-  EXPECT_EQ(config.upstream.idle_timeout, built_in.upstream.idle_timeout);
+  EXPECT_EQ(config.upstreams[0].url, built_in.upstreams[0].url);
+  EXPECT_EQ(config.upstreams[0].host, built_in.upstreams[0].host);
+  EXPECT_EQ(config.upstreams[0].port, built_in.upstreams[0].port);
+  EXPECT_EQ(config.upstreams[0].connect_timeout, built_in.upstreams[0].connect_timeout);
+  EXPECT_EQ(config.upstreams[0].timeout, built_in.upstreams[0].timeout);
+  EXPECT_EQ(config.upstreams[0].max_connections, built_in.upstreams[0].max_connections);
+  EXPECT_EQ(config.upstreams[0].idle_timeout, built_in.upstreams[0].idle_timeout);
   EXPECT_EQ(config.store.postgres.pool_size, built_in.store.postgres.pool_size);
   EXPECT_EQ(config.store.postgres.connect_timeout, built_in.store.postgres.connect_timeout);
   EXPECT_EQ(config.store.postgres.query_timeout, built_in.store.postgres.query_timeout);

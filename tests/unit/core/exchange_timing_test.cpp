@@ -9,7 +9,7 @@ namespace {
 using namespace std::chrono_literals;
 
 // The shipped defaults: query 2s, acquire 1s, connect 1s, upstream 30s.
-constexpr ExchangeTimeouts kDefaults{.store_query = 2s, .store_acquire = 1s, .connect = 1s, .upstream_tls = false, .upstream = 30s};
+const ExchangeTimeouts kDefaults{.store_query = 2s, .store_acquire = 1s, .connect = 1s, .upstream_tls = false, .upstream = 30s};
 
 TEST(ExchangeTiming, TheDefaultsGiveA36SecondExchangeAndA37SecondMinimumLease) {
   const ExchangeBudget budget = longest_exchange(kDefaults);

@@ -78,7 +78,8 @@ struct HeldRequest {
 class FakeUpstream final : public http::Upstream {
  public:
   // Answers whole (the pool's bodies past keep_up_to are streamed: e2e tests cover them).
-  asio::awaitable<http::UpstreamResult> exchange(const http::UpstreamRequest& request, std::size_t) override {
+  asio::awaitable<http::UpstreamResult> exchange(const http::UpstreamRequest& request, std::size_t,
+                                                 std::chrono::milliseconds) override {
     ++executions;
     last_request = received_by_upstream(request);
     if (delay > std::chrono::milliseconds::zero()) {
@@ -222,7 +223,7 @@ class Exchange : public ::testing::Test {
   // The services a worker would pass, over the current caches (between runs only).
   void rewire() {
     services_ = std::make_unique<http::WorkerServices>(http::WorkerServices{
-        config, store_, upstream, background, waiting, connections, *cache, metrics, pending, shared});
+        config, store_, {&upstream}, background, waiting, connections, *cache, metrics, pending, shared});
   }
 
   http::Request request(std::string body = R"({"amount":100})", std::string host = "shop.example") {
@@ -244,7 +245,7 @@ class Exchange : public ::testing::Test {
   void start_into(const std::shared_ptr<Answer>& answer, http::Request r, std::optional<std::string> key) {
     auto request_held = std::make_shared<HeldRequest>(std::move(r));
     asio::co_spawn(io,
-                   http::run_idempotent_exchange(*services_, policy, request_held->parts, "192.0.2.1", std::move(key),
+                   http::run_idempotent_exchange(*services_, terms, policy, request_held->parts, "192.0.2.1", std::move(key),
                                                  "/orders", "", answer->trace, *answer->rest),
                    [answer, request_held](std::exception_ptr error, http::Response response) {
                      if (error) std::rethrow_exception(error);
@@ -330,6 +331,7 @@ class Exchange : public ::testing::Test {
   }
 
   core::RoutePolicy policy;
+  http::ForwardingTerms terms{.upstream = 0, .timeout = std::chrono::seconds(5), .stream_idle_timeout = std::chrono::seconds(5), .max_request_body = 1024 * 1024};
   idem::test::ManualClock clock;
   ScriptedStore store_{clock};
   FakeUpstream upstream;
@@ -343,7 +345,7 @@ class Exchange : public ::testing::Test {
   idem::cache::SharedReplayCache* shared = nullptr;
   http::PendingSettlements pending;
   std::unique_ptr<http::WorkerServices> services_ = std::make_unique<http::WorkerServices>(http::WorkerServices{
-      config, store_, upstream, background, waiting, connections, *cache, metrics, pending, shared});
+      config, store_, {&upstream}, background, waiting, connections, *cache, metrics, pending, shared});
 };
 
 TEST_F(Exchange, NewKeyExecutesOnceAndReturnsTheUpstreamsResponseStoredBeforeItIsReturned) {
