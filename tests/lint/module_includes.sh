@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The layering of proxy/ (README "Modules and layering"), checked on the #include lines and the
-# CMake link lines: the configuration stops at the door.
+# The layering of proxy/ (README: Architecture, "Modules and layering"), checked on the #include
+# lines and the CMake link lines: the configuration stops at the door.
 #   1. No runtime module includes config/: only app/ (which translates the parsed config into each
 #      module's options), config/ itself, tests/ and bench/ may. Nor does one link idem_config.
 #   2. config/ sits above no runtime module: of theirs it includes only the plain options headers
@@ -56,7 +56,7 @@ done < <(grep -rn --include='*.cpp' --include='*.hpp' '^#include "app/' . | grep
 
 if [ "${#failures[@]}" -gt 0 ]; then
   printf '%s\n' "${failures[@]}" >&2
-  echo "module_includes: ${#failures[@]} include(s) or link(s) break the layering (README \"Modules and layering\")" >&2
+  echo "module_includes: ${#failures[@]} include(s) or link(s) break the layering (README: Architecture, Modules and layering)" >&2
   exit 1
 fi
 echo "module_includes: config/ reaches app/ only (not yet converted: ${NOT_YET_AT_THE_DOOR[*]:-none})"
