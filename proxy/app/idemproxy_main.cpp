@@ -18,7 +18,7 @@
 #include "app/config_watcher.hpp"
 #include "app/proxy_process.hpp"
 #include "app/record_commands.hpp"
-#include "config/config.hpp"
+#include "config/config_loader.hpp"
 #include "log/log.hpp"
 #include "pg/replication_watch.hpp"
 #include "store/pg/migrations.hpp"

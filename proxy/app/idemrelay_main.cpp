@@ -21,7 +21,7 @@
 #include "app/file_version.hpp"
 #include "app/relay_commands.hpp"
 #include "app/relay_process.hpp"
-#include "config/relay_config.hpp"
+#include "config/relay_config_loader.hpp"
 #include "log/log.hpp"
 #include "relay/parked_rows.hpp"
 

@@ -9,8 +9,10 @@
 #include <utility>
 
 #include "admin/admin_server.hpp"
+#include "config/config_loader.hpp"
 #include "config/key_space_changes.hpp"
 #include "app/proxy_admin.hpp"
+#include "app/proxy_options.hpp"
 #include "cache/redis_replay_cache.hpp"
 #include "crypto/keyring.hpp"
 #include "http/upstream_pool.hpp"
@@ -18,7 +20,6 @@
 #include "log/log.hpp"
 #include "pg/counters.hpp"
 #include "pg/replication_watch.hpp"
-#include "pg/session_options.hpp"
 #include "store/encrypting_store.hpp"
 #include "store/pg/pg_store.hpp"
 #include "store/reaper.hpp"
@@ -43,36 +44,11 @@ struct WorkerSlot {
 
 namespace {
 
-log::Level to_log_level(config::LogLevel level) {
-  switch (level) {
-    case config::LogLevel::debug: return log::Level::debug;
-    case config::LogLevel::info: return log::Level::info;
-    case config::LogLevel::warn: return log::Level::warn;
-    case config::LogLevel::error: return log::Level::error;
-  }
-  return log::Level::info;
-}
-
 unsigned worker_count(const config::Config& config) {
   return config.workers != 0 ? config.workers : std::max(1u, std::thread::hardware_concurrency());
 }
 
 std::size_t share(std::size_t total, unsigned parts) { return std::max<std::size_t>(1, (total + parts - 1) / parts); }
-
-// One pool's options from store.postgres, for every pool the proxy opens (the workers' slices and
-// the admin listener's one connection). The server cancels a statement a little before the client
-// deadline would orphan it (a statement left running holds its snapshot and row locks: see
-// pg/session_options.hpp).
-pg::PoolOptions store_pool_options(const config::PostgresConfig& postgres, std::size_t size) {
-  pg::PoolOptions pool;
-  pool.dsn = pg::with_session_settings(postgres.dsn, postgres.query_timeout * 9 / 10);
-  pool.size = size;
-  pool.connect_timeout = postgres.connect_timeout;
-  pool.query_timeout = postgres.query_timeout;
-  pool.acquire_timeout = postgres.acquire_timeout;
-  pool.prepared_statements = postgres.prepared_statements;
-  return pool;
-}
 
 // The listener's TLS context from its files, read now (no context and no error without TLS),
 // with a log line naming the certificate it serves.
@@ -121,7 +97,7 @@ ProxyProcess::~ProxyProcess() {
 }
 
 std::unique_ptr<ProxyProcess> ProxyProcess::start(config::Config loaded) {
-  log::set_min_level(to_log_level(loaded.log.level));
+  log::set_min_level(log_level(loaded.log.level));
   tls::ListenerTlsResult listener_tls = load_listener_tls_logged(loaded.tls);
   if (!listener_tls.error.empty()) {
     log::error("startup_failed", {{"error", listener_tls.error}});
@@ -165,7 +141,8 @@ bool ProxyProcess::build(std::shared_ptr<const http::RuntimeConfig> runtime) {
       if (keyring) slot->sealed = store::make_encrypting_store(*slot->store, keyring);
       store::Store& records = slot->sealed ? *slot->sealed : *slot->store;
       if (config.store.redis.enabled()) {
-        slot->shared_cache = std::make_unique<cache::RedisReplayCache>(slot->io, config.store.redis, keyring, metrics_);
+        slot->shared_cache = std::make_unique<cache::RedisReplayCache>(
+            slot->io, redis_cache_options(config.store.redis), keyring, metrics_);
       }
       std::vector<http::Upstream*> upstreams;
       for (const config::UpstreamConfig& upstream : config.upstreams) {
@@ -184,7 +161,7 @@ bool ProxyProcess::build(std::shared_ptr<const http::RuntimeConfig> runtime) {
     return false;
   }
   // One reaper per process, on the first worker's thread.
-  reaper_ = std::make_unique<store::Reaper>(slots_.front()->io, *slots_.front()->store, config.reaper);
+  reaper_ = std::make_unique<store::Reaper>(slots_.front()->io, *slots_.front()->store, reaper_options(config.reaper));
   reaper_->start();
   // Which replication the primary runs: read once the first worker's pool is up, then every 5 seconds
   // and on every reload (the read goes through that worker's pool: nothing blocks).
@@ -261,7 +238,7 @@ void ProxyProcess::reload(std::string_view trigger, ConfigWatcher& watcher) {
   }
   auto next = std::make_shared<const http::RuntimeConfig>(config::keep_restart_only(*loaded.config, running->config),
                                                           std::move(next_tls.tls));
-  log::set_min_level(to_log_level(next->config.log.level));
+  log::set_min_level(log_level(next->config.log.level));
   {
     std::lock_guard lock(current_mutex_);
     current_ = next;

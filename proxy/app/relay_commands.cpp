@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "app/relay_options.hpp"
 #include "pg/blocking_session.hpp"
 #include "pg/connect_params.hpp"
 #include "pg/migrate.hpp"
@@ -71,8 +72,8 @@ int run_relay_command(const config::RelayConfig& config, const std::string& conf
       std::cout << "postgres: " << pg::check_replication_report(config.postgres.dsn, config.postgres.connect_timeout)
                 << "\n";
       if (config.sink.kind == config::SinkKind::nats_jetstream) {
-        std::cout << relay::NatsJetStreamSink::check_report(config.sink.nats,
-                                                            config.relay.lease + config.relay.backoff_max)
+        std::cout << relay::NatsJetStreamSink::check_report(nats_sink_options(config.sink.nats),
+                                                            nats_required_window(config))
                   << "\n";
       }
       return 0;

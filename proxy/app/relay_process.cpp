@@ -7,11 +7,10 @@
 #include <vector>
 
 #include "app/relay_admin.hpp"
+#include "app/relay_options.hpp"
 #include "app/webhook_secret_reloader.hpp"
 #include "log/log.hpp"
-#include "pg/pool_options.hpp"
 #include "pg/replication_watch.hpp"
-#include "pg/session_options.hpp"
 #include "relay/http_sink.hpp"
 #include "relay/nats_jetstream_sink.hpp"
 #include "relay/notify_listener.hpp"
@@ -21,46 +20,6 @@
 #include "relay/retention.hpp"
 
 namespace idem::app {
-namespace {
-
-std::chrono::milliseconds publish_timeout(const config::SinkConfig& sink) {
-  switch (sink.kind) {
-    case config::SinkKind::redis_streams: return sink.redis.command_timeout;
-    case config::SinkKind::http: return sink.http.timeout;
-    case config::SinkKind::nats_jetstream: return sink.nats.publish_timeout;
-  }
-  return sink.http.timeout;
-}
-
-relay::RelayOptions relay_options(const config::RelayConfig& config) {
-  const auto& loop = config.relay;
-  return relay::RelayOptions{
-      .batch_size = loop.batch_size,
-      .concurrency = loop.concurrency,
-      .poll_interval = loop.poll_interval,
-      .lease = loop.lease,
-      .publish_timeout = publish_timeout(config.sink),
-      .settle_reserve = 2 * config.postgres.query_timeout,
-      .query_timeout = config.postgres.query_timeout,
-      .max_attempts = loop.max_attempts,
-      .backoff_initial = loop.backoff_initial,
-      .backoff_max = loop.backoff_max,
-      .stats_interval = loop.stats_interval,
-  };
-}
-
-pg::PoolOptions pool_options(const config::RelayConfig& config) {
-  pg::PoolOptions options;
-  // The server cancels a statement a little before our deadline would orphan it (see session_options.hpp).
-  options.dsn = pg::with_session_settings(config.postgres.dsn, config.postgres.query_timeout * 9 / 10);
-  options.size = config.relay.concurrency + 1;  // a connection per worker, one for retention and stats
-  options.connect_timeout = config.postgres.connect_timeout;
-  options.query_timeout = config.postgres.query_timeout;
-  options.acquire_timeout = config.postgres.query_timeout;
-  return options;
-}
-
-}  // namespace
 
 std::unique_ptr<RelayProcess> RelayProcess::start(boost::asio::io_context& io, const config::RelayConfig& config,
                                                   const std::string& config_path,
@@ -80,20 +39,20 @@ RelayProcess::~RelayProcess() = default;
 
 bool RelayProcess::build(const config::RelayConfig& config, const std::string& config_path,
                          std::optional<FileVersion> config_version) {
-  const pg::PoolOptions postgres = pool_options(config);
+  const pg::PoolOptions postgres = outbox_pool_options(config);
   source_ = std::make_shared<relay::OutboxSource>(io_, postgres);
   try {
     switch (config.sink.kind) {
       case config::SinkKind::redis_streams:
-        sink_ = std::make_shared<relay::RedisStreamSink>(io_, config.sink.redis);
+        sink_ = std::make_shared<relay::RedisStreamSink>(io_, redis_sink_options(config.sink.redis));
         break;
       case config::SinkKind::http:
-        http_sink_ = std::make_shared<relay::HttpSink>(io_, config.sink.http);
+        http_sink_ = std::make_shared<relay::HttpSink>(io_, http_sink_options(config.sink.http));
         sink_ = http_sink_;
         break;
       case config::SinkKind::nats_jetstream:
-        sink_ = std::make_shared<relay::NatsJetStreamSink>(io_, config.sink.nats,
-                                                           config.relay.lease + config.relay.backoff_max, stats_);
+        sink_ = std::make_shared<relay::NatsJetStreamSink>(io_, nats_sink_options(config.sink.nats),
+                                                           nats_required_window(config), stats_);
         break;
     }
   } catch (const std::exception& error) {
@@ -102,11 +61,7 @@ bool RelayProcess::build(const config::RelayConfig& config, const std::string& c
   }
 
   relay_ = std::make_shared<relay::Relay>(io_, relay_options(config), source_, sink_, stats_);
-  retention_ = std::make_shared<relay::Retention>(
-      io_, source_,
-      relay::RetentionOptions{
-          .max_age = config.retention.max_age, .batch = config.retention.batch, .interval = config.retention.interval},
-      stats_);
+  retention_ = std::make_shared<relay::Retention>(io_, source_, retention_options(config.retention), stats_);
   replication_ = std::make_shared<pg::ReplicationWatch>(
       io_,
       [source = source_](pg::ReplicationSettingsHandler handler) { source->replication_settings(std::move(handler)); },

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "config/relay_config.hpp"
+#include "config/relay_config_loader.hpp"
 #include "log/log.hpp"
 
 namespace idem::app {

@@ -60,17 +60,17 @@ struct RedisReplayCache::Lookup {
   redis::RedisReply ttl_reply;
 };
 
-RedisReplayCache::RedisReplayCache(boost::asio::io_context& io, const config::RedisCacheConfig& config,
+RedisReplayCache::RedisReplayCache(boost::asio::io_context& io, RedisCacheOptions options,
                                    std::shared_ptr<const crypto::Keyring> keyring, SharedCacheObserver& metrics)
-    : io_(io), config_(config), codec_(std::move(keyring)), metrics_(metrics) {
-  redis::RedisSessionOptions options;
-  options.host = config_.host;
-  options.port = config_.port;
-  options.password = config_.password;
-  options.database = config_.database;
-  options.connect_timeout = config_.connect_timeout;
-  options.component = "redis_replay_cache";
-  session_ = std::make_shared<redis::RedisSession>(io_, std::move(options),
+    : io_(io), options_(std::move(options)), codec_(std::move(keyring)), metrics_(metrics) {
+  redis::RedisSessionOptions session;
+  session.host = options_.host;
+  session.port = options_.port;
+  session.password = options_.password;
+  session.database = options_.database;
+  session.connect_timeout = options_.connect_timeout;
+  session.component = "redis_replay_cache";
+  session_ = std::make_shared<redis::RedisSession>(io_, std::move(session),
                                                    [&metrics](bool ready) { metrics.redis_connection_up(ready); });
 }
 
@@ -92,16 +92,16 @@ void RedisReplayCache::lookup(std::string_view scope, std::string_view key, Shar
   lookup->scope = std::string(scope);
   lookup->key = std::string(key);
   lookup->handler = std::move(handler);
-  const std::string redis_key = redis_record_key(config_.key_prefix, scope, key);
+  const std::string redis_key = redis_record_key(options_.key_prefix, scope, key);
   // The first deadline answers the request; the second gives up on the connection.
-  const milliseconds close_after = std::max(config_.timeout, config_.connect_timeout);
-  session_->command({"GET", redis_key}, config_.timeout, close_after,
+  const milliseconds close_after = std::max(options_.timeout, options_.connect_timeout);
+  session_->command({"GET", redis_key}, options_.timeout, close_after,
                     [this, lookup](redis::RedisError error, redis::RedisReply reply) {
                       lookup->get_error = std::move(error);
                       lookup->get_reply = std::move(reply);
                       if (--lookup->outstanding == 0) finish(*lookup);
                     });
-  session_->command({"PTTL", redis_key}, config_.timeout, close_after,
+  session_->command({"PTTL", redis_key}, options_.timeout, close_after,
                     [this, lookup](redis::RedisError error, redis::RedisReply reply) {
                       lookup->ttl_error = std::move(error);
                       lookup->ttl_reply = std::move(reply);
@@ -178,7 +178,7 @@ void RedisReplayCache::write(const std::string& scope, const std::string& key, c
   const auto remaining =
       std::chrono::duration_cast<milliseconds>(record.expires_at - SteadyClock::now()) - kExpiryMargin;
   if (remaining < kMinCopyLifetime) return;
-  if (record.response.body.size() > config_.max_value_bytes) return;  // the value only adds to it
+  if (record.response.body.size() > options_.max_value_bytes) return;  // the value only adds to it
 
   RedisRecord value_of;
   value_of.state = record.state;
@@ -191,10 +191,10 @@ void RedisReplayCache::write(const std::string& scope, const std::string& key, c
     log::error("redis_cache_seal_failed", {{"key_sha256", key_hash(key)}});
     return;
   }
-  if (value->size() > config_.max_value_bytes) return;
-  const milliseconds deadline = std::max(config_.timeout, config_.connect_timeout);
+  if (value->size() > options_.max_value_bytes) return;
+  const milliseconds deadline = std::max(options_.timeout, options_.connect_timeout);
   session_->command(
-      {"SET", redis_record_key(config_.key_prefix, scope, key), std::move(*value), "PX",
+      {"SET", redis_record_key(options_.key_prefix, scope, key), std::move(*value), "PX",
        std::to_string(remaining.count())},
       deadline, deadline, [this](const redis::RedisError& error, const redis::RedisReply& reply) {
         metrics_.redis_write(error.ok() && reply.kind == redis::RedisReply::Kind::status && reply.text == "OK");

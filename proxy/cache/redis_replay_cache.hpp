@@ -23,11 +23,11 @@
 #include <boost/asio/io_context.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include "config/config.hpp"
 #include "crypto/keyring.hpp"
 #include "cache/redis_record.hpp"
 #include "cache/shared_replay_cache.hpp"
@@ -38,11 +38,23 @@ class RedisSession;
 
 namespace idem::cache {
 
+// store.redis, as the cache uses it.
+struct RedisCacheOptions {
+  std::string host;  // an address or a name
+  std::uint16_t port = 6379;
+  std::string password;                            // AUTH on connect when not empty
+  unsigned database = 0;                           // SELECT on connect when not 0
+  std::chrono::milliseconds connect_timeout{500};  // and the limit on a reply overdue before the connection is closed
+  std::chrono::milliseconds timeout{5};            // deadline per lookup
+  std::string key_prefix = "idemproxy:replay:";
+  std::size_t max_value_bytes = 1024 * 1024;  // larger responses are not copied to Redis
+};
+
 class RedisReplayCache final : public SharedReplayCache {
  public:
   // `keyring` null: encryption at rest is off. `metrics` (the proxy's: ProxyMetrics, with track_redis_cache() called)
   // must outlive the cache.
-  RedisReplayCache(boost::asio::io_context& io, const config::RedisCacheConfig& config,
+  RedisReplayCache(boost::asio::io_context& io, RedisCacheOptions options,
                    std::shared_ptr<const crypto::Keyring> keyring, SharedCacheObserver& metrics);
   ~RedisReplayCache() override;
   RedisReplayCache(const RedisReplayCache&) = delete;
@@ -63,7 +75,7 @@ class RedisReplayCache final : public SharedReplayCache {
   bool warning_allowed();
 
   boost::asio::io_context& io_;
-  config::RedisCacheConfig config_;
+  RedisCacheOptions options_;
   RedisRecordCodec codec_;
   SharedCacheObserver& metrics_;
   std::shared_ptr<redis::RedisSession> session_;

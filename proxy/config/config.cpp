@@ -1,6 +1,6 @@
 // Entry points of the config loader: read the file, parse the YAML, hand the document to the
 // schema (config_reader.cpp) and return every issue found.
-#include "config/config.hpp"
+#include "config/config_loader.hpp"
 
 #include <algorithm>
 #include <cstdlib>

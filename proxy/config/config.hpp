@@ -1,14 +1,12 @@
 #pragma once
-// idemproxy's configuration as plain structs, loaded from YAML. See config/idemproxy.example.yaml
-// for every option with its default.
+// idemproxy's configuration as plain structs (the file's shape), loaded from YAML by
+// config/config_loader.hpp. See config/idemproxy.example.yaml for every option with its default.
+// Read by app/ only: it translates these into the options each runtime module declares.
 #include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "config/admin_section.hpp"
@@ -16,6 +14,7 @@
 #include "config/redis_section.hpp"
 #include "core/exchange_timing.hpp"
 #include "core/route.hpp"
+#include "tls/tls_options.hpp"
 
 namespace idem::config {
 
@@ -25,18 +24,11 @@ struct ListenConfig {
   bool operator==(const ListenConfig&) const = default;
 };
 
-enum class TlsVersion { v1_2, v1_3 };
-
-// TLS on the client listener (top-level `tls:`); off unless cert_file is set. The files are read
-// at start-up and again on every reload (SIGHUP, a change of the config file or of these files), so a renewed
-// certificate is picked up without a restart; connections already open keep the old one.
-struct ListenerTlsConfig {
-  std::string cert_file;  // PEM: the certificate, then its chain
-  std::string key_file;   // PEM private key
-  TlsVersion min_version = TlsVersion::v1_2;
-  bool enabled() const { return !cert_file.empty(); }
-  bool operator==(const ListenerTlsConfig&) const = default;
-};
+// TLS on the client listener (top-level `tls:`; tls/tls_options.hpp): read at start-up and again on
+// every reload (SIGHUP, a change of the config file or of these files), so a renewed certificate
+// is picked up without a restart; connections already open keep the old one.
+using TlsVersion = tls::TlsVersion;
+using ListenerTlsConfig = tls::ListenerTlsOptions;
 
 struct LimitsConfig {
   std::size_t max_request_body = 10 * 1024 * 1024;   // 413 beyond
@@ -54,16 +46,8 @@ struct LimitsConfig {
   std::chrono::milliseconds tunnel_idle_timeout{300'000};
 };
 
-// TLS to the upstream, on when upstream.url is https://.
-struct UpstreamTlsConfig {
-  bool enabled = false;     // set from the url's scheme
-  bool verify = true;       // verify the certificate chain and the name; off only for tests
-  std::string ca_file;      // PEM bundle to trust; empty: the system's trust store
-  std::string server_name;  // SNI and the name verified; empty: the url's host
-  std::string cert_file;    // client certificate (mutual TLS), optional; key_file with it
-  std::string key_file;
-  bool operator==(const UpstreamTlsConfig&) const = default;
-};
+// TLS to the upstream, on when upstream.url is https:// (tls/tls_options.hpp).
+using UpstreamTlsConfig = tls::UpstreamTlsOptions;
 
 // One upstream: `upstream:` declares the only one (named "default"), `upstreams:` several by name;
 // a route names the one its requests go to (the first when it names none).
@@ -156,7 +140,8 @@ struct LogConfig {
 
 // "restart-only": a running process cannot change it (sockets, pools and threads are built from
 // it); a reload keeps the running value. Marking a field so means listing it in
-// for_each_restart_only (config.cpp), which restart_only_changes and keep_restart_only read.
+// for_each_restart_only (config.cpp), which restart_only_changes and keep_restart_only
+// (config_loader.hpp) read.
 struct Config {
   std::string source_path;  // file the config came from ("" when loaded from text)
   ListenConfig listen;      // restart-only
@@ -176,40 +161,6 @@ struct Config {
   std::vector<core::Route> routes;
 };
 
-// The restart-only settings (marked in Config) that `after` changes from `before`, named as the
-// file names them ("store", "reaper"), in Config's order.
-std::vector<std::string> restart_only_changes(const Config& before, const Config& after);
-// `next` with the restart-only settings of `running` put back: what a reload puts in force.
-Config keep_restart_only(Config next, const Config& running);
-
-struct ConfigIssue {
-  std::string file;
-  int line = 0;    // 1-based; 0 when the issue has no position (e.g. file unreadable)
-  int column = 0;  // 1-based
-  std::string message;
-  bool warning = false;           // warnings do not make the config invalid
-  std::string to_string() const;  // "file:line:col: message" (prefixed "warning: " when a warning)
-};
-
-struct LoadResult {
-  std::optional<Config> config;     // set only when there is no error (warnings allowed)
-  std::vector<ConfigIssue> issues;  // every problem found, in file order
-};
-
-// Environment lookup for ${VAR} / ${VAR:-default} expansion in scalar values.
-using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
-EnvLookup process_environment();
-
-// `running`: on a reload (or `--check --against`), the configuration in force. The sections only
-// a restart changes (upstream, store) stay as they run, so the rules between options (a route's
-// lease against the upstream's timeout) are checked against the running sections, not the file's;
-// and each route whose stored keys the change makes unreachable is warned about
-// (key_space_changes.hpp).
-LoadResult load_config_file(const std::string& path, const EnvLookup& env = process_environment(),
-                            const Config* running = nullptr);
-LoadResult load_config_text(std::string_view yaml, std::string_view file_name,
-                            const EnvLookup& env = process_environment(), const Config* running = nullptr);
-
 // The timeouts that bound one exchange of `route` (core/exchange_timing.hpp): its upstream's
 // and its own, and the store's.
 core::ExchangeTimeouts exchange_timeouts(const core::Route& route, const std::vector<UpstreamConfig>& upstreams,
@@ -225,10 +176,5 @@ std::chrono::milliseconds longest_upstream_timeout(const Config& config);
 std::string describe_budget(const core::ExchangeBudget& budget, bool with_margin);
 // A duration as the messages above spell it ("24h", "90s", "250ms").
 std::string describe_duration(std::chrono::milliseconds value);
-
-// "250ms", "1s", "1.5s", "2m", "24h", "7d" -> milliseconds. nullopt when malformed.
-std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
-// "512", "64KiB", "1MiB", "1GiB", "10MB", "1kB" -> bytes. nullopt when malformed.
-std::optional<std::size_t> parse_byte_size(std::string_view text);
 
 }  // namespace idem::config

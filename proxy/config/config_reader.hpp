@@ -3,7 +3,7 @@
 // every option and the rules between options, and reporting each problem with its position.
 #include <yaml-cpp/yaml.h>
 
-#include "config/config.hpp"
+#include "config/config_loader.hpp"
 #include "config/yaml_reader.hpp"
 
 namespace idem::config::detail {

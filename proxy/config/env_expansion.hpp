@@ -3,7 +3,7 @@
 #include <string>
 #include <string_view>
 
-#include "config/config.hpp"
+#include "config/config_loader.hpp"
 
 namespace idem::config::detail {
 

@@ -5,7 +5,7 @@
 
 #include <yaml-cpp/mark.h>
 
-#include "config/config.hpp"
+#include "config/config_loader.hpp"
 
 namespace idem::config::detail {
 

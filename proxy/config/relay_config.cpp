@@ -1,6 +1,6 @@
 // idemrelay's config schema: walks the YAML document into a RelayConfig, reporting every problem
 // with its position (the shared YamlReader does the typed reads and ${VAR} expansion).
-#include "config/relay_config.hpp"
+#include "config/relay_config_loader.hpp"
 
 #include <algorithm>
 #include <utility>

@@ -1,16 +1,19 @@
 #pragma once
-// idemrelay's configuration as plain structs, loaded from YAML with the same reader, ${VAR}
-// expansion and file:line:col messages as idemproxy's. See config/idemrelay.example.yaml for every
-// option with its default.
+// idemrelay's configuration as plain structs (the file's shape), loaded from YAML by
+// config/relay_config_loader.hpp. See config/idemrelay.example.yaml for every option with its
+// default. Read by app/ only: it translates these into the relay modules' options.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "config/config.hpp"
+#include "config/admin_section.hpp"
+#include "config/postgres_section.hpp"
+#include "config/redis_section.hpp"
+#include "relay/message_template.hpp"
+#include "tls/tls_options.hpp"
 
 namespace idem::config {
 
@@ -34,16 +37,11 @@ struct RetentionConfig {
   std::chrono::milliseconds interval{60'000};
 };
 
-// A destination name built from a row: literal text and {field} placeholders.
-enum class MessageField { event_id, event_type, aggregate_type, aggregate_id };
-struct TemplatePiece {
-  std::string literal;  // used when field is empty
-  std::optional<MessageField> field;
-};
-struct MessageTemplate {
-  std::string text;  // as written, for messages
-  std::vector<TemplatePiece> pieces;
-};
+// A destination name built from a row: literal text and {field} placeholders (one definition, the
+// relay's: relay/message_template.hpp).
+using relay::MessageField;
+using relay::MessageTemplate;
+using relay::TemplatePiece;
 
 struct RedisSinkConfig : RedisConnectionConfig {
   std::chrono::milliseconds command_timeout{5'000};
@@ -58,11 +56,11 @@ struct RedisSinkConfig : RedisConnectionConfig {
 inline constexpr std::size_t kMaxWebhookSecrets = 4;
 
 struct HttpSinkConfig {
-  std::string url;          // as written
-  std::string host;         // from url
-  std::uint16_t port = 80;  // from url (443 for https:// without one)
-  MessageTemplate target;   // path and query, with placeholders
-  UpstreamTlsConfig tls;    // enabled by an https:// url; the rest from sink.http.tls
+  std::string url;              // as written
+  std::string host;             // from url
+  std::uint16_t port = 80;      // from url (443 for https:// without one)
+  MessageTemplate target;       // path and query, with placeholders
+  tls::UpstreamTlsOptions tls;  // enabled by an https:// url; the rest from sink.http.tls
   std::chrono::milliseconds connect_timeout{2'000};
   std::chrono::milliseconds timeout{10'000};  // request written -> response read
   std::size_t max_connections = 8;            // requests in flight at once
@@ -105,18 +103,5 @@ struct RelayConfig {
   // Off unless admin.listen is set (probes and /metrics).
   AdminConfig admin{.enabled = false, .host = "127.0.0.1", .port = 9465, .token = ""};
 };
-
-struct RelayLoadResult {
-  std::optional<RelayConfig> config;  // set only when there is no error (warnings allowed)
-  std::vector<ConfigIssue> issues;    // every problem found, in file order
-};
-
-RelayLoadResult load_relay_config_file(const std::string& path, const EnvLookup& env = process_environment());
-RelayLoadResult load_relay_config_text(std::string_view yaml, std::string_view file_name,
-                                       const EnvLookup& env = process_environment());
-
-// Parses "outbox.{aggregate_type}" into pieces; nullopt with `error` set when a placeholder is
-// unknown or a brace is unbalanced ("{{" and "}}" are literal braces).
-std::optional<MessageTemplate> parse_message_template(std::string_view text, std::string& error);
 
 }  // namespace idem::config

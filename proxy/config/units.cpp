@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "config/config.hpp"
+#include "config/config_loader.hpp"
 #include "config/units.hpp"
 
 namespace idem::config {

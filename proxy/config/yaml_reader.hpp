@@ -14,7 +14,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "config/config.hpp"
+#include "config/config_loader.hpp"
 #include "config/issue_sink.hpp"
 
 namespace idem::config::detail {

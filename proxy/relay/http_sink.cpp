@@ -48,7 +48,7 @@ asio::ip::tcp::endpoint resolve_or_throw(asio::io_context& io, const std::string
   return results.begin()->endpoint();
 }
 
-std::shared_ptr<asio::ssl::context> tls_or_throw(const config::UpstreamTlsConfig& tls) {
+std::shared_ptr<asio::ssl::context> tls_or_throw(const idem::tls::UpstreamTlsOptions& tls) {
   if (!tls.enabled) return nullptr;
   idem::tls::UpstreamTlsResult loaded = idem::tls::load_upstream_tls(tls);
   if (!loaded.context) throw std::runtime_error("sink.http.tls: " + loaded.error);
@@ -75,12 +75,12 @@ struct HttpSink::Batch {
   std::chrono::steady_clock::time_point deadline;  // start no request that could end after it
 };
 
-HttpSink::HttpSink(asio::io_context& io, config::HttpSinkConfig config)
+HttpSink::HttpSink(asio::io_context& io, HttpSinkOptions options)
     : io_(io),
-      config_(std::move(config)),
-      signer_(signer_or_throw(config_.secrets)),
-      endpoint_(resolve_or_throw(io, config_.host, config_.port)),
-      tls_(tls_or_throw(config_.tls)) {}
+      options_(std::move(options)),
+      signer_(signer_or_throw(options_.secrets)),
+      endpoint_(resolve_or_throw(io, options_.host, options_.port)),
+      tls_(tls_or_throw(options_.tls)) {}
 
 HttpSink::~HttpSink() = default;
 
@@ -143,7 +143,7 @@ void HttpSink::publish(std::shared_ptr<const std::vector<OutboxRow>> rows,
     asio::post(io_, [batch] { batch->handler(std::move(batch->deliveries)); });
     return;
   }
-  batch->workers = std::min(batch->lanes.size(), config_.max_connections);
+  batch->workers = std::min(batch->lanes.size(), options_.max_connections);
   for (std::size_t i = 0; i < batch->workers; ++i) {
     asio::co_spawn(io_, run_lanes(batch), asio::detached);
   }
@@ -157,7 +157,7 @@ asio::awaitable<void> HttpSink::run_lanes(std::shared_ptr<Batch> batch) {
       // An aggregate's rows go one by one: a slow endpoint must not run the batch past its lease.
       // (No co_await inside ?: here: GCC 12 miscompiles it.)
       Delivery delivery{DeliveryOutcome::held, "the batch's lease is nearly over"};
-      if (std::chrono::steady_clock::now() + config_.timeout <= batch->deadline) {
+      if (std::chrono::steady_clock::now() + options_.timeout <= batch->deadline) {
         delivery = co_await deliver((*batch->rows)[lane[position]]);
       }
       const bool through = delivery.outcome == DeliveryOutcome::delivered;
@@ -185,17 +185,17 @@ asio::awaitable<std::unique_ptr<HttpSink::Stream>> HttpSink::open_stream(bool re
   }
   fresh = true;
   auto stream = std::make_unique<Stream>(io_, tls_.get());
-  stream->expire_after(config_.connect_timeout);
+  stream->expire_after(options_.connect_timeout);
   // A named local, not a braced temporary: GCC 12 mishandles temporaries inside co_await.
   const std::vector<asio::ip::tcp::endpoint> endpoints{endpoint_};
   if (const auto ec = co_await stream->connect(endpoints)) {
-    error = "connect to " + config_.host + ":" + std::to_string(config_.port) + ": " + ec.message();
+    error = "connect to " + options_.host + ":" + std::to_string(options_.port) + ": " + ec.message();
     co_return nullptr;
   }
   boost::system::error_code ignored;
   stream->tcp.set_option(asio::ip::tcp::no_delay(true), ignored);
   // The handshake gets a connect timeout of its own.
-  if (const auto failure = co_await stream->handshake(tls_name(), config_.tls.verify, config_.connect_timeout)) {
+  if (const auto failure = co_await stream->handshake(tls_name(), options_.tls.verify, options_.connect_timeout)) {
     error = "TLS to " + tls_name() + ": " + *failure;
     co_return nullptr;
   }
@@ -213,7 +213,7 @@ void HttpSink::keep_idle(std::unique_ptr<Stream> stream) {
 asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
   const std::string id = std::to_string(row.id);
   const std::string body = body_for(row);
-  const std::string target = render(config_.target, row, TemplateEscaping::url_segment);
+  const std::string target = render(options_.target, row, TemplateEscaping::url_segment);
   // One deadline for the response, whichever connection carries the request.
   std::optional<std::chrono::steady_clock::time_point> response_deadline;
   // A reused keep-alive connection can die between the look at it and the write (the consumer
@@ -234,7 +234,7 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
     ready_ = true;
     const std::int64_t timestamp = unix_seconds_now();
     http::request<http::string_body> request{http::verb::post, target, 11};
-    request.set(http::field::host, config_.host + ":" + std::to_string(config_.port));
+    request.set(http::field::host, options_.host + ":" + std::to_string(options_.port));
     request.set(http::field::user_agent, "idemrelay");
     request.set(http::field::content_type, "application/json");
     request.set("Idempotency-Key", id);
@@ -247,7 +247,7 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
     request.body() = body;
     request.prepare_payload();
 
-    if (!response_deadline) response_deadline = std::chrono::steady_clock::now() + config_.timeout;
+    if (!response_deadline) response_deadline = std::chrono::steady_clock::now() + options_.timeout;
     stream->expire_at(*response_deadline);
     auto [write_error, written] = co_await stream->write(request);
     boost::beast::flat_buffer buffer;
@@ -282,7 +282,7 @@ asio::awaitable<Delivery> HttpSink::deliver(const OutboxRow& row) {
     // Every Connection line counts (Beast's keep_alive() reads the first only).
     const bool reusable = response.result_int() != 101 &&
                           core::keeps_connection_open(response.version(), idem::wire::connection_list(response));
-    if (reusable && !stopped_ && idle_.size() < config_.max_connections) {
+    if (reusable && !stopped_ && idle_.size() < options_.max_connections) {
       keep_idle(std::move(stream));
     } else {
       stream->close();

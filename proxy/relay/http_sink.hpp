@@ -27,21 +27,38 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "config/relay_config.hpp"
+#include "relay/message_template.hpp"
 #include "relay/sink.hpp"
 #include "relay/webhook_signature.hpp"
+#include "tls/tls_options.hpp"
 
 namespace idem::relay {
+
+// sink.http, as the sink uses it.
+struct HttpSinkOptions {
+  std::string host;
+  std::uint16_t port = 80;
+  MessageTemplate target;       // path and query, with placeholders
+  tls::UpstreamTlsOptions tls;  // enabled for an https:// url
+  std::chrono::milliseconds connect_timeout{2'000};
+  std::chrono::milliseconds timeout{10'000};  // request written -> response read
+  std::size_t max_connections = 8;            // requests in flight at once
+  // Standard Webhooks "whsec_<base64>" secrets, each signing every delivery (set_signer replaces them).
+  std::vector<std::string> secrets;
+};
 
 class HttpSink final : public Sink, public std::enable_shared_from_this<HttpSink> {
  public:
   // Resolves the host now (start-up only; a name blocks). Throws std::runtime_error when the
   // secret or the host is unusable.
-  HttpSink(boost::asio::io_context& io, config::HttpSinkConfig config);
+  HttpSink(boost::asio::io_context& io, HttpSinkOptions options);
   ~HttpSink() override;
 
   void start() override;
@@ -72,11 +89,11 @@ class HttpSink final : public Sink, public std::enable_shared_from_this<HttpSink
 
   // The name sent as SNI and required in the consumer's certificate.
   const std::string& tls_name() const {
-    return config_.tls.server_name.empty() ? config_.host : config_.tls.server_name;
+    return options_.tls.server_name.empty() ? options_.host : options_.tls.server_name;
   }
 
   boost::asio::io_context& io_;
-  config::HttpSinkConfig config_;
+  HttpSinkOptions options_;
   WebhookSigner signer_;
   boost::asio::ip::tcp::endpoint endpoint_;
   std::shared_ptr<boost::asio::ssl::context> tls_;  // https:// only

@@ -27,18 +27,18 @@ void append_escaped(std::string& out, std::string_view value, TemplateEscaping e
 
 }  // namespace
 
-std::string render(const config::MessageTemplate& message_template, const OutboxRow& row, TemplateEscaping escaping) {
+std::string render(const MessageTemplate& message_template, const OutboxRow& row, TemplateEscaping escaping) {
   std::string out;
-  for (const config::TemplatePiece& piece : message_template.pieces) {
+  for (const TemplatePiece& piece : message_template.pieces) {
     if (!piece.field) {
       out.append(piece.literal);
       continue;
     }
     switch (*piece.field) {
-      case config::MessageField::event_id: out.append(std::to_string(row.id)); break;
-      case config::MessageField::event_type: append_escaped(out, row.event_type, escaping); break;
-      case config::MessageField::aggregate_type: append_escaped(out, row.aggregate_type, escaping); break;
-      case config::MessageField::aggregate_id: append_escaped(out, row.aggregate_id, escaping); break;
+      case MessageField::event_id: out.append(std::to_string(row.id)); break;
+      case MessageField::event_type: append_escaped(out, row.event_type, escaping); break;
+      case MessageField::aggregate_type: append_escaped(out, row.aggregate_type, escaping); break;
+      case MessageField::aggregate_id: append_escaped(out, row.aggregate_id, escaping); break;
     }
   }
   return out;

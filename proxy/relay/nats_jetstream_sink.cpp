@@ -141,24 +141,24 @@ struct NatsJetStreamSink::Nats {
   }
 
   // Throws std::runtime_error("sink.nats_jetstream: ...").
-  void connect(const config::NatsSinkConfig& config, bool reconnect) {
+  void connect(const NatsSinkOptions& sink, bool reconnect) {
     const auto fail = [](const std::string& what, natsStatus status) {
       throw std::runtime_error("sink.nats_jetstream: " + what + ": " + status_text(status));
     };
     natsStatus status = natsOptions_Create(&options);
-    if (status == NATS_OK) status = natsOptions_SetURL(options, config.url.c_str());
-    if (status == NATS_OK) status = natsOptions_SetTimeout(options, config.connect_timeout.count());
+    if (status == NATS_OK) status = natsOptions_SetURL(options, sink.url.c_str());
+    if (status == NATS_OK) status = natsOptions_SetTimeout(options, sink.connect_timeout.count());
     if (status == NATS_OK) status = natsOptions_SetAllowReconnect(options, reconnect);
     if (status == NATS_OK) status = natsOptions_SetMaxReconnect(options, -1);  // forever
     if (status == NATS_OK) status = natsOptions_SetReconnectWait(options, kReconnectWaitMs);
     if (status != NATS_OK) fail("options", status);
     status = natsConnection_Connect(&connection, options);
-    if (status != NATS_OK) fail("connect to " + config.url, status);
+    if (status != NATS_OK) fail("connect to " + sink.url, status);
     jsOptions js_options;
     jsOptions_Init(&js_options);
     js_options.PublishAsync.AckHandler = on_ack;
     js_options.PublishAsync.AckHandlerClosure = &board;
-    js_options.PublishAsync.MaxPending = static_cast<int64_t>(config.max_in_flight);
+    js_options.PublishAsync.MaxPending = static_cast<int64_t>(sink.max_in_flight);
     status = natsConnection_JetStream(&js, connection, &js_options);
     if (status != NATS_OK) fail("JetStream context", status);
   }
@@ -171,14 +171,14 @@ struct NatsJetStreamSink::Outgoing {
   bool probe = false;
 };
 
-NatsJetStreamSink::NatsJetStreamSink(boost::asio::io_context& io, config::NatsSinkConfig config,
+NatsJetStreamSink::NatsJetStreamSink(boost::asio::io_context& io, NatsSinkOptions options,
                                      std::chrono::milliseconds required_window, RelayStats& stats)
-    : io_(io), config_(std::move(config)), stats_(stats), nats_(std::make_unique<Nats>()) {
-  nats_->connect(config_, /*reconnect=*/true);
+    : io_(io), options_(std::move(options)), stats_(stats), nats_(std::make_unique<Nats>()) {
+  nats_->connect(options_, /*reconnect=*/true);
   std::string error;
-  const std::optional<StreamFacts> facts = read_stream(nats_->js, config_.stream, config_.connect_timeout, error);
+  const std::optional<StreamFacts> facts = read_stream(nats_->js, options_.stream, options_.connect_timeout, error);
   if (!facts) throw std::runtime_error("sink.nats_jetstream: " + error);
-  const DuplicateWindowCheck check = check_duplicate_window(config_.stream, facts->window, required_window);
+  const DuplicateWindowCheck check = check_duplicate_window(options_.stream, facts->window, required_window);
   if (check.verdict == DuplicateWindowVerdict::refused)
     throw std::runtime_error("sink.nats_jetstream: " + check.message);
   window_ = facts->window;
@@ -186,13 +186,13 @@ NatsJetStreamSink::NatsJetStreamSink(boost::asio::io_context& io, config::NatsSi
   filters_read_at_ = std::chrono::steady_clock::now();
   started_micros_ = unix_micros_now();
   probe_earlier_copies_ = earlier_copies_possible(facts->last_stored_micros, started_micros_, window_);
-  log::info("nats_connected", {{"url", config_.url},
-                               {"stream", config_.stream},
+  log::info("nats_connected", {{"url", options_.url},
+                               {"stream", options_.stream},
                                {"subjects", describe_filters(filters_)},
                                {"duplicate_window_ms", static_cast<std::int64_t>(window_.count())},
                                {"probe_earlier_copies", probe_earlier_copies_ ? "yes" : "no"}});
   if (check.verdict == DuplicateWindowVerdict::warned) {
-    log::warn("nats_duplicate_window_short", {{"stream", config_.stream},
+    log::warn("nats_duplicate_window_short", {{"stream", options_.stream},
                                               {"duplicate_window_ms", static_cast<std::int64_t>(window_.count())},
                                               {"warning", check.message}});
   }
@@ -203,18 +203,17 @@ NatsJetStreamSink::~NatsJetStreamSink() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::string NatsJetStreamSink::check_report(const config::NatsSinkConfig& config,
-                                            std::chrono::milliseconds required_window) {
+std::string NatsJetStreamSink::check_report(const NatsSinkOptions& sink, std::chrono::milliseconds required_window) {
   Nats nats;
   try {
-    nats.connect(config, /*reconnect=*/false);
+    nats.connect(sink, /*reconnect=*/false);
   } catch (const std::exception& error) {
     return std::string("nats: not checked: ") + error.what();
   }
   std::string error;
-  const std::optional<StreamFacts> facts = read_stream(nats.js, config.stream, config.connect_timeout, error);
+  const std::optional<StreamFacts> facts = read_stream(nats.js, sink.stream, sink.connect_timeout, error);
   if (!facts) return "nats: not checked: " + error;
-  const DuplicateWindowCheck check = check_duplicate_window(config.stream, facts->window, required_window);
+  const DuplicateWindowCheck check = check_duplicate_window(sink.stream, facts->window, required_window);
   switch (check.verdict) {
     case DuplicateWindowVerdict::refused: return "nats: error: " + check.message + " (the relay refuses to start)";
     case DuplicateWindowVerdict::warned: return "nats: warning: " + check.message;
@@ -279,10 +278,10 @@ void NatsJetStreamSink::run() {
 }
 
 bool NatsJetStreamSink::refresh_filters(std::string& error) {
-  const std::optional<StreamFacts> facts = read_stream(nats_->js, config_.stream, config_.publish_timeout, error);
+  const std::optional<StreamFacts> facts = read_stream(nats_->js, options_.stream, options_.publish_timeout, error);
   if (!facts) return false;
   if (facts->filters != filters_) {
-    log::info("nats_stream_subjects", {{"stream", config_.stream}, {"subjects", describe_filters(facts->filters)}});
+    log::info("nats_stream_subjects", {{"stream", options_.stream}, {"subjects", describe_filters(facts->filters)}});
   }
   filters_ = facts->filters;
   filters_read_at_ = std::chrono::steady_clock::now();
@@ -297,7 +296,7 @@ std::vector<Delivery> NatsJetStreamSink::publish_batch(const Job& job) {
   subjects.reserve(rows.size());
   bool any_uncovered = false;
   for (const OutboxRow& row : rows) {
-    subjects.push_back(render(config_.subject, row, TemplateEscaping::none));
+    subjects.push_back(render(options_.subject, row, TemplateEscaping::none));
     any_uncovered = any_uncovered || !stream_covers(filters_, subjects.back());
   }
   const auto now = std::chrono::steady_clock::now();
@@ -332,9 +331,10 @@ std::vector<Delivery> NatsJetStreamSink::publish_batch(const Job& job) {
       probes.push_back({i, true});
     }
   }
-  for (std::size_t from = 0; from < probes.size(); from += config_.max_in_flight) {
-    if (std::chrono::steady_clock::now() + config_.publish_timeout > job.deadline) return deliveries;  // all held
-    const auto to = probes.begin() + static_cast<std::ptrdiff_t>(std::min(probes.size(), from + config_.max_in_flight));
+  for (std::size_t from = 0; from < probes.size(); from += options_.max_in_flight) {
+    if (std::chrono::steady_clock::now() + options_.publish_timeout > job.deadline) return deliveries;  // all held
+    const auto to =
+        probes.begin() + static_cast<std::ptrdiff_t>(std::min(probes.size(), from + options_.max_in_flight));
     send_wave(rows, subjects, std::vector<Outgoing>(probes.begin() + static_cast<std::ptrdiff_t>(from), to),
               deliveries);
     if (any_unavailable()) return deliveries;  // nothing published yet: the relay backs off
@@ -344,7 +344,7 @@ std::vector<Delivery> NatsJetStreamSink::publish_batch(const Job& job) {
   while (!sink_down) {
     std::vector<Outgoing> wave;  // the next row of each aggregate still going
     for (auto& [indexes, next] : chains) {
-      if (wave.size() >= config_.max_in_flight) break;
+      if (wave.size() >= options_.max_in_flight) break;
       // Rows whose probe found their earlier copy are through already.
       while (next < indexes.size() && deliveries[indexes[next]].outcome == DeliveryOutcome::duplicate) ++next;
       if (next >= indexes.size()) continue;
@@ -355,7 +355,7 @@ std::vector<Delivery> NatsJetStreamSink::publish_batch(const Job& job) {
       }
       if (!stream_covers(filters_, subjects[index])) {
         deliveries[index] = {DeliveryOutcome::retry,
-                             "subject \"" + subjects[index] + "\" is not covered by stream \"" + config_.stream +
+                             "subject \"" + subjects[index] + "\" is not covered by stream \"" + options_.stream +
                                  "\" (subjects: " + describe_filters(filters_) + "): not published"};
         stats_.nats_subject_not_in_stream.fetch_add(1, std::memory_order_relaxed);
         next = indexes.size();  // the rest of the aggregate stays held
@@ -364,7 +364,7 @@ std::vector<Delivery> NatsJetStreamSink::publish_batch(const Job& job) {
       wave.push_back({index, false});
     }
     if (wave.empty()) break;
-    if (std::chrono::steady_clock::now() + config_.publish_timeout > job.deadline) break;  // the rest stay held
+    if (std::chrono::steady_clock::now() + options_.publish_timeout > job.deadline) break;  // the rest stay held
     send_wave(rows, subjects, wave, deliveries);
     // Advance each chain whose row went through; stop it (the rest held) when its row did not.
     for (auto& [indexes, next] : chains) {
@@ -443,7 +443,7 @@ void NatsJetStreamSink::send_wave(const std::vector<OutboxRow>& rows, const std:
   }
   jsPubOptions wait;
   jsPubOptions_Init(&wait);
-  wait.MaxWait = config_.publish_timeout.count();
+  wait.MaxWait = options_.publish_timeout.count();
   if (js_PublishAsyncComplete(nats_->js, &wait) != NATS_OK) {
     // Acks still missing: forget those messages (a re-publish is deduplicated by Nats-Msg-Id).
     natsMsgList pending{};
@@ -475,10 +475,10 @@ void NatsJetStreamSink::send_wave(const std::vector<OutboxRow>& rows, const std:
     // "Duplicate": read the copy back; this row's very message, or another event's with its id.
     jsOptions options;
     jsOptions_Init(&options);
-    options.Wait = config_.publish_timeout.count();
+    options.Wait = options_.publish_timeout.count();
     natsMsg* stored = nullptr;
     jsErrCode code = static_cast<jsErrCode>(0);
-    const natsStatus status = js_GetMsg(&stored, nats_->js, config_.stream.c_str(), result->sequence, &options, &code);
+    const natsStatus status = js_GetMsg(&stored, nats_->js, options_.stream.c_str(), result->sequence, &options, &code);
     if (status != NATS_OK) {
       deliveries[index] = {
           DeliveryOutcome::unavailable,
@@ -490,7 +490,7 @@ void NatsJetStreamSink::send_wave(const std::vector<OutboxRow>& rows, const std:
       deliveries[index] = {DeliveryOutcome::duplicate, {}};
     } else {
       // Another event under the same bare id (another database, a reused id): stays `held`.
-      log::warn("event_id_reused", {{"event_id", rows[index].id}, {"stream", config_.stream}});
+      log::warn("event_id_reused", {{"event_id", rows[index].id}, {"stream", options_.stream}});
     }
     natsMsg_Destroy(stored);
   }

@@ -42,25 +42,35 @@
 #include <thread>
 #include <vector>
 
-#include "config/relay_config.hpp"
+#include "relay/message_template.hpp"
 #include "relay/sink.hpp"
 #include "relay/stats.hpp"
 
 namespace idem::relay {
+
+// sink.nats_jetstream, as the sink uses it.
+struct NatsSinkOptions {
+  std::string url = "nats://127.0.0.1:4222";
+  std::string stream;       // the JetStream stream the subjects belong to
+  MessageTemplate subject;  // the subject a row goes to
+  std::chrono::milliseconds connect_timeout{2'000};
+  std::chrono::milliseconds publish_timeout{5'000};  // a round of publishes waits this long for acks
+  std::size_t max_in_flight = 256;                   // publishes awaiting their ack at once
+};
 
 class NatsJetStreamSink final : public Sink, public std::enable_shared_from_this<NatsJetStreamSink> {
  public:
   // Connects and checks the stream (start-up only: blocks). Throws std::runtime_error with the
   // reason when the server cannot be reached, the stream does not exist, or its duplicate window
   // is shorter than `required_window` (relay.lease + relay.backoff.max). `stats` outlives the sink.
-  NatsJetStreamSink(boost::asio::io_context& io, config::NatsSinkConfig config,
-                    std::chrono::milliseconds required_window, RelayStats& stats);
+  NatsJetStreamSink(boost::asio::io_context& io, NatsSinkOptions options, std::chrono::milliseconds required_window,
+                    RelayStats& stats);
   ~NatsJetStreamSink() override;
 
   // For --check (blocks, start-up only): one line on the stream, "nats: ...": its duplicate
   // window and what it covers, "warning: ..." when short of the recommendation, "error: ..." when
   // the relay would refuse to start, or why it could not be read.
-  static std::string check_report(const config::NatsSinkConfig& config, std::chrono::milliseconds required_window);
+  static std::string check_report(const NatsSinkOptions& options, std::chrono::milliseconds required_window);
 
   void start() override;
   void stop() override;
@@ -88,7 +98,7 @@ class NatsJetStreamSink final : public Sink, public std::enable_shared_from_this
   bool refresh_filters(std::string& error);
 
   boost::asio::io_context& io_;
-  config::NatsSinkConfig config_;
+  NatsSinkOptions options_;
   RelayStats& stats_;
   std::unique_ptr<Nats> nats_;
   std::chrono::milliseconds window_{0};  // the stream's duplicate window, read at start

@@ -90,8 +90,8 @@ struct RedisStreamSink::Batch {
 
 const char* RedisStreamSink::script() { return kPublishScript; }
 
-RedisStreamSink::RedisStreamSink(boost::asio::io_context& io, config::RedisSinkConfig config)
-    : io_(io), config_(std::move(config)), reload_timer_(io) {}
+RedisStreamSink::RedisStreamSink(boost::asio::io_context& io, RedisSinkOptions options)
+    : io_(io), options_(std::move(options)), reload_timer_(io) {}
 
 RedisStreamSink::~RedisStreamSink() {
   if (session_) session_->stop();
@@ -101,11 +101,11 @@ void RedisStreamSink::start() {
   if (started_ || stopped_) return;
   started_ = true;
   redis::RedisSessionOptions options;
-  options.host = config_.host;
-  options.port = config_.port;
-  options.password = config_.password;
-  options.database = config_.database;
-  options.connect_timeout = config_.connect_timeout;
+  options.host = options_.host;
+  options.port = options_.port;
+  options.password = options_.password;
+  options.database = options_.database;
+  options.connect_timeout = options_.connect_timeout;
   options.min_backoff = kMinReconnect;
   options.max_backoff = kMaxReconnect;
   options.component = "redis_streams_sink";
@@ -134,7 +134,7 @@ void RedisStreamSink::on_session_state(bool up) {
 void RedisStreamSink::load_script() {
   const std::uint64_t generation = generation_;
   const std::weak_ptr<RedisStreamSink> weak = weak_from_this();
-  session_->command({"SCRIPT", "LOAD", kPublishScript}, config_.command_timeout, config_.command_timeout,
+  session_->command({"SCRIPT", "LOAD", kPublishScript}, options_.command_timeout, options_.command_timeout,
                     [weak, generation](const redis::RedisError& error, const redis::RedisReply& reply) {
                       const auto self = weak.lock();
                       if (!self || generation != self->generation_) return;
@@ -180,8 +180,8 @@ void RedisStreamSink::publish(std::shared_ptr<const std::vector<OutboxRow>> rows
   std::vector<std::size_t> all(count);
   for (std::size_t i = 0; i < count; ++i) {
     const OutboxRow& row = (*batch->rows)[i];
-    batch->streams.push_back(render(config_.stream, row, TemplateEscaping::none));
-    batch->markers.push_back(config_.dedup_prefix + batch->streams.back() + ":" + std::to_string(row.id));
+    batch->streams.push_back(render(options_.stream, row, TemplateEscaping::none));
+    batch->markers.push_back(options_.dedup_prefix + batch->streams.back() + ":" + std::to_string(row.id));
     batch->fingerprints.push_back(event_fingerprint(row));
     const auto key = std::make_pair(std::string_view(row.aggregate_type), std::string_view(row.aggregate_id));
     if (const auto it = last_of_aggregate.find(key); it != last_of_aggregate.end()) batch->previous[i] = it->second;
@@ -194,7 +194,7 @@ void RedisStreamSink::publish(std::shared_ptr<const std::vector<OutboxRow>> rows
 std::vector<std::string> RedisStreamSink::row_command(const Batch& batch, std::size_t index) const {
   const OutboxRow& row = (*batch.rows)[index];
   const std::size_t previous = batch.previous[index];
-  const auto window_seconds = std::chrono::duration_cast<std::chrono::seconds>(config_.dedup_window).count();
+  const auto window_seconds = std::chrono::duration_cast<std::chrono::seconds>(options_.dedup_window).count();
   std::vector<std::string> command{"EVALSHA",
                                    script_sha_,
                                    "3",
@@ -202,7 +202,7 @@ std::vector<std::string> RedisStreamSink::row_command(const Batch& batch, std::s
                                    batch.markers[index],
                                    previous == kNoPrevious ? std::string() : batch.markers[previous],
                                    std::to_string(std::max<std::int64_t>(window_seconds, 1)),
-                                   std::to_string(config_.maxlen),
+                                   std::to_string(options_.maxlen),
                                    batch.fingerprints[index],
                                    previous == kNoPrevious ? std::string() : batch.fingerprints[previous],
                                    "event_id",
@@ -229,7 +229,7 @@ void RedisStreamSink::send_rows(const std::shared_ptr<Batch>& batch, const std::
   batch->outstanding += indexes.size();
   const std::weak_ptr<RedisStreamSink> weak = weak_from_this();
   for (const std::size_t index : indexes) {
-    session_->command(row_command(*batch, index), config_.command_timeout, config_.command_timeout,
+    session_->command(row_command(*batch, index), options_.command_timeout, options_.command_timeout,
                       [weak, batch, index](const redis::RedisError& error, const redis::RedisReply& reply) {
                         const auto self = weak.lock();
                         if (!self) {
@@ -282,7 +282,7 @@ void RedisStreamSink::finish_sends(const std::shared_ptr<Batch>& batch) {
     const std::weak_ptr<RedisStreamSink> weak = weak_from_this();
     batch->outstanding = 1;  // the SCRIPT LOAD; send_rows adds the rows
     session_->command(
-        {"SCRIPT", "LOAD", kPublishScript}, config_.command_timeout, config_.command_timeout,
+        {"SCRIPT", "LOAD", kPublishScript}, options_.command_timeout, options_.command_timeout,
         [weak, batch, again = std::move(again)](const redis::RedisError& error, const redis::RedisReply& reply) {
           const auto self = weak.lock();
           --batch->outstanding;
@@ -300,7 +300,7 @@ void RedisStreamSink::finish_sends(const std::shared_ptr<Batch>& batch) {
   const bool any_written = std::any_of(batch->deliveries.begin(), batch->deliveries.end(), [](const Delivery& d) {
     return d.outcome == DeliveryOutcome::delivered || d.outcome == DeliveryOutcome::duplicate;
   });
-  if (config_.wait_replicas > 0 && any_written && same_connection) {
+  if (options_.wait_replicas > 0 && any_written && same_connection) {
     wait_for_replicas(batch);
     return;
   }
@@ -308,10 +308,10 @@ void RedisStreamSink::finish_sends(const std::shared_ptr<Batch>& batch) {
 }
 
 void RedisStreamSink::wait_for_replicas(const std::shared_ptr<Batch>& batch) {
-  const unsigned wanted = config_.wait_replicas;
-  const std::chrono::milliseconds wait_deadline = config_.wait_timeout + config_.command_timeout;
+  const unsigned wanted = options_.wait_replicas;
+  const std::chrono::milliseconds wait_deadline = options_.wait_timeout + options_.command_timeout;
   session_->command(
-      {"WAIT", std::to_string(wanted), std::to_string(config_.wait_timeout.count())}, wait_deadline, wait_deadline,
+      {"WAIT", std::to_string(wanted), std::to_string(options_.wait_timeout.count())}, wait_deadline, wait_deadline,
       [batch, wanted](const redis::RedisError& error, const redis::RedisReply& reply) {
         const bool enough = error.ok() && reply.kind == redis::RedisReply::Kind::integer &&
                             reply.integer >= static_cast<std::int64_t>(wanted);

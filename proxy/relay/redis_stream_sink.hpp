@@ -20,18 +20,36 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
-#include "config/relay_config.hpp"
 #include "redis/session.hpp"
+#include "relay/message_template.hpp"
 #include "relay/sink.hpp"
 
 namespace idem::relay {
 
+// sink.redis_streams, as the sink uses it.
+struct RedisSinkOptions {
+  std::string host;  // an address or a name
+  std::uint16_t port = 6379;
+  std::string password;   // AUTH on connect when not empty
+  unsigned database = 0;  // SELECT on connect when not 0
+  std::chrono::milliseconds connect_timeout{2'000};
+  std::chrono::milliseconds command_timeout{5'000};
+  MessageTemplate stream;                                    // the stream a row goes to
+  std::uint64_t maxlen = 0;                                  // XADD MAXLEN ~ N when not 0
+  std::chrono::milliseconds dedup_window{24LL * 3'600'000};  // a re-publish within it adds nothing
+  std::string dedup_prefix = "idemrelay:published:";
+  unsigned wait_replicas = 0;  // WAIT for this many replicas after each batch
+  std::chrono::milliseconds wait_timeout{1'000};
+};
+
 class RedisStreamSink final : public Sink, public std::enable_shared_from_this<RedisStreamSink> {
  public:
-  RedisStreamSink(boost::asio::io_context& io, config::RedisSinkConfig config);
+  RedisStreamSink(boost::asio::io_context& io, RedisSinkOptions options);
   ~RedisStreamSink() override;
 
   void start() override;
@@ -60,7 +78,7 @@ class RedisStreamSink final : public Sink, public std::enable_shared_from_this<R
   std::vector<std::string> row_command(const Batch& batch, std::size_t index) const;
 
   boost::asio::io_context& io_;
-  config::RedisSinkConfig config_;
+  RedisSinkOptions options_;
   std::shared_ptr<redis::RedisSession> session_;  // made by start()
   std::string script_sha_;
   bool script_loaded_ = false;  // on the session's current connection

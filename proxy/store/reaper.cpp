@@ -17,11 +17,11 @@ namespace {
 constexpr int kMaxBatchesPerTick = 20;
 }  // namespace
 
-Reaper::Reaper(asio::io_context& io, store::Store& store, config::ReaperConfig config)
-    : io_(io), store_(store), config_(config), timer_(io) {}
+Reaper::Reaper(asio::io_context& io, store::Store& store, ReaperOptions options)
+    : io_(io), store_(store), options_(options), timer_(io) {}
 
 void Reaper::start() {
-  if (config_.interval.count() == 0) return;
+  if (options_.interval.count() == 0) return;
   asio::co_spawn(io_, loop(), asio::detached);
 }
 
@@ -32,11 +32,11 @@ void Reaper::stop() {
 
 asio::awaitable<void> Reaper::loop() {
   while (!stopped_) {
-    timer_.expires_after(config_.interval);
+    timer_.expires_after(options_.interval);
     co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
     std::size_t deleted_this_tick = 0;
     for (int batch = 0; batch < kMaxBatchesPerTick && !stopped_; ++batch) {
-      auto [error, deleted] = co_await async_sweep_expired(store_, config_.batch, asio::use_awaitable);
+      auto [error, deleted] = co_await async_sweep_expired(store_, options_.batch, asio::use_awaitable);
       if (error != store::StoreError::ok) {
         failures_total_.fetch_add(1, std::memory_order_relaxed);
         log::warn("reaper_failed", {{"error", store::store_error_name(error)}});
@@ -44,7 +44,7 @@ asio::awaitable<void> Reaper::loop() {
       }
       deleted_this_tick += deleted;
       deleted_total_.fetch_add(deleted, std::memory_order_relaxed);
-      if (deleted < config_.batch) break;
+      if (deleted < options_.batch) break;
     }
     if (deleted_this_tick > 0) log::info("reaper_deleted", {{"records", deleted_this_tick}});
   }

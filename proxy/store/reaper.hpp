@@ -6,16 +6,22 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 
-#include "config/config.hpp"
 #include "store/store.hpp"
 
 namespace idem::store {
 
+struct ReaperOptions {
+  std::chrono::milliseconds interval{30'000};  // between sweeps; 0: this process does not reap
+  std::size_t batch = 500;                     // rows per statement; batches repeat while full
+};
+
 class Reaper {
  public:
-  Reaper(boost::asio::io_context& io, store::Store& store, config::ReaperConfig config);
+  Reaper(boost::asio::io_context& io, store::Store& store, ReaperOptions options);
   void start();  // no-op when the interval is 0
   void stop();   // call on the io thread; the loop ends at its next step
   std::uint64_t deleted_total() const { return deleted_total_.load(std::memory_order_relaxed); }
@@ -27,7 +33,7 @@ class Reaper {
 
   boost::asio::io_context& io_;
   store::Store& store_;
-  config::ReaperConfig config_;
+  ReaperOptions options_;
   boost::asio::steady_timer timer_;
   bool stopped_ = false;
   std::atomic<std::uint64_t> deleted_total_{0};

@@ -101,10 +101,10 @@ int select_http11(SSL*, const unsigned char** out, unsigned char* out_length, co
   return SSL_TLSEXT_ERR_OK;
 }
 
-int openssl_version(config::TlsVersion version) {
+int openssl_version(TlsVersion version) {
   switch (version) {
-    case config::TlsVersion::v1_2: return TLS1_2_VERSION;
-    case config::TlsVersion::v1_3: return TLS1_3_VERSION;
+    case TlsVersion::v1_2: return TLS1_2_VERSION;
+    case TlsVersion::v1_3: return TLS1_3_VERSION;
   }
   return TLS1_2_VERSION;
 }
@@ -126,7 +126,7 @@ std::string apply_common_settings(ssl::context& context, int min_version) {
 
 }  // namespace
 
-ListenerTlsResult load_listener_tls(const config::ListenerTlsConfig& tls) {
+ListenerTlsResult load_listener_tls(const ListenerTlsOptions& tls) {
   auto result = std::make_shared<ListenerTls>(ssl::context(ssl::context::tls_server));
   ssl::context& context = result->context;
   if (std::string error = apply_common_settings(context, openssl_version(tls.min_version)); !error.empty()) {
@@ -149,7 +149,7 @@ ListenerTlsResult load_listener_tls(const config::ListenerTlsConfig& tls) {
   return {std::move(result), {}};
 }
 
-UpstreamTlsResult load_upstream_tls(const config::UpstreamTlsConfig& tls) {
+UpstreamTlsResult load_upstream_tls(const UpstreamTlsOptions& tls) {
   auto context = std::make_shared<ssl::context>(ssl::context::tls_client);
   if (std::string error = apply_common_settings(*context, TLS1_2_VERSION); !error.empty()) {
     return {nullptr, "upstream.tls: " + error};

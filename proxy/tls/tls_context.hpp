@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "config/config.hpp"
+#include "tls/tls_options.hpp"
 
 namespace idem::tls {
 
@@ -32,9 +32,9 @@ struct ListenerTlsResult {
 };
 
 // Certificate chain and key from the files (read now), checked to belong together; the minimum
-// version from the config; no compression, no renegotiation, the server's cipher order, ALPN
+// version from the options; no compression, no renegotiation, the server's cipher order, ALPN
 // answered with http/1.1. `tls` must be enabled().
-ListenerTlsResult load_listener_tls(const config::ListenerTlsConfig& tls);
+ListenerTlsResult load_listener_tls(const ListenerTlsOptions& tls);
 
 struct UpstreamTlsResult {
   std::shared_ptr<boost::asio::ssl::context> context;  // set on success
@@ -44,6 +44,6 @@ struct UpstreamTlsResult {
 // TLS 1.2 or later towards the upstream; peer verification (unless tls.verify is false) against
 // tls.ca_file or the system's trust store; the client certificate when configured. The name to
 // verify and send as SNI is set per connection (see tls_session.hpp). `tls` must be enabled.
-UpstreamTlsResult load_upstream_tls(const config::UpstreamTlsConfig& tls);
+UpstreamTlsResult load_upstream_tls(const UpstreamTlsOptions& tls);
 
 }  // namespace idem::tls

@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "config/config.hpp"
+#include "config/config_loader.hpp"
 #include "core/route_table.hpp"
 #include "fingerprint/canonical_json.hpp"
 #include "fuzz_support.hpp"

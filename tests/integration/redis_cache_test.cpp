@@ -229,17 +229,17 @@ class ReplayCacheTest : public RedisInProcess {
  protected:
   ReplayCacheTest() {
     metrics_.track_redis_cache(1);
-    config_.key_prefix = unique_prefix("it-cache");
+    options_.key_prefix = unique_prefix("it-cache");
     // Generous: hits must not turn into timeouts on a loaded machine. The deadline has its own test.
-    config_.timeout = 250ms;
+    options_.timeout = 250ms;
   }
 
   std::unique_ptr<idem::cache::RedisReplayCache> make_cache(std::uint16_t port,
                                                      std::shared_ptr<const crypto::Keyring> keyring = nullptr) {
-    config_.host = "127.0.0.1";
-    config_.port = port;
-    config_.connect_timeout = 300ms;
-    auto cache = std::make_unique<idem::cache::RedisReplayCache>(io_, config_, std::move(keyring), metrics_);
+    options_.host = "127.0.0.1";
+    options_.port = port;
+    options_.connect_timeout = 300ms;
+    auto cache = std::make_unique<idem::cache::RedisReplayCache>(io_, options_, std::move(keyring), metrics_);
     cache->start();
     EXPECT_TRUE(run_until([&] { return up(); })) << metrics_.registry().render();
     return cache;
@@ -282,11 +282,11 @@ class ReplayCacheTest : public RedisInProcess {
     cache.put(kScope, key, std::move(r));
     ASSERT_TRUE(run_until([&] { return metric("idemproxy_redis_cache_writes_total") == before + 1; }, 5s));
   }
-  std::string redis_key(std::string_view key) const { return idem::cache::redis_record_key(config_.key_prefix, kScope, key); }
+  std::string redis_key(std::string_view key) const { return idem::cache::redis_record_key(options_.key_prefix, kScope, key); }
 
   static constexpr std::string_view kScope = "orders/v1:tenant";
   http::ProxyMetrics metrics_;
-  config::RedisCacheConfig config_;
+  idem::cache::RedisCacheOptions options_;
 };
 
 TEST_F(ReplayCacheTest, PutThenLookupIsAHitWithTheSameRecord) {
@@ -333,7 +333,7 @@ TEST_F(ReplayCacheTest, HitLifetimeIsBoundedByTheKeysTtl) {
 
 TEST_F(ReplayCacheTest, PausedRedisCostsOneDeadlineThenNothing) {
   PrivateRedis server(dir_.path() / "redis");
-  config_.timeout = 20ms;
+  options_.timeout = 20ms;
   auto cache = make_cache(server.port());
   put_and_wait(*cache, "k-paused", record("body"));
   server.pause();
@@ -424,7 +424,7 @@ TEST_F(ReplayCacheTest, EncryptedValuesHoldNoBodyAndOtherKeysCannotOpenThem) {
 }
 
 TEST_F(ReplayCacheTest, ShortLivedAndOversizedRecordsAreNotWritten) {
-  config_.max_value_bytes = 1024;
+  options_.max_value_bytes = 1024;
   auto cache = make_cache(suite_redis_port());
   cache->put(kScope, "k-short", record("body", 500ms));
   cache->put(kScope, "k-big", record(std::string(2048, 'x')));

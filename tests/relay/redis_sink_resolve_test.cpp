@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "config/relay_config.hpp"
+#include "config/relay_config_loader.hpp"
 #include "relay/redis_stream_sink.hpp"
 #include "relay/slow_resolver.hpp"
 #include "support/random_hex.hpp"
@@ -84,15 +84,15 @@ class RedisSinkResolve : public ::testing::Test {
 };
 
 TEST_F(RedisSinkResolve, AHostNameResolvesOffTheIoThreadWhichKeepsServingMeanwhile) {
-  config::RedisSinkConfig config;
-  config.host = "redis.slow.test";
-  config.port = suite_redis_port();
-  config.connect_timeout = 10s;  // the held lookup stays well inside it
-  config.command_timeout = 2s;
+  idem::relay::RedisSinkOptions options;
+  options.host = "redis.slow.test";
+  options.port = suite_redis_port();
+  options.connect_timeout = 10s;  // the held lookup stays well inside it
+  options.command_timeout = 2s;
   std::string error;
-  config.stream = *config::parse_message_template(prefix_ + ".{aggregate_type}", error);
-  config.dedup_prefix = prefix_ + ":pub:";
-  sink_ = std::make_shared<idem::relay::RedisStreamSink>(io_, config);
+  options.stream = *config::parse_message_template(prefix_ + ".{aggregate_type}", error);
+  options.dedup_prefix = prefix_ + ":pub:";
+  sink_ = std::make_shared<idem::relay::RedisStreamSink>(io_, options);
 
   slow_resolver::hold();
   boost::asio::post(io_, [this] {

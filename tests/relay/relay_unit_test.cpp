@@ -9,7 +9,7 @@
 #include <map>
 #include <vector>
 
-#include "config/relay_config.hpp"
+#include "config/relay_config_loader.hpp"
 #include "pg/session_options.hpp"
 #include "relay/parked_rows.hpp"
 #include "relay/backoff.hpp"

@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "config/config.hpp"
-#include "config/relay_config.hpp"
+#include "config/config_loader.hpp"
+#include "config/relay_config_loader.hpp"
 #include "config_test_support.hpp"
 
 namespace idem::config {

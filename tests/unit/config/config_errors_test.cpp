@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "config/config.hpp"
+#include "config/config_loader.hpp"
 #include "config_test_support.hpp"
 #include "core/route_table.hpp"
 #include "fingerprint/canonical_json.hpp"

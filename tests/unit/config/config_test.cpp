@@ -1,6 +1,6 @@
 // Loading valid configs: every field as given, defaults, route merging, ${VAR} expansion, warnings,
 // and the shipped example file.
-#include "config/config.hpp"
+#include "config/config_loader.hpp"
 
 #include <cstdlib>
 #include <filesystem>

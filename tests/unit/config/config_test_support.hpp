@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "config/config.hpp"
+#include "config/config_loader.hpp"
 
 namespace idem::config::test {
 

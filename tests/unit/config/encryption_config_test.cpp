@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "config/config.hpp"
+#include "config/config_loader.hpp"
 #include "config_test_support.hpp"
 
 namespace idem::config {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.hpp"
+#include "config/config_loader.hpp"
 #include "config_test_support.hpp"
 
 namespace idem::config {
