@@ -15,6 +15,7 @@
 #include "app/proxy_options.hpp"
 #include "cache/redis_replay_cache.hpp"
 #include "crypto/keyring.hpp"
+#include "http/unix_listener.hpp"
 #include "http/upstream_pool.hpp"
 #include "http/worker.hpp"
 #include "log/log.hpp"
@@ -77,6 +78,13 @@ std::shared_ptr<const crypto::Keyring> load_keyring(const config::EncryptionConf
 
 std::string address(const std::string& host, unsigned port) { return host + ":" + std::to_string(port); }
 
+// "127.0.0.1:8080", "127.0.0.1:8080, unix:/run/app/idemproxy.sock" or "unix:/run/...".
+std::string listen_addresses(const config::ListenConfig& listen) {
+  std::string text = listen.tcp ? address(listen.host, listen.port) : std::string();
+  if (!listen.unix_socket.empty()) text += (text.empty() ? "unix:" : ", unix:") + listen.unix_socket;
+  return text;
+}
+
 // "http://127.0.0.1:3000" for the one upstream; "api=http://…, reports=unix:/…" for several.
 std::string upstream_urls(const config::Config& config) {
   if (config.upstreams.size() == 1) return config.upstreams.front().url;
@@ -119,7 +127,7 @@ std::unique_ptr<ProxyProcess> ProxyProcess::start(config::Config loaded) {
       running.fetch_sub(1);
     });
   }
-  log::info("listening", {{"address", address(config.listen.host, config.listen.port)},
+  log::info("listening", {{"address", listen_addresses(config.listen)},
                           {"workers", process->slots_.size()},
                           {"upstream", upstream_urls(config)},
                           {"version", IDEMPROXY_VERSION}});
@@ -134,6 +142,8 @@ bool ProxyProcess::build(std::shared_ptr<const http::RuntimeConfig> runtime) {
   if (config.store.redis.enabled()) metrics_.track_redis_cache(workers);
   const std::shared_ptr<const crypto::Keyring> keyring = load_keyring(config.store.encryption);
   try {
+    if (!config.listen.unix_socket.empty())
+      unix_listener_ = std::make_unique<http::UnixListener>(config.listen.unix_socket);
     for (unsigned i = 0; i < workers; ++i) {
       auto slot = std::make_unique<WorkerSlot>();
       slot->store = std::make_unique<store::pg::PgStore>(
@@ -153,11 +163,12 @@ bool ProxyProcess::build(std::shared_ptr<const http::RuntimeConfig> runtime) {
       slot->worker = std::make_unique<http::Worker>(
           slot->io, http::WorkerServices{current_, records, std::move(upstreams), slot->background, waiting_duplicates_,
                                          client_connections_, *replay_cache_, metrics_, pending_settlements_,
-                                         slot->shared_cache.get()});
+                                         slot->shared_cache.get()},
+          unix_listener_ ? unix_listener_->fd() : -1);
       slots_.push_back(std::move(slot));
     }
   } catch (const std::exception& e) {
-    log::error("startup_failed", {{"error", e.what()}, {"listen", address(config.listen.host, config.listen.port)}});
+    log::error("startup_failed", {{"error", e.what()}, {"listen", listen_addresses(config.listen)}});
     return false;
   }
   // One reaper per process, on the first worker's thread.

@@ -28,6 +28,9 @@ class Reaper;
 namespace idem::store::pg {
 class PgStore;
 }
+namespace idem::http {
+class UnixListener;
+}  // namespace idem::http
 namespace idem::pg {
 class ReplicationWatch;
 }
@@ -79,6 +82,7 @@ class ProxyProcess {
   std::unique_ptr<cache::ReplayCache> replay_cache_;
   http::PendingSettlements pending_settlements_;
   http::ProxyMetrics metrics_;
+  std::unique_ptr<http::UnixListener> unix_listener_;  // listen: unix:/path; its file goes with it
   std::vector<std::unique_ptr<WorkerSlot>> slots_;
   std::unique_ptr<store::Reaper> reaper_;
   std::shared_ptr<pg::ReplicationWatch> replication_watch_;  // on the first worker's thread, like the reaper

@@ -74,20 +74,31 @@ bool starts_with_ignoring_case(std::string_view text, std::string_view prefix) {
 std::optional<HostPort> parse_host_port(std::string_view text) { return parse_authority(text, std::nullopt); }
 
 UpstreamUrl parse_upstream_url(std::string_view url) {
+  constexpr std::string_view kUnix = "unix:";
+  // sockaddr_un's sun_path holds 108 bytes, the terminating NUL included.
+  constexpr std::size_t kMaxSocketPath = 107;
+  if (starts_with_ignoring_case(url, kUnix)) {
+    std::string_view path = url.substr(kUnix.size());
+    if (path.starts_with("//")) path.remove_prefix(2);
+    if (!path.starts_with('/') || path.size() < 2 || path.size() > kMaxSocketPath ||
+        path.find('\0') != std::string_view::npos)
+      return UpstreamUrl{.address = {}, .https = false, .socket_path = {}, .problem = UrlProblem::malformed};
+    return UpstreamUrl{.address = {}, .https = false, .socket_path = std::string(path), .problem = UrlProblem::none};
+  }
   constexpr std::string_view kHttp = "http://";
   constexpr std::string_view kHttps = "https://";
   const bool https = starts_with_ignoring_case(url, kHttps);
   if (!https && !starts_with_ignoring_case(url, kHttp))
-    return UpstreamUrl{.address = {}, .problem = UrlProblem::malformed};
+    return UpstreamUrl{.address = {}, .https = false, .socket_path = {}, .problem = UrlProblem::malformed};
 
   std::string_view rest = url.substr(https ? kHttps.size() : kHttp.size());
   if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   // Anything left that is not host or port (user info, path, query, fragment) is refused.
   if (rest.find_first_of("/?#@") != std::string_view::npos)
-    return UpstreamUrl{.address = {}, .problem = UrlProblem::malformed};
+    return UpstreamUrl{.address = {}, .https = false, .socket_path = {}, .problem = UrlProblem::malformed};
   std::optional<HostPort> address = parse_authority(rest, static_cast<std::uint16_t>(https ? 443 : 80));
-  if (!address) return UpstreamUrl{.address = {}, .problem = UrlProblem::malformed};
-  return UpstreamUrl{.address = std::move(*address), .https = https, .problem = UrlProblem::none};
+  if (!address) return UpstreamUrl{.address = {}, .https = false, .socket_path = {}, .problem = UrlProblem::malformed};
+  return UpstreamUrl{.address = std::move(*address), .https = https, .socket_path = {}, .problem = UrlProblem::none};
 }
 
 }  // namespace idem::config::detail

@@ -20,12 +20,15 @@ enum class UrlProblem { none, malformed };
 struct UpstreamUrl {
   HostPort address;
   bool https = false;
+  std::string socket_path;  // unix:/path
   UrlProblem problem = UrlProblem::none;
 };
 
 // "http://host[:port]" or "https://host[:port]", with an optional trailing "/"; the port defaults
 // to 80 or 443.
 // No user info, path, query or fragment: the proxy forwards request targets unchanged.
+// "unix:/path" (or "unix:///path"): a unix socket, its path absolute and short enough for a
+// socket address.
 UpstreamUrl parse_upstream_url(std::string_view url);
 
 }  // namespace idem::config::detail

@@ -18,9 +18,12 @@
 
 namespace idem::config {
 
+// `listen:` one address, or a list of at most one host:port and one unix:/path.
 struct ListenConfig {
+  bool tcp = true;  // false: a list with only a unix socket
   std::string host = "127.0.0.1";
   std::uint16_t port = 8080;
+  std::string unix_socket;  // unix:/path given: the proxy listens there too (http/unix_listener.hpp)
   bool operator==(const ListenConfig&) const = default;
 };
 
@@ -56,6 +59,7 @@ struct UpstreamConfig {
   std::string url = "http://127.0.0.1:3000";
   std::string host = "127.0.0.1";  // parsed from url
   std::uint16_t port = 3000;       // parsed from url
+  std::string socket_path;         // url unix:/path: the upstream listens there (host and port unused)
   UpstreamTlsConfig tls;
   std::chrono::milliseconds connect_timeout{1'000};
   std::chrono::milliseconds timeout{30'000};      // request written -> response fully read

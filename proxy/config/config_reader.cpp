@@ -229,16 +229,44 @@ void ConfigReader::check_drain_timeout(Config& config) {
 }
 
 void ConfigReader::read_listen(const Field& field, ListenConfig& listen) {
-  const std::optional<std::string> text = yaml_.string(field, "listen");
-  if (!text) return;
-  const std::optional<HostPort> address = parse_host_port(*text);
-  if (!address) {
-    issues_.error(field.value.Mark(), "bad listen address " + quoted(*text) +
-                                          " (expected host:port, e.g. 127.0.0.1:8080 or \"[::1]:8080\")");
-    return;
+  std::vector<YAML::Node> elements;
+  if (field.value.IsSequence()) {
+    for (const YAML::Node& element : field.value) elements.push_back(element);
+    if (elements.empty()) issues_.error(field.value.Mark(), "listen is an empty list");
+    listen.tcp = false;
+  } else {
+    elements.push_back(field.value);
   }
-  listen.host = address->host;
-  listen.port = address->port;
+  bool tcp_given = false;
+  for (const YAML::Node& element : elements) {
+    const std::optional<std::string> text = yaml_.string(element, field.key.Mark(), "listen");
+    if (!text) continue;
+    if (text->starts_with("unix:")) {
+      const UpstreamUrl socket = parse_upstream_url(*text);  // the same unix:/path syntax
+      if (socket.problem != UrlProblem::none) {
+        issues_.error(element.Mark(), "bad listen address " + quoted(*text) +
+                                          " (expected unix: and an absolute path of at most 107 bytes)");
+      } else if (!listen.unix_socket.empty()) {
+        issues_.error(element.Mark(), "listen names more than one unix socket");
+      } else {
+        listen.unix_socket = socket.socket_path;
+      }
+      continue;
+    }
+    const std::optional<HostPort> address = parse_host_port(*text);
+    if (!address) {
+      issues_.error(element.Mark(), "bad listen address " + quoted(*text) +
+                                        " (expected host:port, e.g. 127.0.0.1:8080 or \"[::1]:8080\", or unix:/path)");
+    } else if (tcp_given) {
+      issues_.error(element.Mark(), "listen names more than one host:port (the proxy listens on one, and the kernel "
+                                    "spreads its connections across workers)");
+    } else {
+      tcp_given = true;
+      listen.tcp = true;
+      listen.host = address->host;
+      listen.port = address->port;
+    }
+  }
 }
 
 void ConfigReader::read_limits(const Field& field, LimitsConfig& limits) {
@@ -383,11 +411,13 @@ void ConfigReader::read_upstream(const Fields& fields, std::string_view path, Up
           upstream.url = *url;
           upstream.host = parsed.address.host;
           upstream.port = parsed.address.port;
+          upstream.socket_path = parsed.socket_path;
           upstream.tls.enabled = parsed.https;
           break;
         case UrlProblem::malformed:
           issues_.error(f->value.Mark(), at("url") +
-                                             " must be http://host[:port] or https://host[:port], got " + quoted(*url));
+                                             " must be http://host[:port], https://host[:port] or unix:/path/to.sock, got " +
+                                             quoted(*url));
           break;
       }
     }

@@ -18,7 +18,7 @@ namespace asio = boost::asio;
 
 void ClientConnection::close() {
   boost::system::error_code ignored;
-  socket.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket.shutdown(asio::socket_base::shutdown_both, ignored);
   socket.close(ignored);
 }
 
@@ -71,11 +71,7 @@ asio::awaitable<void> over_client_transport(ClientConnection& connection, Worker
   co_await end_tls(stream, connection);
 }
 
-std::string client_address(ClientConnection& connection) {
-  boost::system::error_code ec;
-  const auto endpoint = connection.socket.remote_endpoint(ec);
-  return ec ? std::string("unknown") : endpoint.address().to_string();
-}
+std::string client_address(ClientConnection& connection) { return wire::peer_address(connection.socket); }
 
 }  // namespace
 

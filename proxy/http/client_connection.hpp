@@ -2,21 +2,21 @@
 // One client connection's request/response loop (HTTP/1.1 keep-alive), with a deadline on every
 // read and write and the configured bounds on headers and bodies.
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/ip/tcp.hpp>
 
 #include "http/runtime.hpp"
+#include "wire/socket.hpp"
 #include "wire/socket_deadline.hpp"
 
 namespace idem::http {
 
 struct ClientConnection {
-  explicit ClientConnection(boost::asio::ip::tcp::socket client) : socket(std::move(client)) {}
+  explicit ClientConnection(wire::Socket client) : socket(std::move(client)) {}
   void close();  // idempotent; cancels pending reads and writes
   // Closes with a reset: for a body ended by the close that was cut, where a FIN would tell the
   // client the body is complete.
   void reset();
 
-  boost::asio::ip::tcp::socket socket;
+  wire::Socket socket;  // TCP, or a unix socket of a unix listener
   wire::SocketDeadline deadline{socket};  // of the phase under way: set on the TCP layer, under TLS too
   // From the first byte of a request until its response is written: a draining worker waits for
   // such connections and closes the others.

@@ -5,7 +5,6 @@
 // file (client_session_tcp.cpp, client_session_tls.cpp) from client_session_loop.hpp.
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ssl/stream.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <string>
 
@@ -15,10 +14,10 @@
 namespace idem::http {
 
 class ProxyMetrics;
-using TlsStream = boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>;
+using TlsStream = boost::asio::ssl::stream<wire::Socket&>;
 
 // The HTTP/1.1 keep-alive loop until the client closes, a deadline passes or the worker drains.
-boost::asio::awaitable<void> serve_http_over(boost::asio::ip::tcp::socket& stream, ClientConnection& connection,
+boost::asio::awaitable<void> serve_http_over(wire::Socket& stream, ClientConnection& connection,
                                              WorkerServices& services, const bool& draining,
                                              const std::string& address);
 boost::asio::awaitable<void> serve_http_over(TlsStream& stream, ClientConnection& connection, WorkerServices& services,
@@ -26,7 +25,7 @@ boost::asio::awaitable<void> serve_http_over(TlsStream& stream, ClientConnection
 
 // A request the proxy refuses before reading it whole: answered, then the connection is closed
 // (the unread rest of the request would otherwise be taken for the next one).
-boost::asio::awaitable<void> refuse_over(boost::asio::ip::tcp::socket& stream, ClientConnection& connection,
+boost::asio::awaitable<void> refuse_over(wire::Socket& stream, ClientConnection& connection,
                                          core::Problem problem, unsigned version,
                                          std::chrono::milliseconds write_timeout, ProxyMetrics& metrics);
 boost::asio::awaitable<void> refuse_over(TlsStream& stream, ClientConnection& connection, core::Problem problem,

@@ -74,7 +74,7 @@ asio::awaitable<void> linger_close(Stream& stream, ClientConnection& connection)
   connection.deadline.expire_after(kLingerTime);
   if constexpr (kIsTls<Stream>) co_await stream.async_shutdown(use_tuple);
   boost::system::error_code ignored;
-  connection.socket.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  connection.socket.shutdown(asio::socket_base::shutdown_send, ignored);
   std::array<char, 16 * 1024> sink;
   for (;;) {
     auto [ec, n] = co_await connection.socket.async_read_some(asio::buffer(sink), use_tuple);

@@ -3,13 +3,13 @@
 
 namespace idem::http {
 
-boost::asio::awaitable<void> serve_http_over(boost::asio::ip::tcp::socket& stream, ClientConnection& connection,
+boost::asio::awaitable<void> serve_http_over(wire::Socket& stream, ClientConnection& connection,
                                              WorkerServices& services, const bool& draining,
                                              const std::string& address) {
   return session_loop::serve_http(stream, connection, services, draining, address);
 }
 
-boost::asio::awaitable<void> refuse_over(boost::asio::ip::tcp::socket& stream, ClientConnection& connection,
+boost::asio::awaitable<void> refuse_over(wire::Socket& stream, ClientConnection& connection,
                                          core::Problem problem, unsigned version,
                                          std::chrono::milliseconds write_timeout, ProxyMetrics& metrics) {
   return session_loop::refuse(stream, connection, std::move(problem), version, write_timeout, metrics);

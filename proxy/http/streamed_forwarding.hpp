@@ -118,19 +118,19 @@ struct UpstreamEnd {
   std::chrono::steady_clock::time_point until{};
 
   asio::awaitable<wire::IoResult> read_some(asio::mutable_buffer buffer) {
-    if (watch != nullptr) watch->arm(transport.tcp);
+    if (watch != nullptr) watch->arm(transport.socket);
     std::chrono::milliseconds wait = timeout;
     if (until != std::chrono::steady_clock::time_point{}) {
       wait = std::max(std::chrono::milliseconds::zero(),
                       std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()));
     }
     if (transport.tls) return wire::read_some_within(*transport.tls, buffer, transport, wait);
-    return wire::read_some_within(transport.tcp, buffer, transport, wait);
+    return wire::read_some_within(transport.socket, buffer, transport, wait);
   }
   template <class Buffers>
   asio::awaitable<wire::IoResult> write(const Buffers& buffers) {
     if (transport.tls) return wire::write_within(*transport.tls, buffers, transport, timeout);
-    return wire::write_within(transport.tcp, buffers, transport, timeout);
+    return wire::write_within(transport.socket, buffers, transport, timeout);
   }
 };
 
@@ -282,9 +282,9 @@ struct ClientTunnelEnd {
     return wire::write_within(stream, buffer, connection.deadline, write_timeout);
   }
   asio::awaitable<void> shutdown_send() {
-    if constexpr (std::is_same_v<Stream, asio::ip::tcp::socket>) {
+    if constexpr (std::is_same_v<Stream, wire::Socket>) {
       boost::system::error_code ignored;
-      connection.socket.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+      connection.socket.shutdown(asio::socket_base::shutdown_send, ignored);
     } else {
       connection.deadline.expire_after(write_timeout);
       co_await wire::send_close_notify(stream);
@@ -302,16 +302,16 @@ struct UpstreamTunnelEnd {
 
   asio::awaitable<wire::IoResult> read_some(asio::mutable_buffer buffer) {
     if (transport.tls) return transport.tls->async_read_some(buffer, wire::use_tuple);
-    return transport.tcp.async_read_some(buffer, wire::use_tuple);
+    return transport.socket.async_read_some(buffer, wire::use_tuple);
   }
   asio::awaitable<wire::IoResult> write(const asio::const_buffer& buffer) {
     if (transport.tls) return wire::write_within(*transport.tls, buffer, transport, write_timeout);
-    return wire::write_within(transport.tcp, buffer, transport, write_timeout);
+    return wire::write_within(transport.socket, buffer, transport, write_timeout);
   }
   asio::awaitable<void> shutdown_send() {
     if (!transport.tls) {
       boost::system::error_code ignored;
-      transport.tcp.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+      transport.socket.shutdown(asio::socket_base::shutdown_send, ignored);
       co_return;
     }
     transport.expire_after(write_timeout);

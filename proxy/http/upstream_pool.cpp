@@ -2,6 +2,8 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/error.hpp>
@@ -40,23 +42,24 @@ struct UnderDeadline {
   wire::ClientStream& transport;
   asio::awaitable<wire::IoResult> read_some(asio::mutable_buffer buffer) {
     if (transport.tls) return transport.tls->async_read_some(buffer, use_tuple);
-    return transport.tcp.async_read_some(buffer, use_tuple);
+    return transport.socket.async_read_some(buffer, use_tuple);
   }
 };
 
-// The host's addresses, looked up once (start-up): a literal needs no lookup.
-std::vector<tcp::endpoint> resolve_upstream(asio::io_context& io, const config::UpstreamConfig& upstream) {
+// The host's addresses, looked up once (start-up): a literal needs no lookup. A unix socket is its path.
+std::vector<wire::Endpoint> resolve_upstream(asio::io_context& io, const config::UpstreamConfig& upstream) {
+  if (!upstream.socket_path.empty()) return {wire::Endpoint(asio::local::stream_protocol::endpoint(upstream.socket_path))};
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(upstream.host, ec);
-  if (!ec) return {tcp::endpoint(address, upstream.port)};
+  if (!ec) return {wire::Endpoint(tcp::endpoint(address, upstream.port))};
   tcp::resolver resolver(io);
   const auto results = resolver.resolve(upstream.host, std::to_string(upstream.port), ec);
   if (ec || results.empty()) {
-    throw std::runtime_error("upstream.url: cannot resolve " + upstream.host + ": " +
+    throw std::runtime_error("upstream " + upstream.name + ": cannot resolve " + upstream.host + ": " +
                              (ec ? ec.message() : std::string("no address")));
   }
-  std::vector<tcp::endpoint> endpoints;
-  for (const auto& entry : results) endpoints.push_back(entry.endpoint());
+  std::vector<wire::Endpoint> endpoints;
+  for (const auto& entry : results) endpoints.emplace_back(entry.endpoint());
   return endpoints;
 }
 
@@ -71,6 +74,7 @@ std::shared_ptr<asio::ssl::context> upstream_tls_context(const config::UpstreamT
 UpstreamPool::UpstreamPool(asio::io_context& io, const config::UpstreamConfig& upstream, std::size_t max_connections)
     : io_(io),
       endpoints_(resolve_upstream(io, upstream)),
+      unix_socket_(upstream.socket_path),
       tls_(upstream_tls_context(upstream.tls)),
       tls_name_(upstream.tls.server_name.empty() ? upstream.host : upstream.tls.server_name),
       tls_verify_(upstream.tls.verify),
@@ -111,7 +115,7 @@ asio::awaitable<UpstreamFailure> UpstreamPool::open_connection(Connection& conne
     co_return UpstreamFailure::connect_failed;
   }
   beast::error_code ignored;
-  transport.tcp.set_option(tcp::no_delay(true), ignored);
+  if (unix_socket_.empty()) transport.socket.set_option(tcp::no_delay(true), ignored);
   // The handshake gets a connect timeout of its own.
   if (const auto failure = co_await connection.transport->handshake(tls_name_, tls_verify_, connect_timeout_)) {
     log::warn("upstream_tls_failed", {{"server_name", tls_name_}, {"reason", *failure}});

@@ -5,7 +5,6 @@
 // config::UpstreamTlsConfig): verified, named by SNI, kept alive like plain ones.
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -18,6 +17,7 @@
 #include "config/config.hpp"
 #include "http/message.hpp"
 #include "http/upstream.hpp"
+#include "wire/socket.hpp"
 
 namespace boost::asio::ssl {
 class context;
@@ -57,7 +57,8 @@ class UpstreamPool final : public Upstream {
   boost::asio::awaitable<core::UpstreamFailure> open_connection(Connection& connection);
 
   boost::asio::io_context& io_;
-  std::vector<boost::asio::ip::tcp::endpoint> endpoints_;  // the host's addresses, tried in order
+  std::vector<wire::Endpoint> endpoints_;  // the host's addresses, tried in order; or its unix socket
+  std::string unix_socket_;                 // set: the upstream listens there
   std::shared_ptr<boost::asio::ssl::context> tls_;         // null: plain HTTP
   std::string tls_name_;                                   // SNI and the name verified
   bool tls_verify_ = true;

@@ -1,5 +1,7 @@
 #include "http/worker.hpp"
 
+#include <unistd.h>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -7,6 +9,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/socket_base.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <type_traits>
 
 #include "http/client_connection.hpp"
 #include "http/upstream.hpp"
@@ -17,7 +20,8 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 
 namespace {
-tcp::acceptor bind_acceptor(asio::io_context& io, const config::ListenConfig& listen) {
+std::optional<tcp::acceptor> bind_acceptor(asio::io_context& io, const config::ListenConfig& listen) {
+  if (!listen.tcp) return std::nullopt;
   const tcp::endpoint endpoint(asio::ip::make_address(listen.host), listen.port);
   tcp::acceptor acceptor(io);
   acceptor.open(endpoint.protocol());
@@ -33,17 +37,24 @@ tcp::acceptor bind_acceptor(asio::io_context& io, const config::ListenConfig& li
 }
 }  // namespace
 
-Worker::Worker(asio::io_context& io, WorkerServices services)
-    : io_(io), services_(std::move(services)), acceptor_(bind_acceptor(io, services_.config->config.listen)) {}
+Worker::Worker(asio::io_context& io, WorkerServices services, int unix_listener)
+    : io_(io), services_(std::move(services)), acceptor_(bind_acceptor(io, services_.config->config.listen)) {
+  if (unix_listener < 0) return;
+  const int own = ::dup(unix_listener);
+  if (own < 0) throw boost::system::system_error(errno, boost::system::system_category(), "dup");
+  unix_acceptor_.emplace(io, asio::local::stream_protocol(), own);
+}
 
 void Worker::start() {
   services_.background.on_idle([this] { check_drained(); });
-  asio::co_spawn(io_, accept_loop(), asio::detached);
+  if (acceptor_) asio::co_spawn(io_, accept_loop(*acceptor_), asio::detached);
+  if (unix_acceptor_) asio::co_spawn(io_, accept_loop(*unix_acceptor_), asio::detached);
 }
 
-asio::awaitable<void> Worker::accept_loop() {
+template <class Acceptor>
+asio::awaitable<void> Worker::accept_loop(Acceptor& acceptor) {
   while (!draining_) {
-    auto [ec, socket] = co_await acceptor_.async_accept(asio::as_tuple(asio::use_awaitable));
+    auto [ec, socket] = co_await acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
     if (ec) {
       if (ec == asio::error::operation_aborted || draining_) break;
       // EMFILE and friends: log and keep accepting rather than dying.
@@ -53,13 +64,15 @@ asio::awaitable<void> Worker::accept_loop() {
     // A streamed body goes out a window at a time: Nagle's algorithm would hold each window's
     // tail (and a feed's next event) until the client acknowledges the last one (nginx's
     // tcp_nodelay, on by default).
-    boost::system::error_code ignored;
-    socket.set_option(tcp::no_delay(true), ignored);
-    asio::co_spawn(io_, serve(std::move(socket)), asio::detached);
+    if constexpr (std::is_same_v<Acceptor, tcp::acceptor>) {
+      boost::system::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+    }
+    asio::co_spawn(io_, serve(wire::Socket(std::move(socket))), asio::detached);
   }
 }
 
-asio::awaitable<void> Worker::serve(tcp::socket socket) {
+asio::awaitable<void> Worker::serve(wire::Socket socket) {
   ClientConnection connection(std::move(socket));
   connections_.insert(&connection);
   // Counted per process: past limits.max_connections a new client gets a 503 and the close,
@@ -88,7 +101,8 @@ void Worker::drain(std::function<void()> on_drained) {
     draining_ = true;
     on_drained_ = std::move(on_drained);
     boost::system::error_code ignored;
-    acceptor_.close(ignored);
+    if (acceptor_) acceptor_->close(ignored);
+    if (unix_acceptor_) unix_acceptor_->close(ignored);
     for (ClientConnection* connection : connections_) {
       if (!connection->in_request) connection->close();
     }

@@ -1,16 +1,20 @@
 #pragma once
 // One worker: an acceptor on the shared listen address (SO_REUSEPORT: the kernel spreads
-// connections across workers), the client connections it accepted, and their lifecycle.
+// connections across workers) and one on the unix listener when there is one, the client
+// connections it accepted, and their lifecycle.
 // Everything here runs on the worker's single io thread; drain() may be called from any thread.
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <unordered_set>
 
 #include "http/runtime.hpp"
+#include "wire/socket.hpp"
 
 namespace idem::http {
 
@@ -19,8 +23,9 @@ struct ClientConnection;
 class Worker {
  public:
   // Binds the listen address at once (throws boost::system::system_error when it cannot), so a
-  // bad address or a busy port fails start-up instead of a worker thread.
-  Worker(boost::asio::io_context& io, WorkerServices services);
+  // bad address or a busy port fails start-up instead of a worker thread. `unix_listener`: the
+  // process's listening unix socket (http/unix_listener.hpp), accepted on through a duplicate; -1: none.
+  Worker(boost::asio::io_context& io, WorkerServices services, int unix_listener = -1);
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
@@ -38,13 +43,15 @@ class Worker {
 
  private:
   friend struct ClientSession;
-  boost::asio::awaitable<void> accept_loop();
-  boost::asio::awaitable<void> serve(boost::asio::ip::tcp::socket socket);
+  template <class Acceptor>
+  boost::asio::awaitable<void> accept_loop(Acceptor& acceptor);
+  boost::asio::awaitable<void> serve(wire::Socket socket);
   void check_drained();
 
   boost::asio::io_context& io_;
   WorkerServices services_;
-  boost::asio::ip::tcp::acceptor acceptor_;
+  std::optional<boost::asio::ip::tcp::acceptor> acceptor_;  // none: the process listens on a unix socket only
+  std::optional<boost::asio::local::stream_protocol::acceptor> unix_acceptor_;
   std::unordered_set<ClientConnection*> connections_;
   bool draining_ = false;
   std::function<void()> on_drained_;

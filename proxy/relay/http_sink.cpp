@@ -187,13 +187,13 @@ asio::awaitable<std::unique_ptr<HttpSink::Stream>> HttpSink::open_stream(bool re
   auto stream = std::make_unique<Stream>(io_, tls_.get());
   stream->expire_after(options_.connect_timeout);
   // A named local, not a braced temporary: GCC 12 mishandles temporaries inside co_await.
-  const std::vector<asio::ip::tcp::endpoint> endpoints{endpoint_};
+  const std::vector<wire::Endpoint> endpoints{wire::Endpoint(endpoint_)};
   if (const auto ec = co_await stream->connect(endpoints)) {
     error = "connect to " + options_.host + ":" + std::to_string(options_.port) + ": " + ec.message();
     co_return nullptr;
   }
   boost::system::error_code ignored;
-  stream->tcp.set_option(asio::ip::tcp::no_delay(true), ignored);
+  stream->socket.set_option(asio::ip::tcp::no_delay(true), ignored);
   // The handshake gets a connect timeout of its own.
   if (const auto failure = co_await stream->handshake(tls_name(), options_.tls.verify, options_.connect_timeout)) {
     error = "TLS to " + tls_name() + ": " + *failure;

@@ -14,7 +14,7 @@ ClientGoneWatch::~ClientGoneWatch() {
   client_.cancel(ignored);
 }
 
-void ClientGoneWatch::arm(boost::asio::ip::tcp::socket& upstream) {
+void ClientGoneWatch::arm(Socket& upstream) {
   if (state_) return;
   state_ = std::make_shared<State>(State{.client = &client_, .upstream = &upstream});
   wait(state_);

@@ -30,20 +30,20 @@ constexpr std::size_t kReadSize = 64 * 1024;  // at most this much asked of one 
 }  // namespace
 
 ClientStream::ClientStream(boost::asio::io_context& io, boost::asio::ssl::context* tls_context)
-    : tcp(io), deadline_(tcp) {
-  if (tls_context != nullptr) tls.emplace(tcp, *tls_context);
+    : socket(io), deadline_(socket) {
+  if (tls_context != nullptr) tls.emplace(socket, *tls_context);
 }
 
 void ClientStream::close() {
   boost::system::error_code ignored;
-  tcp.close(ignored);
+  socket.close(ignored);
 }
 
 bool ClientStream::ready_for_next_request() {
   if (!tls) {
     // A peek: EOF, an error or a byte all mean "do not reuse".
     char byte;
-    const ssize_t n = ::recv(tcp.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   }
   // A read that cannot wait (the socket is non-blocking: connect()): it hands over what the TLS
@@ -70,10 +70,9 @@ boost::system::error_code ClientStream::timed_out_or(const boost::system::error_
   return ec;
 }
 
-boost::asio::awaitable<boost::system::error_code> ClientStream::connect(
-    const std::vector<boost::asio::ip::tcp::endpoint>& endpoints) {
-  auto [ec, endpoint] = co_await boost::asio::async_connect(tcp, endpoints, use_tuple);
-  if (!ec) tcp.non_blocking(true, ec);  // write() tries a write at once (see there)
+boost::asio::awaitable<boost::system::error_code> ClientStream::connect(const std::vector<Endpoint>& endpoints) {
+  auto [ec, endpoint] = co_await boost::asio::async_connect(socket, endpoints, use_tuple);
+  if (!ec) socket.non_blocking(true, ec);  // write() tries a write at once (see there)
   co_return timed_out_or(ec);
 }
 
@@ -92,7 +91,7 @@ boost::asio::awaitable<std::optional<std::string>> ClientStream::handshake(const
 boost::asio::awaitable<ClientStream::Result> ClientStream::write(const OutgoingRequest& request) {
   if (!body_sent_as_is(request)) {
     auto [ec, bytes] = tls ? co_await boost::beast::http::async_write(*tls, request, use_tuple)
-                           : co_await boost::beast::http::async_write(tcp, request, use_tuple);
+                           : co_await boost::beast::http::async_write(socket, request, use_tuple);
     co_return Result{timed_out_or(ec), bytes};
   }
   write_head(request, head_);
@@ -107,7 +106,7 @@ boost::asio::awaitable<ClientStream::Result> ClientStream::write(std::string_vie
     // operation, a completion and a resumption. The socket is non-blocking (connect()): a full
     // send buffer answers would_block, and the rest goes asynchronously.
     boost::system::error_code ec;
-    written = tcp.write_some(message, ec);
+    written = socket.write_some(message, ec);
     if (ec && ec != boost::asio::error::would_block) co_return Result{timed_out_or(ec), written};
     const std::size_t in_head = std::min(written, message[0].size());
     message[0] += in_head;
@@ -115,7 +114,7 @@ boost::asio::awaitable<ClientStream::Result> ClientStream::write(std::string_vie
     if (message[0].size() == 0 && message[1].size() == 0) co_return Result{boost::system::error_code{}, written};
   }
   auto [ec, bytes] = tls ? co_await boost::asio::async_write(*tls, message, use_tuple)
-                         : co_await boost::asio::async_write(tcp, message, use_tuple);
+                         : co_await boost::asio::async_write(socket, message, use_tuple);
   co_return Result{timed_out_or(ec), written + bytes};
 }
 
@@ -165,7 +164,7 @@ boost::asio::awaitable<ClientStream::Result> ClientStream::read_final_response(b
         ec = read_ec;
         got = read_bytes;
       } else {
-        auto [read_ec, read_bytes] = co_await tcp.async_read_some(buffer.prepare(space), use_tuple);
+        auto [read_ec, read_bytes] = co_await socket.async_read_some(buffer.prepare(space), use_tuple);
         ec = read_ec;
         got = read_bytes;
       }

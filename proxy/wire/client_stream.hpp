@@ -1,7 +1,7 @@
 #pragma once
 // The byte stream of a connection this process opens as an HTTP client (the upstream pool's, and
 // idemrelay's HTTP sink's): TCP, or TLS over it for an https:// peer. One deadline covers both
-// layers (a TLS operation is reads and writes on `tcp`); an operation it cuts short fails with
+// layers (a TLS operation is reads and writes on `socket`); an operation it cuts short fails with
 // beast::error::timeout. Beast's HTTP read and write are instantiated once, in client_stream.cpp,
 // not in every includer (they dominate compile time).
 #include <boost/asio/awaitable.hpp>
@@ -9,7 +9,6 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -20,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "wire/socket.hpp"
 #include "wire/socket_deadline.hpp"
 
 namespace idem::wire {
@@ -39,7 +39,7 @@ struct ClientStream {
 
   // `tls_context` null: plain TCP.
   ClientStream(boost::asio::io_context& io, boost::asio::ssl::context* tls_context);
-  ClientStream(const ClientStream&) = delete;  // the TLS layer refers to `tcp`
+  ClientStream(const ClientStream&) = delete;  // the TLS layer refers to `socket`
   ClientStream& operator=(const ClientStream&) = delete;
 
   // The deadline of every operation from now on (SocketDeadline: moving it is cheap).
@@ -58,9 +58,8 @@ struct ClientStream {
   // only a connection that is not reused had.
   bool ready_for_next_request();
 
-  // Connects to the first of `endpoints` that accepts, in order.
-  boost::asio::awaitable<boost::system::error_code> connect(
-      const std::vector<boost::asio::ip::tcp::endpoint>& endpoints);
+  // Connects to the first of `endpoints` that accepts, in order (TCP addresses, or a unix socket).
+  boost::asio::awaitable<boost::system::error_code> connect(const std::vector<Endpoint>& endpoints);
 
   // After the TCP connect: names the peer (SNI, and the name its certificate must carry when
   // verifying) and runs the client handshake within `timeout`. Nullopt when done, else why not
@@ -93,8 +92,8 @@ struct ClientStream {
                                                      std::optional<ResponseParser>& parser,
                                                      const ResponseLimits& limits);
 
-  boost::asio::ip::tcp::socket tcp;
-  std::optional<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls;
+  Socket socket;
+  std::optional<boost::asio::ssl::stream<Socket&>> tls;
 
  private:
   // A failure once the deadline passed is the deadline's doing: the socket was closed under it.

@@ -2,7 +2,7 @@
 
 namespace idem::wire {
 
-SocketDeadline::SocketDeadline(boost::asio::ip::tcp::socket& socket) : state_(std::make_shared<State>(socket)) {}
+SocketDeadline::SocketDeadline(Socket& socket) : state_(std::make_shared<State>(socket)) {}
 
 // A destructor must not throw; the cancel only throws on a reactor error, and the wait it would
 // end finds the socket gone either way.

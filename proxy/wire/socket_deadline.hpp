@@ -9,11 +9,12 @@
 // When the deadline passes, the socket is closed (as tcp_stream does): an operation then pending
 // fails at once, and so does every later one. `expired()` tells such a failure from a lost
 // connection.
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+
+#include "wire/socket.hpp"
 
 namespace idem::wire {
 
@@ -22,7 +23,7 @@ class SocketDeadline {
   using Clock = std::chrono::steady_clock;
 
   // `socket` must outlive this.
-  explicit SocketDeadline(boost::asio::ip::tcp::socket& socket);
+  explicit SocketDeadline(Socket& socket);
   ~SocketDeadline();
   SocketDeadline(const SocketDeadline&) = delete;
   SocketDeadline& operator=(const SocketDeadline&) = delete;
@@ -41,8 +42,8 @@ class SocketDeadline {
   // Shared with the pending wait: a wait that completed just before the stream was destroyed
   // still runs, and must find out that the socket is gone.
   struct State {
-    explicit State(boost::asio::ip::tcp::socket& s) : socket(&s), timer(s.get_executor()) {}
-    boost::asio::ip::tcp::socket* socket;  // null once the owner is destroyed
+    explicit State(Socket& s) : socket(&s), timer(s.get_executor()) {}
+    Socket* socket;  // null once the owner is destroyed
     boost::asio::steady_timer timer;
     Clock::time_point deadline = Clock::time_point::max();
     Clock::time_point armed_for = Clock::time_point::max();  // max: no wait pending

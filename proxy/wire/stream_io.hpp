@@ -9,7 +9,6 @@
 // timed_out()): a failure then is reported as beast::error::timeout.
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffer_traits.hpp>
@@ -20,6 +19,7 @@
 #include <type_traits>
 
 #include "wire/body_pump.hpp"
+#include "wire/socket.hpp"
 
 namespace idem::wire {
 
@@ -64,7 +64,7 @@ asio::awaitable<IoResult> write_within(AsyncWriteStream& stream, const Buffers& 
                                        std::chrono::milliseconds timeout) {
   std::size_t written = 0;
   beast::buffers_suffix<Buffers> rest(buffers);
-  if constexpr (std::is_same_v<AsyncWriteStream, asio::ip::tcp::socket>) {
+  if constexpr (std::is_same_v<AsyncWriteStream, Socket>) {
     if (stream.non_blocking()) {
       boost::system::error_code ec;
       written = stream.write_some(rest, ec);

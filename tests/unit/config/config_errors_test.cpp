@@ -145,12 +145,12 @@ std::vector<ErrorCase> error_cases() {
        "leave it out "
        "of the fingerprint"},
       {"upstream_other_scheme", kStore + "upstream:\n  url: ftp://api.internal:8443\n",
-       "test.yaml:3:8: upstream.url must be http://host[:port] or https://host[:port], got "
+       "test.yaml:3:8: upstream.url must be http://host[:port], https://host[:port] or unix:/path/to.sock, got "
        "\"ftp://api.internal:8443\""},
       {"upstream_with_path", kStore + "upstream:\n  url: http://backend/api\n",
-       "test.yaml:3:8: upstream.url must be http://host[:port] or https://host[:port], got \"http://backend/api\""},
+       "test.yaml:3:8: upstream.url must be http://host[:port], https://host[:port] or unix:/path/to.sock, got \"http://backend/api\""},
       {"upstream_bad_port", kStore + "upstream:\n  url: http://backend:70000\n",
-       "test.yaml:3:8: upstream.url must be http://host[:port] or https://host[:port], got \"http://backend:70000\""},
+       "test.yaml:3:8: upstream.url must be http://host[:port], https://host[:port] or unix:/path/to.sock, got \"http://backend:70000\""},
       {"listener_tls_without_key", kStore + "tls:\n  cert_file: /etc/hostname\n",
        "test.yaml:3:3: tls needs both cert_file and key_file"},
       {"listener_tls_missing_file", kStore + "tls:\n  cert_file: /nonexistent/tls.crt\n  key_file: /etc/hostname\n",
@@ -181,11 +181,11 @@ std::vector<ErrorCase> error_cases() {
        "test.yaml:3:10: unknown variable ${PG_DSN} in store.postgres.dsn (set it or give a default with "
        "${PG_DSN:-value})"},
       {"listen_without_port", kStore + "listen: localhost\n",
-       "test.yaml:2:9: bad listen address \"localhost\" (expected host:port, e.g. 127.0.0.1:8080 or \"[::1]:8080\")"},
+       "test.yaml:2:9: bad listen address \"localhost\" (expected host:port, e.g. 127.0.0.1:8080 or \"[::1]:8080\", or unix:/path)"},
       {"listen_port_zero", kStore + "listen: 127.0.0.1:0\n",
-       "test.yaml:2:9: bad listen address \"127.0.0.1:0\" (expected host:port, e.g. 127.0.0.1:8080 or \"[::1]:8080\")"},
+       "test.yaml:2:9: bad listen address \"127.0.0.1:0\" (expected host:port, e.g. 127.0.0.1:8080 or \"[::1]:8080\", or unix:/path)"},
       {"listen_unbracketed_ipv6", kStore + "listen: \"::1:8080\"\n",
-       "test.yaml:2:9: bad listen address \"::1:8080\" (expected host:port, e.g. 127.0.0.1:8080 or \"[::1]:8080\")"},
+       "test.yaml:2:9: bad listen address \"::1:8080\" (expected host:port, e.g. 127.0.0.1:8080 or \"[::1]:8080\", or unix:/path)"},
       {"bad_scope_header",
        kStore + "routes:\n  - name: a\n    match: { path: /a }\n    scope:\n      headers:\n        - Authorization\n  "
                 "      - \"X Tenant\"\n",
@@ -355,7 +355,7 @@ routes:
   std::vector<std::string> lines;
   for (const ConfigIssue& issue : result.issues) lines.push_back(issue.to_string());
   const std::vector<std::string> expected = {
-      "test.yaml:1:9: bad listen address \"nowhere\" (expected host:port, e.g. 127.0.0.1:8080 or \"[::1]:8080\")",
+      "test.yaml:1:9: bad listen address \"nowhere\" (expected host:port, e.g. 127.0.0.1:8080 or \"[::1]:8080\", or unix:/path)",
       "test.yaml:2:10: bad number \"-1\" for workers (expected an integer from 0 to 1024)",
       "test.yaml:6:16: store.postgres.pool_size must be at least 1 (got 0)",
       "test.yaml:8:8: bad duration \"5x\" for defaults.ttl (expected e.g. 250ms, 30s, 5m, 24h)",
