@@ -99,10 +99,10 @@ asio::awaitable<std::tuple<boost::system::error_code, std::size_t>> write_respon
 // (the unread rest of the request would otherwise be taken for the next one).
 template <class Stream>
 asio::awaitable<void> refuse(Stream& stream, ClientConnection& connection, core::Problem problem, unsigned version,
-                             std::chrono::milliseconds write_timeout, ProxyMetrics& metrics) {
+                             std::string docs_url, std::chrono::milliseconds write_timeout, ProxyMetrics& metrics) {
   metrics.refused(static_cast<unsigned>(problem.status));
   log::info("request_refused", {{"status", problem.status}, {"detail", problem.detail}});
-  Response response = problem_response(problem, version);
+  Response response = problem_response(problem, version, docs_url);
   response.keep_alive(false);
   connection.deadline.expire_after(write_timeout);
   std::string head;
@@ -117,10 +117,10 @@ asio::awaitable<void> refuse(Stream& stream, ClientConnection& connection, core:
 // Whether the connection serves on. The problem's body, once written, is added to `bodies`.
 template <class Stream>
 asio::awaitable<bool> answer_problem(Stream& stream, ClientConnection& connection, const core::Problem& problem,
-                                     unsigned version, bool keep_alive, bool request_read,
+                                     unsigned version, std::string docs_url, bool keep_alive, bool request_read,
                                      std::chrono::milliseconds write_timeout, std::string& head, BodyTally& bodies) {
   keep_alive = keep_alive && request_read;
-  Response response = problem_response(problem, version);
+  Response response = problem_response(problem, version, docs_url);
   if (!keep_alive || version < 11) response.keep_alive(keep_alive);
   connection.deadline.expire_after(write_timeout);
   auto [write_ec, written] = co_await write_response(stream, response, head);
@@ -334,8 +334,8 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     HeadRefusal refusal = refusal_of_head(header_ec, request, buffer, limits, head, normalized);
     if (refusal.client_gone) co_return;
     if (refusal.problem) {
-      co_await refuse(stream, connection, std::move(*refusal.problem), refusal.version, limits.write_timeout,
-                      services.metrics);
+      co_await refuse(stream, connection, std::move(*refusal.problem), refusal.version,
+                      services.config->problem_docs_url, limits.write_timeout, services.metrics);
       co_return;
     }
     const unsigned version = request.parts().version;
@@ -371,7 +371,8 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     const RoutedRequest routed = route_request(*config, request.parts());
     const core::UpgradeDecision upgrade = decide_upgrade(request.parts(), routed);
     if (upgrade.action == core::UpgradeAction::refuse) {
-      co_await refuse(stream, connection, *upgrade.refusal, version, limits.write_timeout, services.metrics);
+      co_await refuse(stream, connection, *upgrade.refusal, version, config->problem_docs_url, limits.write_timeout,
+                      services.metrics);
       co_return;
     }
     if (routed.handling == core::BodyHandling::streamed) {
@@ -386,8 +387,8 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
           });
       trace.bodies = outcome.bodies;
       if (outcome.refused) {
-        co_await refuse(stream, connection, std::move(*outcome.problem), version, limits.write_timeout,
-                        services.metrics);
+        co_await refuse(stream, connection, std::move(*outcome.problem), version, config->problem_docs_url,
+                        limits.write_timeout, services.metrics);
         co_return;
       }
       if (outcome.problem) {
@@ -395,9 +396,9 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
             std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - request_started);
         const auto status = static_cast<unsigned>(outcome.problem->status);
         services.metrics.record(trace, status);
-        const bool serves_on =
-            co_await answer_problem(stream, connection, *outcome.problem, version, client_keep_alive && !draining,
-                                    outcome.request_read, limits.write_timeout, response_head, trace.bodies);
+        const bool serves_on = co_await answer_problem(
+            stream, connection, *outcome.problem, version, config->problem_docs_url, client_keep_alive && !draining,
+            outcome.request_read, limits.write_timeout, response_head, trace.bodies);
         finish(status);
         if (!serves_on) co_return;
         continue;
@@ -418,7 +419,8 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     }
     if (body_ec) {
       if (std::optional<core::Problem> problem = refusal_of_body(body_ec, limits)) {
-        co_await refuse(stream, connection, std::move(*problem), version, limits.write_timeout, services.metrics);
+        co_await refuse(stream, connection, std::move(*problem), version, config->problem_docs_url,
+                        limits.write_timeout, services.metrics);
       }
       co_return;
     }
@@ -458,8 +460,9 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       trace.bodies.out = outcome.bodies.out;
       trace.bodies.aborted = outcome.bodies.aborted;
       if (outcome.problem) {
-        const bool serves_on = co_await answer_problem(stream, connection, *outcome.problem, version, keep_alive, true,
-                                                       limits.write_timeout, response_head, trace.bodies);
+        const bool serves_on =
+            co_await answer_problem(stream, connection, *outcome.problem, version, config->problem_docs_url, keep_alive,
+                                    true, limits.write_timeout, response_head, trace.bodies);
         finish(static_cast<unsigned>(outcome.problem->status));
         if (!serves_on) co_return;
         continue;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "config/config.hpp"
 #include "core/route_table.hpp"
@@ -35,8 +36,12 @@ struct RuntimeConfig {
   // The listener's TLS context, built from config.tls's files with this snapshot (null: plain
   // HTTP). A connection keeps the one current when it was accepted.
   std::shared_ptr<tls::ListenerTls> listener_tls;
+  std::string problem_docs_url;  // problems.docs_url: what every problem's type points at (core/problem.hpp)
   explicit RuntimeConfig(config::Config loaded, std::shared_ptr<tls::ListenerTls> tls = nullptr)
-      : config(std::move(loaded)), routes(config.routes), listener_tls(std::move(tls)) {}
+      : config(std::move(loaded)),
+        routes(config.routes),
+        listener_tls(std::move(tls)),
+        problem_docs_url(config.problems.docs_url) {}
 };
 
 // Work that outlives the request that started it (a completion write retried in the background).
