@@ -24,19 +24,21 @@ namespace {
 
 using core::percent_decode;
 
-admin::Response problem(const core::Problem& p) {
-  admin::Response response =
-      admin::text_response(static_cast<unsigned>(p.status), core::problem_json(p), "application/problem+json");
+// `docs_url`: problems.docs_url, as on the proxy's own answers (core/problem.hpp).
+admin::Response problem(const core::Problem& p, std::string_view docs_url) {
+  admin::Response response = admin::text_response(static_cast<unsigned>(p.status), core::problem_json(p, docs_url),
+                                                  "application/problem+json");
   if (p.retry_after) response.set(http::field::retry_after, std::to_string(p.retry_after->count()));
+  if (std::optional<std::string> link = core::problem_link(p, docs_url)) response.set(http::field::link, *link);
   return response;
 }
 
-admin::Response not_found(std::string_view what) {
+admin::Response not_found(std::string_view what, std::string_view docs_url) {
   core::Problem p = core::bad_request_problem(what);
   p.status = 404;
-  p.type = "urn:idemproxy:problem:not-found";
+  p.slug = "not-found";
   p.title = "Not found";
-  return problem(p);
+  return problem(p, docs_url);
 }
 
 struct KeyTarget {
@@ -117,8 +119,9 @@ std::optional<KeyTarget> parse_key_target(const admin::Request& request, const R
 void handle_key(ProxyAdminContext& context, const admin::Request& request, const admin::Respond& respond) {
   std::string error;
   const auto runtime = context.config();
+  std::string docs_url = runtime->problem_docs_url;
   const std::optional<KeyTarget> target = parse_key_target(request, *runtime, error);
-  if (!target) return respond(not_found(error.empty() ? "no such admin endpoint" : error));
+  if (!target) return respond(not_found(error.empty() ? "no such admin endpoint" : error, docs_url));
   const bool post = request.method() == http::verb::post;
   if (target->release != post) {
     admin::Response wrong = admin::text_response(405, "use GET for a record and POST for .../release\n");
@@ -130,34 +133,38 @@ void handle_key(ProxyAdminContext& context, const admin::Request& request, const
   const store::RecordKey key{target->scope, target->key};
   if (!target->release) {
     log::info("admin_inspect", {{"route", target->route}, {"scope", target->scope}, {"key_hash", key_hash}});
-    context.store.inspect(key, [target = *target, respond](store::StoreError e, const store::RecordInfo& info) {
-      if (e == store::StoreError::ok) {
-        return respond(admin::text_response(200, record_json(target.route, target.scope, target.key, info) + "\n",
-                                            "application/json"));
-      }
-      if (e == store::StoreError::not_found) return respond(not_found("no live record for this route, scope and key"));
-      respond(problem(core::store_unavailable_problem(std::chrono::seconds(1))));
-    });
+    context.store.inspect(
+        key, [target = *target, respond, docs_url](store::StoreError e, const store::RecordInfo& info) {
+          if (e == store::StoreError::ok) {
+            return respond(admin::text_response(200, record_json(target.route, target.scope, target.key, info) + "\n",
+                                                "application/json"));
+          }
+          if (e == store::StoreError::not_found) {
+            return respond(not_found("no live record for this route, scope and key", docs_url));
+          }
+          respond(problem(core::store_unavailable_problem(std::chrono::seconds(1)), docs_url));
+        });
     return;
   }
-  context.store.force_release(
-      key, [target = *target, respond, key_hash](store::StoreError e, std::chrono::milliseconds lease_left) {
-        log::info("admin_release", {{"route", target.route},
-                                    {"scope", target.scope},
-                                    {"key_hash", key_hash},
-                                    {"result", store::store_error_name(e)}});
-        if (e == store::StoreError::ok)
-          return respond(admin::text_response(200, "{\"released\":true}\n", "application/json"));
-        if (e == store::StoreError::lease_running) {
-          const auto left = std::max(std::chrono::ceil<std::chrono::seconds>(lease_left), std::chrono::seconds(1));
-          return respond(problem(core::release_refused_in_flight_problem(left)));
-        }
-        if (e == store::StoreError::not_found) {
-          return respond(not_found(
-              "no unknown or in-flight record for this route, scope and key (completed records are never released)"));
-        }
-        respond(problem(core::store_unavailable_problem(std::chrono::seconds(1))));
-      });
+  context.store.force_release(key, [target = *target, respond, key_hash, docs_url = std::move(docs_url)](
+                                       store::StoreError e, std::chrono::milliseconds lease_left) {
+    log::info("admin_release", {{"route", target.route},
+                                {"scope", target.scope},
+                                {"key_hash", key_hash},
+                                {"result", store::store_error_name(e)}});
+    if (e == store::StoreError::ok)
+      return respond(admin::text_response(200, "{\"released\":true}\n", "application/json"));
+    if (e == store::StoreError::lease_running) {
+      const auto left = std::max(std::chrono::ceil<std::chrono::seconds>(lease_left), std::chrono::seconds(1));
+      return respond(problem(core::release_refused_in_flight_problem(left), docs_url));
+    }
+    if (e == store::StoreError::not_found) {
+      return respond(not_found(
+          "no unknown or in-flight record for this route, scope and key (completed records are never released)",
+          docs_url));
+    }
+    respond(problem(core::store_unavailable_problem(std::chrono::seconds(1)), docs_url));
+  });
 }
 
 }  // namespace
@@ -176,7 +183,7 @@ admin::Handler make_proxy_admin_handler(ProxyAdminContext context) {
       return respond(admin::text_response(200, context.metrics.render(), "text/plain; version=0.0.4; charset=utf-8"));
     }
     if (target.starts_with("/admin/keys/")) return handle_key(context, request, respond);
-    respond(not_found("no such admin endpoint"));
+    respond(not_found("no such admin endpoint", context.config()->problem_docs_url));
   };
 }
 

@@ -114,7 +114,7 @@ void RelayAdmin::list_parked(const admin::Request& request, const admin::Respond
   pool_->execute(std::move(statement), [respond, limit](const pg::PgError& error, pg::ResultHandle result) {
     if (!error.ok()) {
       admin::Response response = problem(core::Problem{.status = 503,
-                                                       .type = "urn:idemproxy:problem:outbox-unavailable",
+                                                       .slug = "outbox-unavailable",
                                                        .title = "Outbox unavailable",
                                                        .detail = "reading the parked rows failed: " + error.message,
                                                        .retry_after = std::chrono::seconds(1)});

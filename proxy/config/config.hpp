@@ -142,6 +142,12 @@ struct LogConfig {
   bool access = true;  // one JSON line per request (info level)
 };
 
+// Where the proxy's problem types are documented: set, every problem's `type` is
+// "<docs_url>#<slug>" and 400 and 422 answers link to it (core/problem.hpp). Reloaded.
+struct ProblemsConfig {
+  std::string docs_url;  // an absolute http(s) URL without a fragment; empty: URN types, no Link
+};
+
 // "restart-only": a running process cannot change it (sockets, pools and threads are built from
 // it); a reload keeps the running value. Marking a field so means listing it in
 // for_each_restart_only (config.cpp), which restart_only_changes and keep_restart_only
@@ -161,6 +167,7 @@ struct Config {
   ReaperConfig reaper;             // restart-only
   ReplayCacheConfig replay_cache;  // restart-only
   LogConfig log;
+  ProblemsConfig problems;
   AdminConfig admin;  // restart-only (idemproxy: /healthz, /readyz, /metrics, /admin/keys/...)
   std::vector<core::Route> routes;
 };

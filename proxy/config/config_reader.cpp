@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "config/addresses.hpp"
@@ -18,6 +19,7 @@
 #include "config/postgres_section.hpp"
 #include "config/redis_section.hpp"
 #include "config/units.hpp"
+#include "core/key_format.hpp"
 #include "core/route_table.hpp"
 #include "core/upgrade_decision.hpp"
 #include "fingerprint/canonical_json.hpp"
@@ -27,9 +29,11 @@ namespace {
 
 using Keys = std::vector<std::string_view>;
 
-const Keys kTopLevelKeys = {"listen", "tls",          "workers", "drain_timeout", "limits",   "upstream", "upstreams",
-                            "store",  "reaper",       "replay_cache", "log",     "admin",  "defaults", "routes"};
+const Keys kTopLevelKeys = {"listen", "tls",    "workers",      "drain_timeout", "limits",   "upstream", "upstreams",
+                            "store",  "reaper", "replay_cache", "log",           "problems", "admin",    "defaults",
+                            "routes"};
 const Keys kLogKeys = {"level", "access"};
+const Keys kProblemsKeys = {"docs_url"};
 const Keys kReplayCacheKeys = {"max_bytes"};
 const Keys kReaperKeys = {"interval", "batch"};
 const Keys kLimitsKeys = {"max_request_body", "max_response_body", "max_header_bytes", "max_request_line",
@@ -48,6 +52,8 @@ const Keys kRedisCacheKeys = {"address", "password",   "database",       "connec
 const Keys kPolicyKeys = {"key_header",
                           "key",
                           "max_key_length",
+                          "min_key_length",
+                          "key_format",
                           "key_from_json",
                           "key_source",
                           "ttl",
@@ -103,6 +109,7 @@ struct PolicyOrigin {
   std::optional<YAML::Mark> key_source;     // where the route (or defaults) set key_source
   std::optional<YAML::Mark> key_from_json;  // where the route (or defaults) set key_from_json
   std::optional<YAML::Mark> upgrades;       // where the route (or defaults) set upgrades
+  std::optional<YAML::Mark> key_rule;       // where the route (or defaults) last set min_key_length or key_format
   bool timing_valid = true;
   bool scope_valid = true;
 };
@@ -119,6 +126,7 @@ class ConfigReader {
   void read_reaper(const Field& field, ReaperConfig& reaper);
   void read_replay_cache(const Field& field, ReplayCacheConfig& cache);
   void read_log(const Field& field, LogConfig& log);
+  void read_problems(const Field& field, ProblemsConfig& problems);
   void read_listener_tls(const Field& field, ListenerTlsConfig& tls);
   // `upstream:` (the only one) or one element of `upstreams:` (path "upstreams[i]").
   void read_upstream(const Fields& fields, std::string_view path, UpstreamConfig& upstream);
@@ -185,6 +193,7 @@ Config ConfigReader::read(const YAML::Node& root) {
   if (const Field* field = top->find("reaper")) read_reaper(*field, config.reaper);
   if (const Field* field = top->find("replay_cache")) read_replay_cache(*field, config.replay_cache);
   if (const Field* field = top->find("log")) read_log(*field, config.log);
+  if (const Field* field = top->find("problems")) read_problems(*field, config.problems);
   if (const Field* field = top->find("admin")) read_admin(yaml_, *field, config.admin);
   read_upstreams(top->find("upstream"), top->find("upstreams"), top->mark(), config);
   read_store(top->find("store"), top->mark(), config.store);
@@ -345,6 +354,20 @@ void ConfigReader::read_log(const Field& field, LogConfig& log) {
            log.level);
   }
   if (const Field* f = fields->find("access")) assign(yaml_.boolean(*f, "log.access"), log.access);
+}
+
+void ConfigReader::read_problems(const Field& field, ProblemsConfig& problems) {
+  const std::optional<Fields> fields = yaml_.mapping(field.value, field.key.Mark(), "problems", kProblemsKeys);
+  if (!fields) return;
+  if (const Field* f = fields->find("docs_url")) {
+    std::optional<std::string> url = yaml_.string(*f, "problems.docs_url");
+    if (!url) return;
+    if (const std::string why = docs_url_error(*url); !why.empty()) {
+      issues_.error(f->value.Mark(), "bad problems.docs_url " + quoted(*url) + ": " + why);
+      return;
+    }
+    problems.docs_url = std::move(*url);
+  }
 }
 
 void ConfigReader::read_upstreams(const Field* single, const Field* list, const YAML::Mark& top_level,
@@ -646,6 +669,23 @@ void ConfigReader::read_policy(const Fields& fields, std::string_view path, core
     assign(read_upgrades(*f, at("upgrades")), policy.upgrades);
     origin.upgrades = f->value.Mark();
   }
+  // Stricter acceptance of the same keys: not a key-space change (key_space_changes.hpp).
+  if (const Field* f = fields.find("min_key_length")) {
+    if (auto length = yaml_.integer(*f, at("min_key_length"), 1, kMaxKeyLength)) policy.min_key_length = *length;
+    origin.key_rule = f->value.Mark();
+  }
+  if (const Field* f = fields.find("key_format")) {
+    if (std::optional<std::string> text = yaml_.string(*f, at("key_format"))) {
+      std::variant<core::KeyFormat, std::string> format = core::parse_key_format(*text);
+      if (auto* parsed = std::get_if<core::KeyFormat>(&format)) {
+        policy.key_format = std::move(*parsed);
+      } else {
+        issues_.error(f->value.Mark(),
+                      "bad " + at("key_format") + " " + quoted(*text) + ": " + std::get<std::string>(format));
+      }
+    }
+    origin.key_rule = f->value.Mark();
+  }
 }
 
 // A list of distinct RFC 9110 tokens, compared case-insensitively: `noun` names one in errors
@@ -796,6 +836,7 @@ void ConfigReader::read_routes(const Field& field, const core::RoutePolicy& defa
                         .key_source = defaults_origin.key_source,
                         .key_from_json = defaults_origin.key_from_json,
                         .upgrades = defaults_origin.upgrades,
+                        .key_rule = defaults_origin.key_rule,
                         .timing_valid = defaults_origin.timing_valid,
                         .scope_valid = defaults_origin.scope_valid};
 
@@ -932,6 +973,19 @@ void ConfigReader::check_route(const core::Route& route, std::string_view path, 
     issues_.error(*origin.key_source,
                   label + ": key_source " + std::string(core::key_source_name(policy.key_source)) +
                       " reads the key from the body and needs key_from_json (e.g. key_from_json: /id)");
+  }
+  // A rule no key can satisfy would refuse every request of the route with 400.
+  if (policy.min_key_length > policy.max_key_length) {
+    issues_.error(origin.key_rule.value_or(route_mark),
+                  label + ": min_key_length (" + std::to_string(policy.min_key_length) + ") exceeds max_key_length (" +
+                      std::to_string(policy.max_key_length) + "): no key could be accepted");
+  } else if (const auto length = core::key_format_length(policy.key_format);
+             length && (*length < policy.min_key_length || *length > policy.max_key_length)) {
+    issues_.error(origin.key_rule.value_or(route_mark),
+                  label + ": key_format " + (policy.key_format.kind == core::KeyFormatKind::uuid ? "uuid" : "ulid") +
+                      " keys are " + std::to_string(*length) + " characters long, outside min_key_length " +
+                      std::to_string(policy.min_key_length) + " to max_key_length " +
+                      std::to_string(policy.max_key_length) + ": no key could be accepted");
   }
   if (policy.key == core::KeyRequirement::required && !policy.upgrades.empty() && origin.upgrades) {
     issues_.error(*origin.upgrades, label +

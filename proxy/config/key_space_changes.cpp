@@ -40,6 +40,8 @@ bool reads_header(const core::RoutePolicy& policy) { return policy.key_source !=
 bool reads_body(const core::RoutePolicy& policy) { return policy.key_source != core::KeySource::header; }
 
 // How the same route's policy changed in ways that change the record a request is stored under.
+// Not key_format or min_key_length: the same key names the same record, only accepted more or
+// less strictly (a key a stricter rule refuses gets a 400, never a second execution).
 std::vector<std::string> policy_changes(const core::RoutePolicy& before, const core::RoutePolicy& after) {
   std::vector<std::string> changes;
   if (after.key == core::KeyRequirement::off) {

@@ -22,6 +22,9 @@ enum class KeyError {
 std::string_view key_error_name(KeyError error);
 // Human sentence for the problem+json detail, e.g. "the Idempotency-Key header is longer than 255 characters".
 std::string key_error_detail(KeyError error, std::string_view header_name, std::size_t max_length);
+// The detail for a header key that breaks the route's key rule (core/key_format.hpp), e.g. "the
+// Idempotency-Key header must be a UUID (…)"; its problem is malformed's.
+std::string key_rule_detail(std::string_view header_name, std::string_view rule);
 
 // `field_values` holds every field line of the key header, in order (Beast's equal_range).
 // Returns the decoded key (quotes and escapes removed) or the reason it is unacceptable.

@@ -79,4 +79,8 @@ std::string body_key_error_detail(KeyError error, const BodyKeyLookup& lookup, s
   return member + " is not a usable idempotency key";
 }
 
+std::string body_key_rule_detail(std::string_view pointer, std::string_view rule) {
+  return "the JSON body's " + std::string(pointer) + " (the idempotency key) must " + std::string(rule);
+}
+
 }  // namespace idem::core

@@ -36,5 +36,8 @@ std::variant<std::string, KeyError> body_key(const BodyKeyLookup& lookup, std::s
 // Human sentence for the problem+json detail, e.g. "the JSON body's /id is a number, not a string".
 std::string body_key_error_detail(KeyError error, const BodyKeyLookup& lookup, std::string_view pointer,
                                   std::size_t max_length);
+// The detail for a body key that breaks the route's key rule (core/key_format.hpp), e.g. "the
+// JSON body's /id (the idempotency key) must be a UUID (…)"; its problem is malformed's.
+std::string body_key_rule_detail(std::string_view pointer, std::string_view rule);
 
 }  // namespace idem::core

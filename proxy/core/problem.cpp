@@ -11,7 +11,7 @@ constexpr std::string_view kTypePrefix = "urn:idemproxy:problem:";
 
 Problem make_problem(int status, std::string_view slug, std::string_view title, std::string detail,
                      std::optional<std::chrono::seconds> retry_after = std::nullopt) {
-  return Problem{status, std::string(kTypePrefix).append(slug), std::string(title), std::move(detail), retry_after};
+  return Problem{status, std::string(slug), std::string(title), std::move(detail), retry_after};
 }
 
 // "<sentence>: <why>", or the sentence alone when there is no reason to add.
@@ -46,9 +46,19 @@ void append_json_string(std::string& out, std::string_view text) {
 
 }  // namespace
 
-std::string problem_json(const Problem& problem) {
+std::string problem_type(const Problem& problem, std::string_view docs_url) {
+  if (docs_url.empty()) return std::string(kTypePrefix).append(problem.slug);
+  return std::string(docs_url).append("#").append(problem.slug);
+}
+
+std::optional<std::string> problem_link(const Problem& problem, std::string_view docs_url) {
+  if (docs_url.empty() || (problem.status != 400 && problem.status != 422)) return std::nullopt;
+  return "<" + problem_type(problem, docs_url) + ">; rel=\"describedby\"";
+}
+
+std::string problem_json(const Problem& problem, std::string_view docs_url) {
   std::string json = "{\"type\":";
-  append_json_string(json, problem.type);
+  append_json_string(json, problem_type(problem, docs_url));
   json.append(",\"title\":");
   append_json_string(json, problem.title);
   json.append(",\"status\":").append(std::to_string(problem.status));

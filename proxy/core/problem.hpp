@@ -14,14 +14,23 @@ namespace idem::core {
 
 struct Problem {
   int status = 500;
-  std::string type;                                 // "urn:idemproxy:problem:<slug>"
+  std::string slug;                                 // "key-malformed": names the type (problem_type)
   std::string title;                                // fixed per type
   std::string detail;                               // specific to this occurrence
   std::optional<std::chrono::seconds> retry_after;  // sent as Retry-After when set
 };
 
+// The problem's `type`: "urn:idemproxy:problem:<slug>", or "<docs_url>#<slug>" when the
+// configuration names where the problem types are documented (problems.docs_url; the README has
+// an anchor per slug), so a client can follow it.
+std::string problem_type(const Problem& problem, std::string_view docs_url = {});
+// The Link field value pointing at the problem's documentation, `<type>; rel="describedby"`,
+// on a 400 or a 422 when docs_url is set (draft-ietf-httpapi-idempotency-key-header §2.7);
+// nullopt otherwise.
+std::optional<std::string> problem_link(const Problem& problem, std::string_view docs_url);
+
 // application/problem+json body: {"type","title","status","detail"} with JSON string escaping.
-std::string problem_json(const Problem& problem);
+std::string problem_json(const Problem& problem, std::string_view docs_url = {});
 
 Problem key_problem(KeyError error, std::string_view header_name, std::size_t max_length);  // 400
 Problem key_problem(KeyError error, std::string detail);                      // 400, e.g. a key read from the body

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/key_format.hpp"
 #include "core/key_source.hpp"
 
 namespace idem::core {
@@ -65,6 +66,10 @@ struct RoutePolicy {
   // e.g. "websocket": the connection becomes a byte tunnel once the upstream answers 101. Never
   // h2c; empty on a `key: required` route (the config loader sees to both).
   std::vector<std::string> upgrades = {"websocket"};
+  // What the route's owner requires of a key beyond its syntax and max_key_length (a key that
+  // breaks it gets 400 key-malformed naming the rule): a minimum length and a format.
+  std::size_t min_key_length = 1;
+  KeyFormat key_format;
 };
 
 // Where a route's requests go and what bounds their exchange: what a route leaves unset comes

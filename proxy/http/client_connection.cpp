@@ -85,7 +85,7 @@ asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices&
 asio::awaitable<void> refuse_connection(ClientConnection& connection, WorkerServices& services) {
   const std::string address = client_address(connection);
   co_await over_client_transport(connection, services, address, [&](auto& stream) {
-    return refuse_over(stream, connection, core::too_many_connections_problem(), 11,
+    return refuse_over(stream, connection, core::too_many_connections_problem(), 11, services.config->problem_docs_url,
                        services.config->config.limits.write_timeout, services.metrics);
   });
 }

@@ -99,10 +99,10 @@ asio::awaitable<std::tuple<boost::system::error_code, std::size_t>> write_respon
 // (the unread rest of the request would otherwise be taken for the next one).
 template <class Stream>
 asio::awaitable<void> refuse(Stream& stream, ClientConnection& connection, core::Problem problem, unsigned version,
-                             std::chrono::milliseconds write_timeout, ProxyMetrics& metrics) {
+                             std::string docs_url, std::chrono::milliseconds write_timeout, ProxyMetrics& metrics) {
   metrics.refused(static_cast<unsigned>(problem.status));
   log::info("request_refused", {{"status", problem.status}, {"detail", problem.detail}});
-  Response response = problem_response(problem, version);
+  Response response = problem_response(problem, version, docs_url);
   response.keep_alive(false);
   connection.deadline.expire_after(write_timeout);
   std::string head;
@@ -117,10 +117,10 @@ asio::awaitable<void> refuse(Stream& stream, ClientConnection& connection, core:
 // Whether the connection serves on. The problem's body, once written, is added to `bodies`.
 template <class Stream>
 asio::awaitable<bool> answer_problem(Stream& stream, ClientConnection& connection, const core::Problem& problem,
-                                     unsigned version, bool keep_alive, bool request_read,
+                                     unsigned version, std::string docs_url, bool keep_alive, bool request_read,
                                      std::chrono::milliseconds write_timeout, std::string& head, BodyTally& bodies) {
   keep_alive = keep_alive && request_read;
-  Response response = problem_response(problem, version);
+  Response response = problem_response(problem, version, docs_url);
   if (!keep_alive || version < 11) response.keep_alive(keep_alive);
   connection.deadline.expire_after(write_timeout);
   auto [write_ec, written] = co_await write_response(stream, response, head);
@@ -336,8 +336,8 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
         refusal_of_head(header_ec, request, buffer, limits, services.config->largest_request_body, head, normalized);
     if (refusal.client_gone) co_return;
     if (refusal.problem) {
-      co_await refuse(stream, connection, std::move(*refusal.problem), refusal.version, limits.write_timeout,
-                      services.metrics);
+      co_await refuse(stream, connection, std::move(*refusal.problem), refusal.version,
+                      services.config->problem_docs_url, limits.write_timeout, services.metrics);
       co_return;
     }
     const unsigned version = request.parts().version;
@@ -369,13 +369,14 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     // chunked body is counted against it as it comes.
     if (parser.content_length().value_or(0) > routed.terms.max_request_body) {
       co_await refuse(stream, connection, core::request_too_large_problem(routed.terms.max_request_body), version,
-                      limits.write_timeout, services.metrics);
+                      config->problem_docs_url, limits.write_timeout, services.metrics);
       co_return;
     }
     parser.body_limit(routed.terms.max_request_body);
     const core::UpgradeDecision upgrade = decide_upgrade(request.parts(), routed);
     if (upgrade.action == core::UpgradeAction::refuse) {
-      co_await refuse(stream, connection, *upgrade.refusal, version, limits.write_timeout, services.metrics);
+      co_await refuse(stream, connection, *upgrade.refusal, version, config->problem_docs_url, limits.write_timeout,
+                      services.metrics);
       co_return;
     }
     // Asked for only once nothing above refuses the request: a client told to go on sends a body
@@ -398,8 +399,8 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
           });
       trace.bodies = outcome.bodies;
       if (outcome.refused) {
-        co_await refuse(stream, connection, std::move(*outcome.problem), version, limits.write_timeout,
-                        services.metrics);
+        co_await refuse(stream, connection, std::move(*outcome.problem), version, config->problem_docs_url,
+                        limits.write_timeout, services.metrics);
         co_return;
       }
       if (outcome.problem) {
@@ -407,9 +408,9 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
             std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - request_started);
         const auto status = static_cast<unsigned>(outcome.problem->status);
         services.metrics.record(trace, status);
-        const bool serves_on =
-            co_await answer_problem(stream, connection, *outcome.problem, version, client_keep_alive && !draining,
-                                    outcome.request_read, limits.write_timeout, response_head, trace.bodies);
+        const bool serves_on = co_await answer_problem(
+            stream, connection, *outcome.problem, version, config->problem_docs_url, client_keep_alive && !draining,
+            outcome.request_read, limits.write_timeout, response_head, trace.bodies);
         finish(status);
         if (!serves_on) co_return;
         continue;
@@ -430,7 +431,8 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     }
     if (body_ec) {
       if (std::optional<core::Problem> problem = refusal_of_body(body_ec, routed.terms.max_request_body)) {
-        co_await refuse(stream, connection, std::move(*problem), version, limits.write_timeout, services.metrics);
+        co_await refuse(stream, connection, std::move(*problem), version, config->problem_docs_url,
+                        limits.write_timeout, services.metrics);
       }
       co_return;
     }
@@ -470,8 +472,9 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       trace.bodies.out = outcome.bodies.out;
       trace.bodies.aborted = outcome.bodies.aborted;
       if (outcome.problem) {
-        const bool serves_on = co_await answer_problem(stream, connection, *outcome.problem, version, keep_alive, true,
-                                                       limits.write_timeout, response_head, trace.bodies);
+        const bool serves_on =
+            co_await answer_problem(stream, connection, *outcome.problem, version, config->problem_docs_url, keep_alive,
+                                    true, limits.write_timeout, response_head, trace.bodies);
         finish(static_cast<unsigned>(outcome.problem->status));
         if (!serves_on) co_return;
         continue;

@@ -10,9 +10,10 @@ boost::asio::awaitable<void> serve_http_over(wire::Socket& stream, ClientConnect
 }
 
 boost::asio::awaitable<void> refuse_over(wire::Socket& stream, ClientConnection& connection,
-                                         core::Problem problem, unsigned version,
+                                         core::Problem problem, unsigned version, std::string docs_url,
                                          std::chrono::milliseconds write_timeout, ProxyMetrics& metrics) {
-  return session_loop::refuse(stream, connection, std::move(problem), version, write_timeout, metrics);
+  return session_loop::refuse(stream, connection, std::move(problem), version, std::move(docs_url), write_timeout,
+                              metrics);
 }
 
 }  // namespace idem::http

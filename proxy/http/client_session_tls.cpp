@@ -9,9 +9,10 @@ boost::asio::awaitable<void> serve_http_over(TlsStream& stream, ClientConnection
 }
 
 boost::asio::awaitable<void> refuse_over(TlsStream& stream, ClientConnection& connection, core::Problem problem,
-                                         unsigned version, std::chrono::milliseconds write_timeout,
-                                         ProxyMetrics& metrics) {
-  return session_loop::refuse(stream, connection, std::move(problem), version, write_timeout, metrics);
+                                         unsigned version, std::string docs_url,
+                                         std::chrono::milliseconds write_timeout, ProxyMetrics& metrics) {
+  return session_loop::refuse(stream, connection, std::move(problem), version, std::move(docs_url), write_timeout,
+                              metrics);
 }
 
 }  // namespace idem::http

@@ -86,7 +86,9 @@ class IdempotentExchange {
   }
 
  private:
-  Response problem(const core::Problem& p) const { return problem_response(p, request_.version); }
+  Response problem(const core::Problem& p) const {
+    return problem_response(p, request_.version, services_.config->problem_docs_url);
+  }
 
   // The claim is the record's now (granted, or perhaps granted: its reply was lost): the lookup
   // goes with it.
@@ -197,7 +199,8 @@ class IdempotentExchange {
     trace_.upstream += result.elapsed;
     if (result.failure != core::UpstreamFailure::none) {
       co_await claimed.settle_upstream_failure(result);
-      co_return problem_response(core::upstream_failure_problem(result.failure), version);
+      co_return problem_response(core::upstream_failure_problem(result.failure), version,
+                                 services_.config->problem_docs_url);
     }
 
     Response& response = result.response;

@@ -125,11 +125,14 @@ Response replay_response(const core::StoredResponse& stored, unsigned version, c
   return response;
 }
 
-Response problem_response(const core::Problem& problem, unsigned version) {
+Response problem_response(const core::Problem& problem, unsigned version, std::string_view docs_url) {
   Response response{static_cast<beast_http::status>(problem.status), version};
   response.set(beast_http::field::content_type, "application/problem+json");
   if (problem.retry_after) response.set(beast_http::field::retry_after, std::to_string(problem.retry_after->count()));
-  response.body() = core::problem_json(problem);
+  if (std::optional<std::string> link = core::problem_link(problem, docs_url)) {
+    response.set(beast_http::field::link, *link);
+  }
+  response.body() = core::problem_json(problem, docs_url);
   response.prepare_payload();
   return response;
 }

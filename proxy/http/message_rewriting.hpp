@@ -43,8 +43,9 @@ bool keeps_connection_open(const beast_http::response_header<>& response);
 // `true`; the stored Idempotency-Key-Expires only while the route still announces it.
 Response replay_response(const core::StoredResponse& stored, unsigned version, const core::RoutePolicy& policy);
 
-// application/problem+json response, with Retry-After when the problem carries one.
-Response problem_response(const core::Problem& problem, unsigned version);
+// application/problem+json response, with Retry-After when the problem carries one; its type
+// and Link point at `docs_url` when set (problems.docs_url, core/problem.hpp).
+Response problem_response(const core::Problem& problem, unsigned version, std::string_view docs_url);
 
 // The response's header fields as an ordered list (for storage).
 core::HeaderList header_list(const Response& response);

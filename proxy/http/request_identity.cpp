@@ -7,6 +7,7 @@
 
 #include "cache/replay_cache.hpp"
 #include "core/field_values.hpp"
+#include "core/key_format.hpp"
 #include "core/request_target.hpp"
 #include "http/record_lookup.hpp"
 
@@ -61,6 +62,8 @@ std::optional<core::KeyError> RequestIdentity::prepare_claim(std::optional<std::
         fingerprint::request_fingerprint(facts_, policy_.ignore_json, policy_.key_from_json, body_key_);
     auto from_body = core::body_key(body_key_, policy_.max_key_length);
     if (const auto* error = std::get_if<core::KeyError>(&from_body)) return *error;
+    broken_rule_ = core::broken_key_rule(std::get<std::string>(from_body), policy_.min_key_length, policy_.key_format);
+    if (broken_rule_) return core::KeyError::malformed;
     claim_.key = std::move(std::get<std::string>(from_body));
   }
   fingerprint::RequestScope scope =
@@ -78,6 +81,7 @@ std::optional<core::KeyError> RequestIdentity::prepare_claim(std::optional<std::
 }
 
 std::string RequestIdentity::key_error_detail(core::KeyError error) const {
+  if (broken_rule_) return core::body_key_rule_detail(policy_.key_from_json, *broken_rule_);
   return core::body_key_error_detail(error, body_key_, policy_.key_from_json, policy_.max_key_length);
 }
 

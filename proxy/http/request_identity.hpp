@@ -61,6 +61,7 @@ class RequestIdentity {
   const RequestParts& request_;
   fingerprint::RequestFacts facts_;                // views into request_
   core::BodyKeyLookup body_key_;                   // what key_from_json found, when the key is read from the body
+  std::optional<std::string> broken_rule_;         // the route's key rule the body's key breaks (key_format.hpp)
   std::optional<std::string> legacy_fingerprint_;  // v1, computed when a v1 record is found
   std::string fingerprint_inputs_;                 // kept with this request's completion in the in-process cache
   store::ClaimRequest claim_;

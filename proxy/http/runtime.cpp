@@ -5,7 +5,10 @@
 namespace idem::http {
 
 RuntimeConfig::RuntimeConfig(config::Config loaded, std::shared_ptr<tls::ListenerTls> tls)
-    : config(std::move(loaded)), routes(config.routes), listener_tls(std::move(tls)) {
+    : config(std::move(loaded)),
+      routes(config.routes),
+      listener_tls(std::move(tls)),
+      problem_docs_url(config.problems.docs_url) {
   largest_request_body = config.limits.max_request_body;
   for (const core::Route& route : config.routes) {
     largest_request_body = std::max(largest_request_body, route.forwarding.max_request_body.value_or(0));

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "config/config.hpp"
@@ -49,6 +50,7 @@ struct RuntimeConfig {
   // The largest body any route accepts: the head's Content-Length is checked against it before
   // the request is routed, then against its route's own.
   std::size_t largest_request_body = 0;
+  std::string problem_docs_url;  // problems.docs_url: what every problem's type points at (core/problem.hpp)
   bool routes_by_host = false;  // some route matches on Host: the field is looked up per request
   explicit RuntimeConfig(config::Config loaded, std::shared_ptr<tls::ListenerTls> tls = nullptr);
 

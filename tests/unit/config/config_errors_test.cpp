@@ -40,10 +40,10 @@ std::vector<ErrorCase> error_cases() {
       {"unknown_top_level_key", kStore + "lisen: 127.0.0.1:8080\n",
        "test.yaml:2:1: unknown key \"lisen\" at the top level (expected one of: listen, tls, workers, drain_timeout, "
        "limits, "
-       "upstream, upstreams, store, reaper, replay_cache, log, admin, defaults, routes)"},
+       "upstream, upstreams, store, reaper, replay_cache, log, problems, admin, defaults, routes)"},
       {"unknown_route_key", kRoute + "    foo: 1\n",
        "test.yaml:6:5: unknown key \"foo\" in routes[0] (expected one of: name, match, key_header, key, "
-       "max_key_length, "
+       "max_key_length, min_key_length, key_format, "
        "key_from_json, key_source, ttl, lease, max_stored_body, scope, fingerprint, release_statuses, replay_header, "
        "key_expires_header, store_set_cookie, unknown_outcome, store_unavailable, "
        "in_flight, wait_timeout, unknown_retention, upgrades, upstream, timeout, stream_idle_timeout, max_request_body)"},
@@ -232,6 +232,37 @@ std::vector<ErrorCase> error_cases() {
       {"yaml_syntax_error", "a: b\n  c: d\n", "test.yaml:2:4: invalid YAML: illegal map value"},
       {"second_document", kStore + "---\nworkers: 2\n",
        "test.yaml:2:1: a config file holds one YAML document; found a second one here"},
+      {"bad_key_format", kRoute + "    key_format: guid\n",
+       "test.yaml:6:17: bad routes[0].key_format \"guid\": expected any, uuid, ulid or \"regex:<regular expression>\""},
+      {"bad_key_format_regex", kRoute + "    key_format: \"regex:^[a-z+$\"\n",
+       "test.yaml:6:17: bad routes[0].key_format \"regex:^[a-z+$\": not a valid ECMAScript regular expression: "
+       "Unexpected character within '[...]' in regular expression"},
+      {"bad_key_format_regex_in_defaults", kStore + "defaults:\n  key_format: \"regex:(abc\"\n",
+       "test.yaml:3:15: bad defaults.key_format \"regex:(abc\": not a valid ECMAScript regular expression: "
+       "Mismatched '(' and ')' in regular expression"},
+      {"empty_key_format_regex", kRoute + "    key_format: \"regex:\"\n",
+       "test.yaml:6:17: bad routes[0].key_format \"regex:\": the regular expression after \"regex:\" is empty"},
+      {"min_key_length_above_max", kRoute + "    min_key_length: 40\n    max_key_length: 32\n",
+       "test.yaml:6:21: route \"a\": min_key_length (40) exceeds max_key_length (32): no key could be accepted"},
+      {"uuid_longer_than_max_key_length", kRoute + "    max_key_length: 32\n    key_format: uuid\n",
+       "test.yaml:7:17: route \"a\": key_format uuid keys are 36 characters long, outside min_key_length 1 to "
+       "max_key_length 32: no key could be accepted"},
+      {"docs_url_not_http", kStore + "problems: { docs_url: \"ftp://docs.example.com/errors\" }\n",
+       "test.yaml:2:23: bad problems.docs_url \"ftp://docs.example.com/errors\": expected an absolute http:// or "
+       "https:// URL, e.g. https://docs.example.com/errors"},
+      {"docs_url_relative", kStore + "problems: { docs_url: /errors }\n",
+       "test.yaml:2:23: bad problems.docs_url \"/errors\": expected an absolute http:// or https:// URL, e.g. "
+       "https://docs.example.com/errors"},
+      {"docs_url_without_host", kStore + "problems:\n  docs_url: https:///errors\n",
+       "test.yaml:3:13: bad problems.docs_url \"https:///errors\": the URL has no host"},
+      {"docs_url_with_fragment", kStore + "problems:\n  docs_url: \"https://docs.example.com/errors#top\"\n",
+       "test.yaml:3:13: bad problems.docs_url \"https://docs.example.com/errors#top\": the URL has a fragment (#...): "
+       "each problem's slug is appended as the fragment"},
+      {"docs_url_with_space", kStore + "problems:\n  docs_url: \"https://docs.example.com/my errors\"\n",
+       "test.yaml:3:13: bad problems.docs_url \"https://docs.example.com/my errors\": the URL holds a character a URI "
+       "must percent-encode (spaces, quotes, <, >, non-ASCII...)"},
+      {"unknown_problems_key", kStore + "problems: { docs: https://docs.example.com }\n",
+       "test.yaml:2:13: unknown key \"docs\" in problems (expected one of: docs_url)"},
   };
 }
 
@@ -362,7 +393,8 @@ routes:
       "test.yaml:9:8: bad value \"maybe\" for defaults.key (expected required | optional | off)",
       "test.yaml:11:5: route without a name",
       "test.yaml:13:5: unknown key \"bogus\" in routes[0] (expected one of: name, match, key_header, key, "
-      "max_key_length, key_from_json, key_source, ttl, lease, max_stored_body, scope, fingerprint, release_statuses, "
+      "max_key_length, min_key_length, key_format, key_from_json, key_source, ttl, lease, max_stored_body, scope, "
+      "fingerprint, release_statuses, "
       "replay_header, key_expires_header, store_set_cookie, unknown_outcome, store_unavailable, in_flight, "
       "wait_timeout, unknown_retention, upgrades, upstream, timeout, stream_idle_timeout, max_request_body)",
       "test.yaml:14:5: warning: route \"b\" declares no scope headers: every caller of this route shares one key space",

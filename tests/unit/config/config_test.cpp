@@ -1,6 +1,7 @@
 // Loading valid configs: every field as given, defaults, route merging, ${VAR} expansion, warnings,
 // and the shipped example file.
 #include "config/config_loader.hpp"
+#include "core/key_format.hpp"
 
 #include <cstdlib>
 #include <filesystem>
@@ -424,6 +425,57 @@ routes:
   EXPECT_FALSE(core::RoutePolicy{}.key_expires_header);
   EXPECT_TRUE(result.config->routes[0].policy.key_expires_header);
   EXPECT_FALSE(result.config->routes[1].policy.key_expires_header);
+}
+
+TEST(ConfigLoad, KeyFormatAndMinKeyLengthAreSetPerRouteOrInDefaults) {
+  const LoadResult result = load(R"yaml(
+store: { postgres: { dsn: x } }
+defaults: { key_format: uuid, scope: { headers: [X-Tenant-Id] } }
+routes:
+  - name: uuids
+    match: { path: /a }
+  - name: ulids
+    match: { path: /b }
+    key_format: ulid
+  - name: pattern
+    match: { path: /c }
+    key_format: "regex:ord_[0-9a-f]{16}"
+    min_key_length: 20
+  - name: anything
+    match: { path: /d }
+    key_format: any
+    min_key_length: 16
+)yaml");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  const std::vector<core::Route>& routes = result.config->routes;
+  EXPECT_EQ(core::RoutePolicy{}.key_format.kind, core::KeyFormatKind::any);
+  EXPECT_EQ(core::RoutePolicy{}.min_key_length, 1u);
+  EXPECT_EQ(routes[0].policy.key_format.kind, core::KeyFormatKind::uuid);
+  EXPECT_EQ(routes[1].policy.key_format.kind, core::KeyFormatKind::ulid);
+  EXPECT_EQ(routes[2].policy.key_format.kind, core::KeyFormatKind::regex);
+  EXPECT_EQ(routes[2].policy.key_format.pattern, "ord_[0-9a-f]{16}");
+  EXPECT_EQ(routes[2].policy.min_key_length, 20u);
+  // Compiled once, at load: the route checks keys with it.
+  EXPECT_EQ(core::broken_key_rule("ord_0123456789abcdef", 20, routes[2].policy.key_format), std::nullopt);
+  EXPECT_NE(core::broken_key_rule("ord_0123456789ABCDEF", 20, routes[2].policy.key_format), std::nullopt);
+  EXPECT_EQ(routes[3].policy.key_format.kind, core::KeyFormatKind::any);
+  EXPECT_EQ(routes[3].policy.min_key_length, 16u);
+}
+
+TEST(ConfigLoad, ProblemsDocsUrlIsUnsetByDefaultAndReloadable) {
+  EXPECT_EQ(Config{}.problems.docs_url, "");
+  const LoadResult result = load(R"yaml(
+store: { postgres: { dsn: x } }
+problems: { docs_url: "https://docs.example.com/idemproxy/errors?lang=en" }
+)yaml");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  EXPECT_EQ(result.config->problems.docs_url, "https://docs.example.com/idemproxy/errors?lang=en");
+  // Not restart-only: a reload puts a new one in force.
+  const Config running;
+  Config next = running;
+  next.problems.docs_url = result.config->problems.docs_url;
+  EXPECT_TRUE(restart_only_changes(running, next).empty());
+  EXPECT_EQ(keep_restart_only(next, running).problems.docs_url, "https://docs.example.com/idemproxy/errors?lang=en");
 }
 
 TEST(ConfigLoad, UpgradesDefaultToWebSocketOnKeylessRoutesAndToNoneOnRequiredOnes) {

@@ -120,7 +120,7 @@ TEST(DecisionProblem, EveryRefusalHasItsStatus) {
 TEST(DecisionProblem, BusyUpstreamConnectionsAreAPassing503WithRetryAfter) {
   const Problem busy = upstream_connections_busy_problem();
   EXPECT_EQ(busy.status, 503);
-  EXPECT_EQ(busy.type, "urn:idemproxy:problem:upstream-unreachable");
+  EXPECT_EQ(problem_type(busy), "urn:idemproxy:problem:upstream-unreachable");
   EXPECT_EQ(busy.retry_after, std::chrono::seconds(1));
   EXPECT_NE(busy.detail.find("every upstream connection of this proxy is busy"), std::string::npos) << busy.detail;
 }

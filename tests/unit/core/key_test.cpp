@@ -107,10 +107,43 @@ TEST(IdempotencyKey, WhitespaceOrSpecialsInBareFormAreMalformed) {
   EXPECT_TRUE(is_error(parse_one(";abc"), KeyError::malformed));
 }
 
-TEST(IdempotencyKey, ParametersAreMalformed) {
-  EXPECT_TRUE(is_error(parse_one(R"("abc";x=1)"), KeyError::malformed));
-  EXPECT_TRUE(is_error(parse_one(R"("abc" ;x)"), KeyError::malformed));
-  EXPECT_TRUE(is_error(parse_one("abc;x=1"), KeyError::malformed));
+// RFC 8941 §3.1.2: an item may carry parameters; the key is the item's value alone.
+TEST(IdempotencyKey, StructuredFieldParametersAreAcceptedAndIgnored) {
+  EXPECT_TRUE(is_key(parse_one(R"("k";p=1)"), "k"));
+  EXPECT_TRUE(is_key(parse_one("abc;x=2"), "abc"));
+  EXPECT_EQ(parse_one(R"("k";p=1)"), parse_one(R"("k")")) << "the same key, the same record";
+  EXPECT_TRUE(is_key(parse_one(R"("k";a;b=?0;c=-12.5;d=tok/en:x;e="s;t,r";f=:aGk=:;g=123456789012345)"), "k"));
+  EXPECT_TRUE(is_key(parse_one(R"("k"; a=1;  *b=2)"), "k")) << "spaces after each ';'";
+  EXPECT_TRUE(is_key(parse_one("\"k\";p=1 \t"), "k")) << "trailing OWS";
+  EXPECT_TRUE(is_key(parse_one(R"("k";p=1;p=2)"), "k")) << "a repeated parameter: the last wins, still one key";
+}
+
+TEST(IdempotencyKey, MalformedParametersAreMalformed) {
+  EXPECT_TRUE(is_error(parse_one(R"("abc" ;x)"), KeyError::malformed)) << "no space before ';'";
+  EXPECT_TRUE(is_error(parse_one(R"("abc";)"), KeyError::malformed)) << "';' without a parameter";
+  EXPECT_TRUE(is_error(parse_one(R"("abc";X=1)"), KeyError::malformed)) << "parameter keys are lower case";
+  EXPECT_TRUE(is_error(parse_one(R"("abc";1x=1)"), KeyError::malformed));
+  EXPECT_TRUE(is_error(parse_one(R"("abc";x=)"), KeyError::malformed)) << "'=' without a value";
+  EXPECT_TRUE(is_error(parse_one(R"("abc";x="open)"), KeyError::malformed));
+  EXPECT_TRUE(is_error(parse_one(R"("abc";x=?2)"), KeyError::malformed));
+  EXPECT_TRUE(is_error(parse_one(R"("abc";x=:aGk=)"), KeyError::malformed)) << "byte sequence without its end";
+  EXPECT_TRUE(is_error(parse_one(R"("abc";x=1234567890123456)"), KeyError::malformed)) << "16 digits";
+  EXPECT_TRUE(is_error(parse_one(R"("abc";x=1.2345)"), KeyError::malformed)) << "4 fraction digits";
+  EXPECT_TRUE(is_error(parse_one(R"("abc";x=1.)"), KeyError::malformed));
+  EXPECT_TRUE(is_error(parse_one(R"("abc";x=1 y)"), KeyError::malformed));
+  EXPECT_TRUE(is_error(parse_one("abc;x=@1"), KeyError::malformed));
+}
+
+TEST(IdempotencyKey, ParametersDoNotHideAList) {
+  EXPECT_TRUE(is_error(parse_one(R"("a";p=1, "b")"), KeyError::multiple));
+  EXPECT_TRUE(is_error(parse_one(R"("a", "b";p=1)"), KeyError::multiple));
+  EXPECT_TRUE(is_error(parse_one("a;p=1,b"), KeyError::multiple));
+  EXPECT_TRUE(is_error(parse_one(R"("a";p=1,)"), KeyError::malformed)) << "a trailing comma";
+}
+
+TEST(IdempotencyKey, TheKeyLengthIgnoresItsParameters) {
+  EXPECT_TRUE(is_key(parse_one(R"("abc";padding="xxxxxxxxxxxxxxxxxxxxxxxx")", 3), "abc"));
+  EXPECT_TRUE(is_error(parse_one(R"("abcd";p=1)", 3), KeyError::too_long));
 }
 
 TEST(IdempotencyKey, ListsAreMultiple) {
@@ -149,6 +182,11 @@ TEST(IdempotencyKey, ErrorDetailNamesTheHeaderAndTheLimit) {
   }
   EXPECT_EQ(key_error_detail(KeyError::too_long, "Idempotency-Key", 255),
             "the Idempotency-Key header is longer than 255 characters");
+}
+
+TEST(IdempotencyKey, RuleDetailNamesTheHeaderAndTheRule) {
+  EXPECT_EQ(key_rule_detail("Idempotency-Key", "be at least 16 characters long"),
+            "the Idempotency-Key header must be at least 16 characters long");
 }
 
 }  // namespace

@@ -21,10 +21,10 @@ TEST(ProblemJson, ExactCompactOutput) {
 TEST(ProblemJson, EscapesQuotesBackslashesAndControlCharacters) {
   Problem problem;
   problem.status = 400;
-  problem.type = "t";
+  problem.slug = "t";
   problem.title = "say \"hi\"";
   problem.detail = "a\\b\n\t\r\x01\x1f\0\x7f end"s;  // embedded NUL kept by the s suffix
-  EXPECT_EQ(problem_json(problem), R"({"type":"t","title":"say \"hi\"","status":400,)"
+  EXPECT_EQ(problem_json(problem), R"({"type":"urn:idemproxy:problem:t","title":"say \"hi\"","status":400,)"
                                    R"("detail":"a\\b\u000a\u0009\u000d\u0001\u001f\u0000)"
                                    "\x7f end\"}");
 }
@@ -64,7 +64,7 @@ TEST(Problems, StatusAndTypeForEverySituation) {
   };
   for (const ExpectedProblem& c : cases) {
     EXPECT_EQ(c.problem.status, c.status) << c.slug;
-    EXPECT_EQ(c.problem.type, "urn:idemproxy:problem:" + c.slug);
+    EXPECT_EQ(problem_type(c.problem), "urn:idemproxy:problem:" + c.slug);
     EXPECT_FALSE(c.problem.title.empty()) << c.slug;
     EXPECT_FALSE(c.problem.detail.empty()) << c.slug;
     const bool has_retry_after = c.slug == "request-in-flight" || c.slug == "store-unavailable";
@@ -116,14 +116,52 @@ TEST(Problems, ReasonIsAppendedWhenGiven) {
 TEST(Problem, ConnectionLevelRefusalsHaveTheirOwnTypes) {
   const Problem headers = headers_too_large_problem("more than 100 header fields");
   EXPECT_EQ(headers.status, 431);
-  EXPECT_EQ(headers.type, "urn:idemproxy:problem:headers-too-large");
+  EXPECT_EQ(problem_type(headers), "urn:idemproxy:problem:headers-too-large");
   EXPECT_EQ(headers.detail, "more than 100 header fields");
   EXPECT_FALSE(headers.retry_after);
   const Problem connections = too_many_connections_problem();
   EXPECT_EQ(connections.status, 503);
-  EXPECT_EQ(connections.type, "urn:idemproxy:problem:too-many-connections");
+  EXPECT_EQ(problem_type(connections), "urn:idemproxy:problem:too-many-connections");
   ASSERT_TRUE(connections.retry_after);
   EXPECT_EQ(*connections.retry_after, seconds(1));
+}
+
+// problems.docs_url: each type is a link into the documentation, its anchor the slug.
+TEST(ProblemDocs, UnsetTheTypeIsTheUrnAndThereIsNoLink) {
+  const Problem malformed = key_problem(KeyError::malformed, "d");
+  EXPECT_EQ(problem_type(malformed), "urn:idemproxy:problem:key-malformed");
+  EXPECT_EQ(problem_type(malformed, ""), "urn:idemproxy:problem:key-malformed");
+  EXPECT_EQ(problem_link(malformed, ""), std::nullopt);
+  EXPECT_EQ(problem_json(malformed, ""), problem_json(malformed));
+}
+
+TEST(ProblemDocs, SetTheTypeIsTheDocsUrlWithTheSlugAsItsFragment) {
+  constexpr std::string_view docs = "https://docs.example.com/api/errors";
+  EXPECT_EQ(problem_type(key_problem(KeyError::malformed, "d"), docs),
+            "https://docs.example.com/api/errors#key-malformed");
+  EXPECT_EQ(problem_type(fingerprint_mismatch_problem("Idempotency-Key"), docs),
+            "https://docs.example.com/api/errors#fingerprint-mismatch");
+  EXPECT_EQ(problem_type(in_flight_problem(seconds(1)), docs), "https://docs.example.com/api/errors#request-in-flight");
+  EXPECT_EQ(problem_json(upstream_timeout_problem(), docs),
+            R"({"type":"https://docs.example.com/api/errors#upstream-timeout","title":"Upstream timeout",)"
+            R"("status":504,"detail":"the upstream service did not answer in time"})");
+  EXPECT_EQ(problem_type(bad_request_problem("x"), "https://docs.example.com/errors?v=2"),
+            "https://docs.example.com/errors?v=2#bad-request")
+      << "a query stays before the fragment";
+}
+
+TEST(ProblemDocs, OnlyA400OrA422LinksToItsDocumentation) {
+  constexpr std::string_view docs = "https://docs.example.com/errors";
+  EXPECT_EQ(problem_link(key_problem(KeyError::missing, "d"), docs),
+            R"(<https://docs.example.com/errors#key-missing>; rel="describedby")");
+  EXPECT_EQ(problem_link(bad_request_problem("x"), docs),
+            R"(<https://docs.example.com/errors#bad-request>; rel="describedby")");
+  EXPECT_EQ(problem_link(fingerprint_mismatch_problem("Idempotency-Key"), docs),
+            R"(<https://docs.example.com/errors#fingerprint-mismatch>; rel="describedby")");
+  EXPECT_EQ(problem_link(in_flight_problem(seconds(1)), docs), std::nullopt) << "409";
+  EXPECT_EQ(problem_link(request_too_large_problem(10), docs), std::nullopt) << "413";
+  EXPECT_EQ(problem_link(outcome_unknown_problem(), docs), std::nullopt) << "502";
+  EXPECT_EQ(problem_link(store_unavailable_problem(seconds(1)), docs), std::nullopt) << "503";
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ TEST(UpgradeDecision, AnUpgradeOnAGuardedRequestIsRefused403) {
   ASSERT_EQ(refused.action, UpgradeAction::refuse);
   ASSERT_TRUE(refused.refusal);
   EXPECT_EQ(refused.refusal->status, 403);
-  EXPECT_EQ(refused.refusal->type, "urn:idemproxy:problem:upgrade-refused");
+  EXPECT_EQ(problem_type(*refused.refusal), "urn:idemproxy:problem:upgrade-refused");
   EXPECT_NE(refused.refusal->detail.find("\"feed\""), std::string::npos) << refused.refusal->detail;
   // Refused even if a (hand-built) policy listed the protocol.
   const RoutePolicy listed = route(KeyRequirement::required);

@@ -28,7 +28,7 @@ TEST(UpstreamFailureKind, EveryFailureSaysWhetherTheRequestCanHaveRun) {
     EXPECT_EQ(upstream_failure_kind(c.failure), c.kind) << upstream_failure_name(c.failure);
     const Problem problem = upstream_failure_problem(c.failure);
     EXPECT_EQ(problem.status, c.status) << upstream_failure_name(c.failure);
-    EXPECT_EQ(problem.type, "urn:idemproxy:problem:" + std::string(c.type)) << upstream_failure_name(c.failure);
+    EXPECT_EQ(problem_type(problem), "urn:idemproxy:problem:" + std::string(c.type)) << upstream_failure_name(c.failure);
   }
   // Only "every connection busy" asks the client to come back after a second.
   EXPECT_EQ(upstream_failure_problem(UpstreamFailure::pool_exhausted).retry_after, std::chrono::seconds(1));
