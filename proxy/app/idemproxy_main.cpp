@@ -130,11 +130,12 @@ void print_timing(const config::Config& config, std::ostream& out) {
     const core::ExchangeBudget budget =
         core::longest_exchange(config::exchange_timeouts(route, config.upstreams, config.store.postgres));
     out << "route " << route.policy.name << ": upstream "
-        << config.upstreams[route.forwarding.upstream_index < config.upstreams.size() ? route.forwarding.upstream_index
-                                                                                       : 0]
+        << config
+               .upstreams[route.forwarding.upstream_index < config.upstreams.size() ? route.forwarding.upstream_index
+                                                                                    : 0]
                .name
-        << ", lease " << config::describe_duration(route.policy.lease) << " >= "
-        << config::describe_budget(budget, true) << "\n";
+        << ", lease " << config::describe_duration(route.policy.lease)
+        << " >= " << config::describe_budget(budget, true) << "\n";
   }
   const core::ExchangeBudget longest = config::longest_exchange_of(config);
   out << "drain_timeout: " << config::describe_duration(config.drain_timeout) << " (the longest exchange "
@@ -145,8 +146,9 @@ void print_timing(const config::Config& config, std::ostream& out) {
   const std::chrono::milliseconds slowest = config::longest_upstream_timeout(config);
   const auto grace = std::chrono::ceil<std::chrono::seconds>(kPreStopSleep + slowest + config.drain_timeout);
   out << "terminationGracePeriodSeconds: at least " << grace.count() << " (app preStop "
-      << config::describe_duration(kPreStopSleep) << " + the longest upstream timeout " << config::describe_duration(slowest)
-      << " + drain_timeout " << config::describe_duration(config.drain_timeout) << ")\n";
+      << config::describe_duration(kPreStopSleep) << " + the longest upstream timeout "
+      << config::describe_duration(slowest) << " + drain_timeout " << config::describe_duration(config.drain_timeout)
+      << ")\n";
 }
 
 // Runs the proxy until a signal drains it: signals are taken synchronously by this thread only

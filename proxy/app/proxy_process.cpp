@@ -36,7 +36,7 @@ struct WorkerSlot {
   boost::asio::io_context io{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   std::unique_ptr<store::pg::PgStore> store;
   std::unique_ptr<store::Store> sealed;  // the encrypting decorator over `store`, when keys are configured
-  std::unique_ptr<cache::RedisReplayCache> shared_cache;  // store.redis: this worker's own connection
+  std::unique_ptr<cache::RedisReplayCache> shared_cache;       // store.redis: this worker's own connection
   std::vector<std::unique_ptr<http::UpstreamPool>> upstreams;  // config.upstreams' order
   http::BackgroundTasks background;
   std::unique_ptr<http::Worker> worker;
@@ -160,11 +160,12 @@ bool ProxyProcess::build(std::shared_ptr<const http::RuntimeConfig> runtime) {
             std::make_unique<http::UpstreamPool>(slot->io, upstream, share(upstream.max_connections, workers)));
         upstreams.push_back(slot->upstreams.back().get());
       }
-      slot->worker = std::make_unique<http::Worker>(
-          slot->io, http::WorkerServices{current_, records, std::move(upstreams), slot->background, waiting_duplicates_,
-                                         client_connections_, *replay_cache_, metrics_, pending_settlements_,
-                                         slot->shared_cache.get()},
-          unix_listener_ ? unix_listener_->fd() : -1);
+      slot->worker =
+          std::make_unique<http::Worker>(slot->io,
+                                         http::WorkerServices{current_, records, std::move(upstreams), slot->background,
+                                                              waiting_duplicates_, client_connections_, *replay_cache_,
+                                                              metrics_, pending_settlements_, slot->shared_cache.get()},
+                                         unix_listener_ ? unix_listener_->fd() : -1);
       slots_.push_back(std::move(slot));
     }
   } catch (const std::exception& e) {

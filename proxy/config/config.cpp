@@ -80,7 +80,8 @@ core::ExchangeTimeouts exchange_timeouts(const core::Route& route, const std::ve
 std::chrono::milliseconds longest_upstream_timeout(const Config& config) {
   std::chrono::milliseconds longest{0};
   for (const UpstreamConfig& upstream : config.upstreams) longest = std::max(longest, upstream.timeout);
-  for (const core::Route& route : config.routes) longest = std::max(longest, route.forwarding.timeout.value_or(longest));
+  for (const core::Route& route : config.routes)
+    longest = std::max(longest, route.forwarding.timeout.value_or(longest));
   return longest;
 }
 
@@ -108,7 +109,8 @@ core::ExchangeBudget longest_exchange_of(const Config& config) {
     if (budget.total > longest.total || longest.terms.empty()) longest = std::move(budget);
   };
   for (const UpstreamConfig& upstream : config.upstreams) consider(exchange_timeouts(upstream, config.store.postgres));
-  for (const core::Route& route : config.routes) consider(exchange_timeouts(route, config.upstreams, config.store.postgres));
+  for (const core::Route& route : config.routes)
+    consider(exchange_timeouts(route, config.upstreams, config.store.postgres));
   return longest;
 }
 

@@ -29,9 +29,9 @@ namespace {
 
 using Keys = std::vector<std::string_view>;
 
-const Keys kTopLevelKeys = {"listen", "tls",    "workers",      "drain_timeout", "limits",   "upstream", "upstreams",
-                            "store",  "reaper", "replay_cache", "log",           "problems", "admin",    "defaults",
-                            "routes"};
+const Keys kTopLevelKeys = {"listen",   "tls",       "workers", "drain_timeout", "limits",
+                            "upstream", "upstreams", "store",   "reaper",        "replay_cache",
+                            "log",      "problems",  "admin",   "defaults",      "routes"};
 const Keys kLogKeys = {"level", "access"};
 const Keys kProblemsKeys = {"docs_url"};
 const Keys kReplayCacheKeys = {"max_bytes"};
@@ -267,8 +267,9 @@ void ConfigReader::read_listen(const Field& field, ListenConfig& listen) {
       issues_.error(element.Mark(), "bad listen address " + quoted(*text) +
                                         " (expected host:port, e.g. 127.0.0.1:8080 or \"[::1]:8080\", or unix:/path)");
     } else if (tcp_given) {
-      issues_.error(element.Mark(), "listen names more than one host:port (the proxy listens on one, and the kernel "
-                                    "spreads its connections across workers)");
+      issues_.error(element.Mark(),
+                    "listen names more than one host:port (the proxy listens on one, and the kernel "
+                    "spreads its connections across workers)");
     } else {
       tcp_given = true;
       listen.tcp = true;
@@ -370,11 +371,11 @@ void ConfigReader::read_problems(const Field& field, ProblemsConfig& problems) {
   }
 }
 
-void ConfigReader::read_upstreams(const Field* single, const Field* list, const YAML::Mark& top_level,
-                                  Config& config) {
+void ConfigReader::read_upstreams(const Field* single, const Field* list, const YAML::Mark& top_level, Config& config) {
   if (single != nullptr && list != nullptr) {
-    issues_.error(list->key.Mark(), "upstream and upstreams are both set: declare the one upstream with upstream:, "
-                                    "or every upstream (the first is the default) under upstreams:");
+    issues_.error(list->key.Mark(),
+                  "upstream and upstreams are both set: declare the one upstream with upstream:, "
+                  "or every upstream (the first is the default) under upstreams:");
     return;
   }
   if (single != nullptr) {
@@ -386,8 +387,9 @@ void ConfigReader::read_upstreams(const Field* single, const Field* list, const 
   const std::optional<std::vector<YAML::Node>> elements = yaml_.sequence(*list, "upstreams");
   if (!elements) return;
   if (elements->empty()) {
-    issues_.error(list->value.Mark(), "upstreams is empty (declare at least one, e.g. - { name: api, url: "
-                                      "http://127.0.0.1:3000 })");
+    issues_.error(list->value.Mark(),
+                  "upstreams is empty (declare at least one, e.g. - { name: api, url: "
+                  "http://127.0.0.1:3000 })");
     return;
   }
   config.upstreams.clear();
@@ -399,13 +401,12 @@ void ConfigReader::read_upstreams(const Field* single, const Field* list, const 
     if (!fields) continue;
     UpstreamConfig upstream;
     upstream.name.clear();
-    if (std::optional<std::string> name = yaml_.required_string(*fields, "name", join_path(path, "name"),
-                                                                       path + " has no name (e.g. name: api)")) {
+    if (std::optional<std::string> name =
+            yaml_.required_string(*fields, "name", join_path(path, "name"), path + " has no name (e.g. name: api)")) {
       const Field* f = fields->find("name");
       if (!is_route_name(*name)) {
         issues_.error(f->value.Mark(), "bad upstream name " + quoted(*name) + " (expected up to " +
-                                           std::to_string(kMaxRouteNameLength) +
-                                           " letters, digits, '.', '_' or '-')");
+                                           std::to_string(kMaxRouteNameLength) + " letters, digits, '.', '_' or '-')");
       } else if (const auto first = first_line_of_name.find(*name); first != first_line_of_name.end()) {
         issues_.error(f->value.Mark(), "duplicate upstream name " + quoted(*name) + " (first used at line " +
                                            std::to_string(first->second) + ")");
@@ -414,7 +415,8 @@ void ConfigReader::read_upstreams(const Field* single, const Field* list, const 
         upstream.name = std::move(*name);
       }
     }
-    if (!fields->find("url")) issues_.error(fields->mark(), path + ".url is required (e.g. url: http://127.0.0.1:3000)");
+    if (!fields->find("url"))
+      issues_.error(fields->mark(), path + ".url is required (e.g. url: http://127.0.0.1:3000)");
     read_upstream(*fields, upstream.name.empty() ? path : "upstreams." + upstream.name, upstream);
     config.upstreams.push_back(std::move(upstream));
   }
@@ -438,9 +440,9 @@ void ConfigReader::read_upstream(const Fields& fields, std::string_view path, Up
           upstream.tls.enabled = parsed.https;
           break;
         case UrlProblem::malformed:
-          issues_.error(f->value.Mark(), at("url") +
-                                             " must be http://host[:port], https://host[:port] or unix:/path/to.sock, got " +
-                                             quoted(*url));
+          issues_.error(f->value.Mark(),
+                        at("url") + " must be http://host[:port], https://host[:port] or unix:/path/to.sock, got " +
+                            quoted(*url));
           break;
       }
     }

@@ -75,7 +75,7 @@ struct RoutePolicy {
 // Where a route's requests go and what bounds their exchange: what a route leaves unset comes
 // from its upstream (the timeouts) or from `limits` (the body), as nginx's location inherits.
 struct RouteForwarding {
-  std::string upstream;  // its name; empty: the first upstream declared
+  std::string upstream;            // its name; empty: the first upstream declared
   std::size_t upstream_index = 0;  // into the configuration's upstreams, set by the loader
   // The answer's head, from the request's end (the upstream's `timeout` when unset).
   std::optional<std::chrono::milliseconds> timeout;

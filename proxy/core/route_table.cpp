@@ -99,8 +99,8 @@ std::string host_pattern_error(std::string_view pattern) {
   if (name.empty()) return "a host name is required (e.g. api.example.com or *.example.com)";
   if (name.starts_with('[') && name.ends_with(']')) return {};  // an IPv6 literal
   for (const char c : name) {
-    const bool allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-                         c == '.' || c == '_';
+    const bool allowed =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
     if (!allowed) {
       return c == ':' ? "a host is matched without its port: leave the port out"
                       : "'" + std::string(1, c) + "' is not allowed: a host name, an IPv6 literal in [], or *.name";

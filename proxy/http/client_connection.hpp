@@ -16,7 +16,7 @@ struct ClientConnection {
   // client the body is complete.
   void reset();
 
-  wire::Socket socket;  // TCP, or a unix socket of a unix listener
+  wire::Socket socket;                    // TCP, or a unix socket of a unix listener
   wire::SocketDeadline deadline{socket};  // of the phase under way: set on the TCP layer, under TLS too
   // From the first byte of a request until its response is written: a draining worker waits for
   // such connections and closes the others.

@@ -25,8 +25,8 @@ boost::asio::awaitable<void> serve_http_over(TlsStream& stream, ClientConnection
 
 // A request the proxy refuses before reading it whole: answered, then the connection is closed
 // (the unread rest of the request would otherwise be taken for the next one).
-boost::asio::awaitable<void> refuse_over(wire::Socket& stream, ClientConnection& connection,
-                                         core::Problem problem, unsigned version, std::string docs_url,
+boost::asio::awaitable<void> refuse_over(wire::Socket& stream, ClientConnection& connection, core::Problem problem,
+                                         unsigned version, std::string docs_url,
                                          std::chrono::milliseconds write_timeout, ProxyMetrics& metrics);
 boost::asio::awaitable<void> refuse_over(TlsStream& stream, ClientConnection& connection, core::Problem problem,
                                          unsigned version, std::string docs_url,

@@ -466,8 +466,8 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       {
         const ActiveStream active(services.metrics);
         outcome = co_await streaming::relay_answer(stream, connection, in_flight, version, head_request, keep_alive,
-                                                   routed.terms.stream_idle_timeout, limits.write_timeout, response_head,
-                                                   [](unsigned) {});
+                                                   routed.terms.stream_idle_timeout, limits.write_timeout,
+                                                   response_head, [](unsigned) {});
       }
       trace.bodies.out = outcome.bodies.out;
       trace.bodies.aborted = outcome.bodies.aborted;

@@ -9,8 +9,8 @@ boost::asio::awaitable<void> serve_http_over(wire::Socket& stream, ClientConnect
   return session_loop::serve_http(stream, connection, services, draining, address);
 }
 
-boost::asio::awaitable<void> refuse_over(wire::Socket& stream, ClientConnection& connection,
-                                         core::Problem problem, unsigned version, std::string docs_url,
+boost::asio::awaitable<void> refuse_over(wire::Socket& stream, ClientConnection& connection, core::Problem problem,
+                                         unsigned version, std::string docs_url,
                                          std::chrono::milliseconds write_timeout, ProxyMetrics& metrics) {
   return session_loop::refuse(stream, connection, std::move(problem), version, std::move(docs_url), write_timeout,
                               metrics);

@@ -63,7 +63,8 @@ class IdempotentExchange {
     executor_ = co_await asio::this_coro::executor;
     if (const auto refused = identity_.prepare_claim(std::move(key), path, query, lookup_, services_.cache.enabled())) {
       if (*refused == core::KeyError::missing && policy_.key == core::KeyRequirement::optional) {
-        co_return co_await forward_plain(services_, terms_, request_, client_address_, trace_, policy_.replay_headers, rest_);
+        co_return co_await forward_plain(services_, terms_, request_, client_address_, trace_, policy_.replay_headers,
+                                         rest_);
       }
       trace_.decision = *refused == core::KeyError::missing ? decision::missing_key : decision::invalid_key;
       co_return problem(core::key_problem(*refused, identity_.key_error_detail(*refused)));
@@ -195,7 +196,8 @@ class IdempotentExchange {
     // The body is kept while it may be stored; past max_stored_body the record is settled at once
     // (too large to replay, or released) and the rest streams to this client: a long answer costs
     // neither memory nor lease time, and its outcome is never unknown.
-    UpstreamResult result = co_await services_.upstreams[terms_.upstream]->exchange(upstream_request, policy_.max_stored_body, terms_.timeout);
+    UpstreamResult result = co_await services_.upstreams[terms_.upstream]->exchange(
+        upstream_request, policy_.max_stored_body, terms_.timeout);
     trace_.upstream += result.elapsed;
     if (result.failure != core::UpstreamFailure::none) {
       co_await claimed.settle_upstream_failure(result);
@@ -242,7 +244,7 @@ class IdempotentExchange {
   std::string key_expires() const { return core::http_date(claimed_at_ + policy_.ttl); }
 
   WorkerServices& services_;
-  const ForwardingTerms& terms_;  // the request's RoutedRequest's
+  const ForwardingTerms& terms_;         // the request's RoutedRequest's
   std::unique_ptr<OpenResponse>& rest_;  // the caller's: an answer's body to stream
   const core::RoutePolicy& policy_;
   const RequestParts& request_;
@@ -257,10 +259,9 @@ class IdempotentExchange {
 }  // namespace
 
 asio::awaitable<Response> run_idempotent_exchange(WorkerServices& services, const ForwardingTerms& terms,
-                                                  const core::RoutePolicy& policy,
-                                                  const RequestParts& request, std::string_view client_address,
-                                                  std::optional<std::string> key, std::string_view path,
-                                                  std::string_view query, RequestTrace& trace,
+                                                  const core::RoutePolicy& policy, const RequestParts& request,
+                                                  std::string_view client_address, std::optional<std::string> key,
+                                                  std::string_view path, std::string_view query, RequestTrace& trace,
                                                   std::unique_ptr<OpenResponse>& rest) {
   IdempotentExchange exchange(services, terms, policy, request, client_address, trace, rest);
   co_return co_await exchange.run(std::move(key), path, query);

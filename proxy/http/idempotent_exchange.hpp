@@ -24,8 +24,8 @@ namespace idem::http {
 // the route's max_stored_body comes back as its head and first bytes, the rest in `rest` for the
 // client connection to stream (the record already settled).
 boost::asio::awaitable<Response> run_idempotent_exchange(WorkerServices& services, const ForwardingTerms& terms,
-                                                         const core::RoutePolicy& policy,
-                                                         const RequestParts& request, std::string_view client_address,
+                                                         const core::RoutePolicy& policy, const RequestParts& request,
+                                                         std::string_view client_address,
                                                          std::optional<std::string> key, std::string_view path,
                                                          std::string_view query, RequestTrace& trace,
                                                          std::unique_ptr<OpenResponse>& rest);

@@ -9,9 +9,8 @@ namespace idem::http {
 namespace asio = boost::asio;
 
 asio::awaitable<Response> forward_plain(WorkerServices& services, const ForwardingTerms& terms,
-                                        const RequestParts& request,
-                                        std::string_view client_address, RequestTrace& trace,
-                                        const std::vector<std::string>& replay_headers,
+                                        const RequestParts& request, std::string_view client_address,
+                                        RequestTrace& trace, const std::vector<std::string>& replay_headers,
                                         std::unique_ptr<OpenResponse>& rest) {
   const bool head = request.method == beast_http::verb::head;
   const unsigned version = request.version;

@@ -20,9 +20,8 @@ namespace idem::http {
 // from `rest` (http/streamed_forwarding.hpp); a bodiless answer comes whole, `rest` left empty.
 // `terms`: the upstream it goes to and the timeout of its answer's head.
 boost::asio::awaitable<Response> forward_plain(WorkerServices& services, const ForwardingTerms& terms,
-                                               const RequestParts& request,
-                                               std::string_view client_address, RequestTrace& trace,
-                                               const std::vector<std::string>& replay_headers,
+                                               const RequestParts& request, std::string_view client_address,
+                                               RequestTrace& trace, const std::vector<std::string>& replay_headers,
                                                std::unique_ptr<OpenResponse>& rest);
 
 }  // namespace idem::http

@@ -30,7 +30,6 @@ bool key_header_sent(const RequestParts& request, const core::RoutePolicy& polic
 
 std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
 
-
 // The Host field's value, looked up only when some route matches on it.
 std::string_view host_of(const RuntimeConfig& config, const RequestParts& head) {
   if (!config.routes_by_host) return {};
@@ -82,8 +81,8 @@ asio::awaitable<Response> handle_request(WorkerServices& services, const RoutedR
     // The exchange reads the key with the fingerprint's parse of the body. (A named value: see the
     // note on co_await arguments in idempotent_exchange.cpp.)
     std::optional<std::string> read_from_body;
-    co_return co_await run_idempotent_exchange(services, routed.terms, policy, received, client_address, std::move(read_from_body),
-                                               path, query, trace, rest);
+    co_return co_await run_idempotent_exchange(services, routed.terms, policy, received, client_address,
+                                               std::move(read_from_body), path, query, trace, rest);
   }
   auto parsed = core::parse_idempotency_key(key_fields, policy.max_key_length);
   if (const auto* error = std::get_if<core::KeyError>(&parsed)) {
@@ -102,8 +101,8 @@ asio::awaitable<Response> handle_request(WorkerServices& services, const RoutedR
         services.config->problem_docs_url);
   }
   std::optional<std::string> key = std::move(std::get<std::string>(parsed));
-  co_return co_await run_idempotent_exchange(services, routed.terms, policy, received, client_address, std::move(key), path, query,
-                                             trace, rest);
+  co_return co_await run_idempotent_exchange(services, routed.terms, policy, received, client_address, std::move(key),
+                                             path, query, trace, rest);
 }
 
 }  // namespace idem::http

@@ -33,7 +33,7 @@ class ProxyMetrics;
 // Where one request goes and what bounds its exchange: its route's settings, else its upstream's
 // and the limits' (core::RouteForwarding).
 struct ForwardingTerms {
-  std::size_t upstream = 0;  // index into WorkerServices::upstreams (config.upstreams' order)
+  std::size_t upstream = 0;                          // index into WorkerServices::upstreams (config.upstreams' order)
   std::chrono::milliseconds timeout{0};              // the answer's head
   std::chrono::milliseconds stream_idle_timeout{0};  // each silence of a streamed answer's body
   std::size_t max_request_body = 0;
@@ -51,7 +51,7 @@ struct RuntimeConfig {
   // the request is routed, then against its route's own.
   std::size_t largest_request_body = 0;
   std::string problem_docs_url;  // problems.docs_url: what every problem's type points at (core/problem.hpp)
-  bool routes_by_host = false;  // some route matches on Host: the field is looked up per request
+  bool routes_by_host = false;   // some route matches on Host: the field is looked up per request
   explicit RuntimeConfig(config::Config loaded, std::shared_ptr<tls::ListenerTls> tls = nullptr);
 
   ForwardingTerms terms_for(const core::Route* route) const;

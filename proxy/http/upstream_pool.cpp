@@ -48,7 +48,8 @@ struct UnderDeadline {
 
 // The host's addresses, looked up once (start-up): a literal needs no lookup. A unix socket is its path.
 std::vector<wire::Endpoint> resolve_upstream(asio::io_context& io, const config::UpstreamConfig& upstream) {
-  if (!upstream.socket_path.empty()) return {wire::Endpoint(asio::local::stream_protocol::endpoint(upstream.socket_path))};
+  if (!upstream.socket_path.empty())
+    return {wire::Endpoint(asio::local::stream_protocol::endpoint(upstream.socket_path))};
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(upstream.host, ec);
   if (!ec) return {wire::Endpoint(tcp::endpoint(address, upstream.port))};
@@ -73,6 +74,7 @@ std::shared_ptr<asio::ssl::context> upstream_tls_context(const config::UpstreamT
 
 UpstreamPool::UpstreamPool(asio::io_context& io, const config::UpstreamConfig& upstream, std::size_t max_connections)
     : io_(io),
+      name_(upstream.name),
       endpoints_(resolve_upstream(io, upstream)),
       unix_socket_(upstream.socket_path),
       tls_(upstream_tls_context(upstream.tls)),
@@ -111,14 +113,14 @@ asio::awaitable<UpstreamFailure> UpstreamPool::open_connection(Connection& conne
   Transport& transport = *connection.transport;
   transport.expire_after(connect_timeout_);
   if (const auto ec = co_await transport.connect(endpoints_)) {
-    log::warn("upstream_connect_failed", {{"error", ec.message()}});
+    log::warn("upstream_connect_failed", {{"upstream", name_}, {"error", ec.message()}});
     co_return UpstreamFailure::connect_failed;
   }
   beast::error_code ignored;
   if (unix_socket_.empty()) transport.socket.set_option(tcp::no_delay(true), ignored);
   // The handshake gets a connect timeout of its own.
   if (const auto failure = co_await connection.transport->handshake(tls_name_, tls_verify_, connect_timeout_)) {
-    log::warn("upstream_tls_failed", {{"server_name", tls_name_}, {"reason", *failure}});
+    log::warn("upstream_tls_failed", {{"upstream", name_}, {"server_name", tls_name_}, {"reason", *failure}});
     co_return UpstreamFailure::tls_failed;
   }
   co_return UpstreamFailure::none;
@@ -199,7 +201,8 @@ asio::awaitable<UpstreamResult> UpstreamPool::exchange(const UpstreamRequest& re
       // refusal arrives in place of the response; its application never saw the request.
       if (!reused && transport.handshake_refused(read_ec, read)) {
         log::warn("upstream_tls_failed",
-                  {{"server_name", tls_name_},
+                  {{"upstream", name_},
+                   {"server_name", tls_name_},
                    {"reason", "the upstream rejected the TLS handshake: " + tls_error_text(read_ec)}});
         co_return failed(UpstreamFailure::tls_failed);
       }

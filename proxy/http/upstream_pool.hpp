@@ -57,10 +57,11 @@ class UpstreamPool final : public Upstream {
   boost::asio::awaitable<core::UpstreamFailure> open_connection(Connection& connection);
 
   boost::asio::io_context& io_;
-  std::vector<wire::Endpoint> endpoints_;  // the host's addresses, tried in order; or its unix socket
-  std::string unix_socket_;                 // set: the upstream listens there
-  std::shared_ptr<boost::asio::ssl::context> tls_;         // null: plain HTTP
-  std::string tls_name_;                                   // SNI and the name verified
+  std::string name_;  // in its log lines
+  std::vector<wire::Endpoint> endpoints_;           // the host's addresses, tried in order; or its unix socket
+  std::string unix_socket_;                         // set: the upstream listens there
+  std::shared_ptr<boost::asio::ssl::context> tls_;  // null: plain HTTP
+  std::string tls_name_;                            // SNI and the name verified
   bool tls_verify_ = true;
   std::chrono::milliseconds connect_timeout_;
   std::chrono::milliseconds idle_timeout_;

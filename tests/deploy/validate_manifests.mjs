@@ -35,15 +35,39 @@ function durationSeconds(text, fallbackSeconds) {
   return match ? (Number(match[1]) * DURATION_UNITS_MS[match[2]]) / 1000 : Number.NaN;
 }
 
+// The upstreams of an idemproxy config: `upstreams:` (named), or the one `upstream:` (defaults filled in).
+function upstreamsOf(config) {
+  return Array.isArray(config.upstreams) ? config.upstreams : [config.upstream ?? {}];
+}
+
+// Each exchange the timing model bounds (README "Timing"): one per upstream, and one per route that
+// sets its own timeout, as [connect_timeout seconds, TCP + TLS connects, timeout seconds].
+function exchangesOf(config) {
+  const upstreams = upstreamsOf(config);
+  const of = (upstream, timeout) => [durationSeconds(upstream.connect_timeout, 1),
+    String(upstream.url ?? "").startsWith("https://") ? 2 : 1, timeout ?? durationSeconds(upstream.timeout, 30)];
+  const exchanges = upstreams.map((upstream) => of(upstream));
+  for (const route of config.routes ?? []) {
+    const upstream = upstreams.find((u) => u.name === route.upstream) ?? upstreams[0];
+    if (route.timeout !== undefined) exchanges.push(of(upstream, durationSeconds(route.timeout, 30)));
+  }
+  return exchanges;
+}
+
+// The longest time a request may wait for its answer's head: over every upstream and route.
+function longestUpstreamTimeout(config) {
+  return Math.max(...exchangesOf(config).map(([, , timeout]) => timeout));
+}
+
 // idemproxy's drain_timeout when its config sets none: the timing model's longest exchange plus its
 // 1 s margin (README "Timing"): 2 × store.postgres.query_timeout + store.postgres.acquire_timeout +
-// upstream.connect_timeout (twice for an https upstream: TCP, then the TLS handshake) +
-// upstream.timeout + 1 s. Each timeout falls back to idemproxy's default (37 s with all of them).
+// the upstream's connect_timeout (twice for an https upstream: TCP, then the TLS handshake) + the
+// route's or upstream's timeout + 1 s, the longest over every upstream and route. Each timeout falls
+// back to idemproxy's default (37 s with all of them). `idemproxy --check` prints the same figures.
 function defaultDrainSeconds(config) {
   const postgres = config.store?.postgres ?? {};
-  const connects = String(config.upstream?.url ?? "").startsWith("https://") ? 2 : 1;
-  return 2 * durationSeconds(postgres.query_timeout, 2) + durationSeconds(postgres.acquire_timeout, 1) +
-    connects * durationSeconds(config.upstream?.connect_timeout, 1) + durationSeconds(config.upstream?.timeout, 30) + 1;
+  const store = 2 * durationSeconds(postgres.query_timeout, 2) + durationSeconds(postgres.acquire_timeout, 1);
+  return store + Math.max(...exchangesOf(config).map(([connect, connects, timeout]) => connects * connect + timeout)) + 1;
 }
 
 // "0.0.0.0:8080", "[::]:8080" -> 8080
@@ -376,16 +400,20 @@ function checkInvariants(docs) {
     checkProbe(doc, sidecar, "livenessProbe", "/healthz", adminPort);
     if (!sidecar.startupProbe) fail(doc, `container ${sidecar.name}: needs a startupProbe, or the app starts before the proxy listens`);
 
-    const upstream = /^http:\/\/(127\.0\.0\.1|localhost|\[::1\]):(\d+)\/?$/.exec(config.upstream?.url ?? "");
-    const app = upstream && (pod.containers ?? []).find((c) => (c.ports ?? []).some((p) => p.containerPort === Number(upstream[2])));
-    if (!app) fail(doc, `idemproxy upstream.url ${config.upstream?.url} is not a loopback port of an app container in the pod`);
+    for (const declared of upstreamsOf(config)) {
+      const url = declared.url ?? "";
+      if (url.startsWith("unix:")) continue;  // a socket on a volume the pod shares
+      const upstream = /^http:\/\/(127\.0\.0\.1|localhost|\[::1\]):(\d+)\/?$/.exec(url);
+      const app = upstream && (pod.containers ?? []).find((c) => (c.ports ?? []).some((p) => p.containerPort === Number(upstream[2])));
+      if (!app) fail(doc, `idemproxy upstream.url ${declared.url} is not a loopback port of an app container in the pod`);
+    }
 
     // Shutdown: the app's preStop, then the app (its requests can run up to upstream.timeout), then
     // the sidecar's preStop and drain. All of it inside the one grace period.
     const grace = pod.terminationGracePeriodSeconds ?? 30;
     const preStop = (pod.containers ?? []).reduce((sum, c) => sum + (c.lifecycle?.preStop?.sleep?.seconds ?? 0), 0) +
       (sidecar.lifecycle?.preStop?.sleep?.seconds ?? 0);
-    const upstreamTimeout = durationSeconds(config.upstream?.timeout, 30);
+    const upstreamTimeout = longestUpstreamTimeout(config);
     const drain = durationSeconds(config.drain_timeout, defaultDrainSeconds(config));
     if (!(grace >= preStop + upstreamTimeout + drain)) {
       const seconds = (value) => (Number.isNaN(value) ? "(unreadable)" : `${value}s`);
