@@ -127,14 +127,16 @@ std::vector<std::string> tls_problems(const config::Config& config) {
 // cover the drain.
 void print_timing(const config::Config& config, std::ostream& out) {
   for (const core::Route& route : config.routes) {
+    const std::string& upstream =
+        route.forwarding.upstream.empty() ? config.upstreams.front().name : route.forwarding.upstream;
+    out << "route " << route.policy.name << ": upstream " << upstream;
+    if (route.policy.key == core::KeyRequirement::off) {
+      out << ", key: off (no lease)\n";
+      continue;
+    }
     const core::ExchangeBudget budget =
         core::longest_exchange(config::exchange_timeouts(route, config.upstreams, config.store.postgres));
-    out << "route " << route.policy.name << ": upstream "
-        << config
-               .upstreams[route.forwarding.upstream_index < config.upstreams.size() ? route.forwarding.upstream_index
-                                                                                    : 0]
-               .name
-        << ", lease " << config::describe_duration(route.policy.lease)
+    out << ", lease " << config::describe_duration(route.policy.lease)
         << " >= " << config::describe_budget(budget, true) << "\n";
   }
   const core::ExchangeBudget longest = config::longest_exchange_of(config);

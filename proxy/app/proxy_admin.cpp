@@ -119,7 +119,7 @@ std::optional<KeyTarget> parse_key_target(const admin::Request& request, const R
 void handle_key(ProxyAdminContext& context, const admin::Request& request, const admin::Respond& respond) {
   std::string error;
   const auto runtime = context.config();
-  std::string docs_url = runtime->problem_docs_url;
+  std::string docs_url = runtime->problem_docs_url();
   const std::optional<KeyTarget> target = parse_key_target(request, *runtime, error);
   if (!target) return respond(not_found(error.empty() ? "no such admin endpoint" : error, docs_url));
   const bool post = request.method() == http::verb::post;
@@ -183,7 +183,7 @@ admin::Handler make_proxy_admin_handler(ProxyAdminContext context) {
       return respond(admin::text_response(200, context.metrics.render(), "text/plain; version=0.0.4; charset=utf-8"));
     }
     if (target.starts_with("/admin/keys/")) return handle_key(context, request, respond);
-    respond(not_found("no such admin endpoint", context.config()->problem_docs_url));
+    respond(not_found("no such admin endpoint", context.config()->problem_docs_url()));
   };
 }
 

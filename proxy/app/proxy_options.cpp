@@ -44,4 +44,27 @@ cache::RedisCacheOptions redis_cache_options(const config::RedisCacheConfig& red
   };
 }
 
+http::ProxyOptions proxy_options(const config::Config& config) {
+  http::ProxyOptions options{
+      .listen = {.tcp = config.listen.tcp, .host = config.listen.host, .port = config.listen.port},
+      .limits = config.limits,
+      .access_log = config.log.access,
+      .upstream_timeouts = {},
+      .problem_docs_url = config.problems.docs_url,
+      .routes = config.routes,
+  };
+  for (const config::UpstreamConfig& upstream : config.upstreams) options.upstream_timeouts.push_back(upstream.timeout);
+  return options;
+}
+
+http::UpstreamOptions upstream_options(const config::UpstreamConfig& upstream) {
+  return http::UpstreamOptions{.name = upstream.name,
+                               .host = upstream.host,
+                               .port = upstream.port,
+                               .socket_path = upstream.socket_path,
+                               .tls = upstream.tls,
+                               .connect_timeout = upstream.connect_timeout,
+                               .idle_timeout = upstream.idle_timeout};
+}
+
 }  // namespace idem::app

@@ -5,6 +5,7 @@
 
 #include "cache/redis_replay_cache.hpp"
 #include "config/config.hpp"
+#include "http/proxy_options.hpp"
 #include "log/log.hpp"
 #include "pg/pool_options.hpp"
 #include "store/reaper.hpp"
@@ -18,6 +19,12 @@ log::Level log_level(config::LogLevel level);
 pg::PoolOptions store_pool_options(const config::PostgresConfig& postgres, std::size_t size);
 
 store::ReaperOptions reaper_options(const config::ReaperConfig& reaper);
+
+// What the client sessions read on every request (listen, limits, access log, routes, each
+// upstream's timeout, problems.docs_url).
+http::ProxyOptions proxy_options(const config::Config& config);
+// One upstream's pool.
+http::UpstreamOptions upstream_options(const config::UpstreamConfig& upstream);
 
 // store.redis; call only when it is enabled().
 cache::RedisCacheOptions redis_cache_options(const config::RedisCacheConfig& redis);

@@ -112,7 +112,9 @@ std::unique_ptr<ProxyProcess> ProxyProcess::start(config::Config loaded) {
     return nullptr;
   }
   std::unique_ptr<ProxyProcess> process(new ProxyProcess());
-  if (!process->build(std::make_shared<const http::RuntimeConfig>(std::move(loaded), std::move(listener_tls.tls)))) {
+  process->config_ = std::make_shared<const config::Config>(std::move(loaded));
+  if (!process->build(
+          std::make_shared<const http::RuntimeConfig>(proxy_options(*process->config_), std::move(listener_tls.tls)))) {
     return nullptr;
   }
   if (!process->start_admin()) return nullptr;
@@ -136,7 +138,7 @@ std::unique_ptr<ProxyProcess> ProxyProcess::start(config::Config loaded) {
 
 bool ProxyProcess::build(std::shared_ptr<const http::RuntimeConfig> runtime) {
   current_ = std::move(runtime);
-  const config::Config& config = current_->config;
+  const config::Config& config = *config_;
   const unsigned workers = worker_count(config);
   replay_cache_ = std::make_unique<cache::ReplayCache>(config.replay_cache.max_bytes);
   if (config.store.redis.enabled()) metrics_.track_redis_cache(workers);
@@ -156,8 +158,8 @@ bool ProxyProcess::build(std::shared_ptr<const http::RuntimeConfig> runtime) {
       }
       std::vector<http::Upstream*> upstreams;
       for (const config::UpstreamConfig& upstream : config.upstreams) {
-        slot->upstreams.push_back(
-            std::make_unique<http::UpstreamPool>(slot->io, upstream, share(upstream.max_connections, workers)));
+        slot->upstreams.push_back(std::make_unique<http::UpstreamPool>(slot->io, upstream_options(upstream),
+                                                                       share(upstream.max_connections, workers)));
         upstreams.push_back(slot->upstreams.back().get());
       }
       slot->worker =
@@ -191,7 +193,7 @@ bool ProxyProcess::build(std::shared_ptr<const http::RuntimeConfig> runtime) {
 
 // The admin listener runs on its own thread with its own one-connection store.
 bool ProxyProcess::start_admin() {
-  const config::Config& config = current_->config;
+  const config::Config& config = *config_;
   if (!config.admin.enabled) return true;
   try {
     admin_server_ = std::make_unique<admin::AdminServer>(config.admin.host, config.admin.port, config.admin.token);
@@ -213,10 +215,10 @@ bool ProxyProcess::start_admin() {
 }
 
 void ProxyProcess::reload(std::string_view trigger, ConfigWatcher& watcher) {
-  const std::shared_ptr<const http::RuntimeConfig> running = current_;  // only this thread writes it
+  const std::shared_ptr<const config::Config> running = config_;  // only this thread writes it
   // Checked against the running upstream and store: those sections only change on a restart.
   const config::LoadResult loaded =
-      config::load_config_file(watcher.config_path(), config::process_environment(), &running->config);
+      config::load_config_file(watcher.config_path(), config::process_environment(), running.get());
   for (const auto& issue : loaded.issues) {
     log::write(issue.warning ? log::Level::warn : log::Level::error, "config_issue", {{"issue", issue.to_string()}});
   }
@@ -234,23 +236,22 @@ void ProxyProcess::reload(std::string_view trigger, ConfigWatcher& watcher) {
     log::error("reload_rejected", {{"trigger", trigger}, {"errors", 1}});
     return;
   }
-  if (loaded.config->tls.enabled() != running->config.tls.enabled()) {
+  if (loaded.config->tls.enabled() != running->tls.enabled()) {
     log::warn("listener_tls_switched",
               {{"tls", loaded.config->tls.enabled() ? "on" : "off"}, {"applies_to", "new connections"}});
   }
   // Retries that straddle this reload on these routes execute again: said once more as its own
   // event, for alerts (the config_issue warnings above say where in the file).
-  for (const config::KeySpaceChange& change :
-       config::key_space_changes(running->config.routes, loaded.config->routes)) {
+  for (const config::KeySpaceChange& change : config::key_space_changes(running->routes, loaded.config->routes)) {
     log::warn("key_space_changed", {{"route", change.route}, {"change", change.change}});
   }
   // The restart-only settings (config.hpp marks them) keep their running values.
-  for (const auto& name : config::restart_only_changes(running->config, *loaded.config)) {
+  for (const auto& name : config::restart_only_changes(*running, *loaded.config)) {
     log::warn("reload_needs_restart", {{"section", name}});
   }
-  auto next = std::make_shared<const http::RuntimeConfig>(config::keep_restart_only(*loaded.config, running->config),
-                                                          std::move(next_tls.tls));
-  log::set_min_level(log_level(next->config.log.level));
+  config_ = std::make_shared<const config::Config>(config::keep_restart_only(*loaded.config, *running));
+  auto next = std::make_shared<const http::RuntimeConfig>(proxy_options(*config_), std::move(next_tls.tls));
+  log::set_min_level(log_level(config_->log.level));
   {
     std::lock_guard lock(current_mutex_);
     current_ = next;
@@ -258,11 +259,14 @@ void ProxyProcess::reload(std::string_view trigger, ConfigWatcher& watcher) {
   for (auto& slot : slots_) slot->worker->update_config(next);
   boost::asio::post(slots_.front()->io, [watch = replication_watch_] { watch->refresh(); });
   reloads_applied_.fetch_add(1);
-  log::info("reloaded", {{"trigger", trigger}, {"routes", next->config.routes.size()}});
+  log::info("reloaded", {{"trigger", trigger}, {"routes", config_->routes.size()}});
 }
 
 void ProxyProcess::drain() {
   draining_.store(true);
+  // The socket stops listening once each worker closed its duplicate too (Worker::drain): a new
+  // client is refused at once rather than queued until the drain ends.
+  if (unix_listener_) unix_listener_->close();
   for (auto& slot : slots_) {
     const bool first = slot == slots_.front();
     store::Reaper* reaper = first ? reaper_.get() : nullptr;
@@ -303,7 +307,7 @@ void ProxyProcess::register_process_metrics() {
                         [this, number] { return number(client_connections_.load()); });
   registry.add_callback("idemproxy_draining", "1 from the moment a shutdown signal arrives.", "gauge",
                         [this] { return draining_.load() ? 1.0 : 0.0; });
-  const double pool_size = static_cast<double>(current_->config.store.postgres.pool_size);
+  const double pool_size = static_cast<double>(config_->store.postgres.pool_size);
   registry.add_callback("idemproxy_pg_pool_size", "Postgres connections this process keeps (all workers).", "gauge",
                         [pool_size] { return pool_size; });
   registry.add_callback("idemproxy_pg_pool_waits_total", "Statements that queued for a busy Postgres pool.", "counter",

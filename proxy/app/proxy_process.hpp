@@ -61,7 +61,7 @@ class ProxyProcess {
   void stop();
 
   // The snapshot in force (the main thread is its only writer).
-  const config::Config& config() const { return current_->config; }
+  const config::Config& config() const { return *config_; }
 
  private:
   ProxyProcess();
@@ -69,8 +69,9 @@ class ProxyProcess {
   bool start_admin();
   void register_process_metrics();
 
-  std::mutex current_mutex_;  // the admin thread reads current_
-  std::shared_ptr<const http::RuntimeConfig> current_;
+  std::mutex current_mutex_;                            // the admin thread reads current_
+  std::shared_ptr<const http::RuntimeConfig> current_;  // what the workers serve with (http/ options)
+  std::shared_ptr<const config::Config> config_;        // the configuration in force; this thread only
   std::atomic<bool> draining_{false};
   std::atomic<std::size_t> waiting_duplicates_{0};
   std::atomic<std::size_t> client_connections_{0};

@@ -68,8 +68,14 @@ core::ExchangeTimeouts exchange_timeouts(const UpstreamConfig& upstream, const P
 
 core::ExchangeTimeouts exchange_timeouts(const core::Route& route, const std::vector<UpstreamConfig>& upstreams,
                                          const PostgresConfig& postgres) {
-  const std::size_t index = route.forwarding.upstream_index < upstreams.size() ? route.forwarding.upstream_index : 0;
-  core::ExchangeTimeouts timeouts = exchange_timeouts(upstreams[index], postgres);
+  // By name: on a reload or --against, the index was resolved against the running upstreams, which
+  // `upstreams` (the file's) may list in another order.
+  const auto named = std::find_if(upstreams.begin(), upstreams.end(), [&](const UpstreamConfig& upstream) {
+    return upstream.name == route.forwarding.upstream;
+  });
+  const UpstreamConfig& upstream =
+      route.forwarding.upstream.empty() || named == upstreams.end() ? upstreams.front() : *named;
+  core::ExchangeTimeouts timeouts = exchange_timeouts(upstream, postgres);
   if (route.forwarding.timeout) {
     timeouts.upstream = *route.forwarding.timeout;
     timeouts.upstream_setting = "routes[" + route.policy.name + "].timeout";

@@ -14,6 +14,7 @@
 #include "config/redis_section.hpp"
 #include "core/exchange_timing.hpp"
 #include "core/route.hpp"
+#include "http/client_limits.hpp"
 #include "tls/tls_options.hpp"
 
 namespace idem::config {
@@ -33,21 +34,8 @@ struct ListenConfig {
 using TlsVersion = tls::TlsVersion;
 using ListenerTlsConfig = tls::ListenerTlsOptions;
 
-struct LimitsConfig {
-  std::size_t max_request_body = 10 * 1024 * 1024;   // 413 beyond
-  std::size_t max_header_bytes = 16 * 1024;          // request line + headers; 431 beyond
-  std::size_t max_request_line = 8 * 1024;           // method, target and version; 414 beyond
-  std::chrono::milliseconds header_timeout{10'000};  // time to receive a request's headers
-  std::chrono::milliseconds body_timeout{30'000};    // time to receive a request's body
-  std::chrono::milliseconds idle_timeout{60'000};    // keep-alive idle time before the proxy closes
-  std::chrono::milliseconds write_timeout{30'000};   // time to write a response to the client
-  std::size_t max_waiting = 1024;        // duplicates waiting (in_flight: wait) per process; beyond, 409 at once
-  std::size_t max_headers = 100;         // header fields per request; 431 beyond
-  std::size_t max_connections = 10'000;  // client connections per process; beyond, 503 and close
-  // An upgraded connection (a WebSocket tunnel) with no byte moving either way for this long is
-  // closed (nginx's proxy_read_timeout on an upgraded connection, Envoy's stream idle timeout).
-  std::chrono::milliseconds tunnel_idle_timeout{300'000};
-};
+// `limits:` (http/client_limits.hpp: the client session applies exactly these).
+using LimitsConfig = http::ClientLimits;
 
 // TLS to the upstream, on when upstream.url is https:// (tls/tls_options.hpp).
 using UpstreamTlsConfig = tls::UpstreamTlsOptions;

@@ -239,10 +239,11 @@ void ConfigReader::check_drain_timeout(Config& config) {
 
 void ConfigReader::read_listen(const Field& field, ListenConfig& listen) {
   std::vector<YAML::Node> elements;
+  // TCP only when a host:port is given: `listen: unix:/path` alone listens on nothing else.
+  listen.tcp = false;
   if (field.value.IsSequence()) {
     for (const YAML::Node& element : field.value) elements.push_back(element);
     if (elements.empty()) issues_.error(field.value.Mark(), "listen is an empty list");
-    listen.tcp = false;
   } else {
     elements.push_back(field.value);
   }
@@ -932,6 +933,8 @@ void ConfigReader::read_match(const Field& field, std::string_view path, const c
       if (const std::string why = core::host_pattern_error(*host); !why.empty()) {
         issues_.error(f->value.Mark(), "bad host " + quoted(*host) + " in " + host_path + ": " + why);
       } else {
+        // "api.example.com." is the same name, fully qualified (requests' are compared without it).
+        if (host->size() > 1 && host->back() == '.') host->pop_back();
         match.host = core::lower_ascii(*host);
       }
     }
@@ -949,7 +952,10 @@ void ConfigReader::check_route(const core::Route& route, std::string_view path, 
   const core::RoutePolicy& policy = route.policy;
   const std::string label = policy.name.empty() ? std::string(path) : "route " + quoted(policy.name);
 
-  if (origin.timing_valid && policy.ttl <= policy.lease) {
+  // A route with `key: off` claims nothing: no lease to fit its exchange (a slow passthrough route
+  // needs no invented lease).
+  const bool claims = policy.key != core::KeyRequirement::off;
+  if (claims && origin.timing_valid && policy.ttl <= policy.lease) {
     // The record must outlive its lease, or a claim could expire while it is still in flight.
     issues_.error(origin.ttl.value_or(origin.lease.value_or(route_mark)),
                   label + ": ttl (" + format_duration(policy.ttl) + ") must exceed lease (" +
@@ -959,7 +965,7 @@ void ConfigReader::check_route(const core::Route& route, std::string_view path, 
   // a route's lease is checked against those, not against what the file says.
   const Config& in_force = running_ != nullptr ? *running_ : config;
   const bool timeouts_known = running_ != nullptr || exchange_timeouts_valid_;
-  if (origin.timing_valid && timeouts_known) {
+  if (claims && origin.timing_valid && timeouts_known) {
     // The route's own budget: its upstream's timeouts, or its own `timeout` (README "Timing").
     const core::ExchangeBudget budget =
         core::longest_exchange(exchange_timeouts(route, in_force.upstreams, in_force.store.postgres));
@@ -999,10 +1005,12 @@ void ConfigReader::check_route(const core::Route& route, std::string_view path, 
     issues_.warning(route_mark, "route " + quoted(policy.name) +
                                     " declares no scope headers: every caller of this route shares one key space");
   }
-  // An earlier route with the same pattern and a superset of the methods always wins the match.
+  // An earlier route with the same pattern, a superset of the methods and every host this one
+  // takes always wins the match.
   if (route.match.path.empty()) return;
   for (const core::Route& earlier : config.routes) {
     if (earlier.match.path != route.match.path || earlier.policy.name.empty() || policy.name.empty()) continue;
+    if (!earlier.match.host.empty() && earlier.match.host != route.match.host) continue;
     const bool covers =
         earlier.match.methods.empty() ||
         (!route.match.methods.empty() &&

@@ -32,7 +32,7 @@ std::string listed(const std::vector<std::string>& names) {
 }
 
 bool same_match(const core::RouteMatch& a, const core::RouteMatch& b) {
-  return a.path == b.path && a.methods == b.methods && a.case_insensitive == b.case_insensitive &&
+  return a.path == b.path && a.host == b.host && a.methods == b.methods && a.case_insensitive == b.case_insensitive &&
          a.trailing_slash == b.trailing_slash;
 }
 
@@ -113,17 +113,28 @@ std::vector<KeySpaceChange> key_space_changes(const std::vector<core::Route>& be
       if (!stores_keys(old) || old.policy.name == name || !named(after, old.policy.name) || old.match.path.empty())
         continue;
       const std::string path = sample_path(old.match.path);
+      // Hosts to try: one each route takes ("api.example.com"; "x.example.com" for "*.example.com"),
+      // so a route for one host put before a catch-all is seen taking that host's requests.
+      const auto sample_host = [](const std::string& pattern) {
+        return pattern.starts_with("*.") ? "x" + pattern.substr(1) : pattern;
+      };
+      const std::vector<std::string> hosts = {sample_host(old.match.host), sample_host(route.match.host)};
       const std::vector<std::string> methods =
           old.match.methods.empty() ? std::vector<std::string>{"POST"} : old.match.methods;
+      bool reported = false;
       for (const std::string& method : methods) {
-        const core::Route* was = before_table.match(method, path);
-        const core::Route* now = after_table.match(method, path);
-        if (was != nullptr && was->policy.name == old.policy.name && now != nullptr && now->policy.name == name) {
-          std::string change = "now takes requests such as ";
-          change.append(method).append(" ").append(path).append(" that route ").append(old.policy.name);
-          report(name, index, change + " guarded");
-          break;
+        for (const std::string& host : hosts) {
+          const core::Route* was = before_table.match(method, path, host);
+          const core::Route* now = after_table.match(method, path, host);
+          if (was != nullptr && was->policy.name == old.policy.name && now != nullptr && now->policy.name == name) {
+            std::string change = "now takes requests such as ";
+            change.append(method).append(" ").append(path).append(" that route ").append(old.policy.name);
+            report(name, index, change + " guarded");
+            reported = true;
+            break;
+          }
         }
+        if (reported) break;
       }
     }
   }

@@ -55,7 +55,7 @@ asio::awaitable<void> over_client_transport(ClientConnection& connection, Worker
     co_return;
   }
   TlsStream stream(connection.socket, listener_tls->context);
-  connection.deadline.expire_after(services.config->config.limits.header_timeout);
+  connection.deadline.expire_after(services.config->options.limits.header_timeout);
   auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server, use_tuple);
   if (ec) {
     // Plain HTTP sent to the TLS port, a protocol version below the minimum, a scanner: there is
@@ -85,8 +85,9 @@ asio::awaitable<void> serve_client(ClientConnection& connection, WorkerServices&
 asio::awaitable<void> refuse_connection(ClientConnection& connection, WorkerServices& services) {
   const std::string address = client_address(connection);
   co_await over_client_transport(connection, services, address, [&](auto& stream) {
-    return refuse_over(stream, connection, core::too_many_connections_problem(), 11, services.config->problem_docs_url,
-                       services.config->config.limits.write_timeout, services.metrics);
+    return refuse_over(stream, connection, core::too_many_connections_problem(), 11,
+                       services.config->problem_docs_url(), services.config->options.limits.write_timeout,
+                       services.metrics);
   });
 }
 

@@ -215,7 +215,7 @@ struct HeadRefusal {
 };
 
 inline HeadRefusal refusal_of_head(const beast::error_code& header_ec, const ClientRequest& request,
-                                   const beast::flat_buffer& buffer, const config::LimitsConfig& limits,
+                                   const beast::flat_buffer& buffer, const ClientLimits& limits,
                                    std::size_t largest_request_body, core::RequestHead& head,
                                    core::TargetResult& normalized) {
   HeadRefusal refusal;
@@ -283,7 +283,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
   // Bounded: Beast takes a chunk's size line and the trailers whole and does not bound them, so
   // a request read whole (guarded) could otherwise grow the buffer without end; the bound comes
   // from the limits when the connection opens.
-  beast::flat_buffer buffer(services.config->config.limits.max_header_bytes + wire::kMaxChunkFraming);
+  beast::flat_buffer buffer(services.config->options.limits.max_header_bytes + wire::kMaxChunkFraming);
   std::string response_head;  // reused by every response on this connection
   ClientRequest request;      // each request in turn, its buffers' capacity reused
   core::RequestHead head;     // the validator's view of each request, its field list's storage reused
@@ -294,7 +294,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
   }
   for (;;) {
     // Limits come from the configuration snapshot current when each request starts.
-    const config::LimitsConfig limits = services.config->config.limits;
+    const ClientLimits limits = services.config->options.limits;
     if (buffer.size() == 0) {
       // Idle keep-alive: wait for the first byte of the next request.
       connection.deadline.expire_after(limits.idle_timeout);
@@ -337,13 +337,13 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     if (refusal.client_gone) co_return;
     if (refusal.problem) {
       co_await refuse(stream, connection, std::move(*refusal.problem), refusal.version,
-                      services.config->problem_docs_url, limits.write_timeout, services.metrics);
+                      services.config->problem_docs_url(), limits.write_timeout, services.metrics);
       co_return;
     }
     const unsigned version = request.parts().version;
 
     // Logged as received (the target is normalized below), when logged at all.
-    const bool access_log = services.config->config.log.access;
+    const bool access_log = services.config->options.access_log;
     const std::string method = access_log ? std::string(request.parts().method_string) : std::string();
     const std::string target = access_log ? std::string(request.parts().target) : std::string();
     request.set_target(std::move(normalized.normalized->target));
@@ -369,13 +369,13 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     // chunked body is counted against it as it comes.
     if (parser.content_length().value_or(0) > routed.terms.max_request_body) {
       co_await refuse(stream, connection, core::request_too_large_problem(routed.terms.max_request_body), version,
-                      config->problem_docs_url, limits.write_timeout, services.metrics);
+                      config->problem_docs_url(), limits.write_timeout, services.metrics);
       co_return;
     }
     parser.body_limit(routed.terms.max_request_body);
     const core::UpgradeDecision upgrade = decide_upgrade(request.parts(), routed);
     if (upgrade.action == core::UpgradeAction::refuse) {
-      co_await refuse(stream, connection, *upgrade.refusal, version, config->problem_docs_url, limits.write_timeout,
+      co_await refuse(stream, connection, *upgrade.refusal, version, config->problem_docs_url(), limits.write_timeout,
                       services.metrics);
       co_return;
     }
@@ -399,7 +399,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
           });
       trace.bodies = outcome.bodies;
       if (outcome.refused) {
-        co_await refuse(stream, connection, std::move(*outcome.problem), version, config->problem_docs_url,
+        co_await refuse(stream, connection, std::move(*outcome.problem), version, config->problem_docs_url(),
                         limits.write_timeout, services.metrics);
         co_return;
       }
@@ -409,7 +409,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
         const auto status = static_cast<unsigned>(outcome.problem->status);
         services.metrics.record(trace, status);
         const bool serves_on = co_await answer_problem(
-            stream, connection, *outcome.problem, version, config->problem_docs_url, client_keep_alive && !draining,
+            stream, connection, *outcome.problem, version, config->problem_docs_url(), client_keep_alive && !draining,
             outcome.request_read, limits.write_timeout, response_head, trace.bodies);
         finish(status);
         if (!serves_on) co_return;
@@ -431,7 +431,7 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
     }
     if (body_ec) {
       if (std::optional<core::Problem> problem = refusal_of_body(body_ec, routed.terms.max_request_body)) {
-        co_await refuse(stream, connection, std::move(*problem), version, config->problem_docs_url,
+        co_await refuse(stream, connection, std::move(*problem), version, config->problem_docs_url(),
                         limits.write_timeout, services.metrics);
       }
       co_return;
@@ -473,8 +473,8 @@ asio::awaitable<void> serve_http(Stream& stream, ClientConnection& connection, W
       trace.bodies.aborted = outcome.bodies.aborted;
       if (outcome.problem) {
         const bool serves_on =
-            co_await answer_problem(stream, connection, *outcome.problem, version, config->problem_docs_url, keep_alive,
-                                    true, limits.write_timeout, response_head, trace.bodies);
+            co_await answer_problem(stream, connection, *outcome.problem, version, config->problem_docs_url(),
+                                    keep_alive, true, limits.write_timeout, response_head, trace.bodies);
         finish(static_cast<unsigned>(outcome.problem->status));
         if (!serves_on) co_return;
         continue;

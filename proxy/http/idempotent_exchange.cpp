@@ -88,7 +88,7 @@ class IdempotentExchange {
 
  private:
   Response problem(const core::Problem& p) const {
-    return problem_response(p, request_.version, services_.config->problem_docs_url);
+    return problem_response(p, request_.version, services_.config->problem_docs_url());
   }
 
   // The claim is the record's now (granted, or perhaps granted: its reply was lost): the lookup
@@ -117,7 +117,7 @@ class IdempotentExchange {
   // finishes (then answer as a retry would be answered: usually the replay) or wait_timeout passes
   // (409). Polling, not LISTEN/NOTIFY, so it works through PgBouncer and across proxies alike.
   asio::awaitable<Response> wait_for_first(core::Decision decision) {
-    const std::size_t cap = services_.config->config.limits.max_waiting;
+    const std::size_t cap = services_.config->options.limits.max_waiting;
     if (services_.waiting.fetch_add(1) >= cap) {
       services_.waiting.fetch_sub(1);
       trace_.decision = decision::in_flight;
@@ -202,7 +202,7 @@ class IdempotentExchange {
     if (result.failure != core::UpstreamFailure::none) {
       co_await claimed.settle_upstream_failure(result);
       co_return problem_response(core::upstream_failure_problem(result.failure), version,
-                                 services_.config->problem_docs_url);
+                                 services_.config->problem_docs_url());
     }
 
     Response& response = result.response;

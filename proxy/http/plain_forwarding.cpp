@@ -21,7 +21,7 @@ asio::awaitable<Response> forward_plain(WorkerServices& services, const Forwardi
   trace.upstream += result.elapsed;
   if (result.failure != core::UpstreamFailure::none) {
     co_return problem_response(core::upstream_failure_problem(result.failure), version,
-                               services.config->problem_docs_url);
+                               services.config->problem_docs_url());
   }
   if (result.rest) {
     strip_upstream_fields(result.response, replay_headers);

@@ -91,14 +91,14 @@ asio::awaitable<Response> handle_request(WorkerServices& services, const RoutedR
     }
     trace.decision = *error == core::KeyError::missing ? decision::missing_key : decision::invalid_key;
     co_return problem_response(core::key_problem(*error, policy.key_header, policy.max_key_length), received.version,
-                               services.config->problem_docs_url);
+                               services.config->problem_docs_url());
   }
   if (std::optional<std::string> rule =
           core::broken_key_rule(std::get<std::string>(parsed), policy.min_key_length, policy.key_format)) {
     trace.decision = decision::invalid_key;
     co_return problem_response(
         core::key_problem(core::KeyError::malformed, core::key_rule_detail(policy.key_header, *rule)), received.version,
-        services.config->problem_docs_url);
+        services.config->problem_docs_url());
   }
   std::optional<std::string> key = std::move(std::get<std::string>(parsed));
   co_return co_await run_idempotent_exchange(services, routed.terms, policy, received, client_address, std::move(key),

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "config/config.hpp"
 #include "core/route_table.hpp"
+#include "http/proxy_options.hpp"
 
 namespace idem::store {
 class Store;
@@ -42,7 +42,7 @@ struct ForwardingTerms {
 // An immutable configuration snapshot. Requests hold a shared_ptr to the one they started with,
 // so a reload never changes the rules under a request in progress.
 struct RuntimeConfig {
-  config::Config config;
+  ProxyOptions options;
   core::RouteTable routes;
   // The listener's TLS context, built from config.tls's files with this snapshot (null: plain
   // HTTP). A connection keeps the one current when it was accepted.
@@ -50,9 +50,9 @@ struct RuntimeConfig {
   // The largest body any route accepts: the head's Content-Length is checked against it before
   // the request is routed, then against its route's own.
   std::size_t largest_request_body = 0;
-  std::string problem_docs_url;  // problems.docs_url: what every problem's type points at (core/problem.hpp)
-  bool routes_by_host = false;   // some route matches on Host: the field is looked up per request
-  explicit RuntimeConfig(config::Config loaded, std::shared_ptr<tls::ListenerTls> tls = nullptr);
+  bool routes_by_host = false;  // some route matches on Host: the field is looked up per request
+  const std::string& problem_docs_url() const { return options.problem_docs_url; }
+  explicit RuntimeConfig(ProxyOptions given, std::shared_ptr<tls::ListenerTls> tls = nullptr);
 
   ForwardingTerms terms_for(const core::Route* route) const;
 };

@@ -353,7 +353,7 @@ asio::awaitable<StreamedOutcome> tunnel_after_switch(Stream& stream, ClientConne
   outcome.status = 101;
   on_head(101);
 
-  const config::LimitsConfig& limits = config.config.limits;
+  const ClientLimits& limits = config.options.limits;
   ClientTunnelEnd<Stream> client{stream, connection, limits.write_timeout};
   UpstreamTunnelEnd upstream{lease.transport(), config.terms_for(route).timeout};
   // What the client sent right after its request (its parser read past the head) goes first.
@@ -408,7 +408,7 @@ asio::awaitable<StreamedOutcome> forward_streamed(Stream& stream, ClientConnecti
                                                   RequestTrace& trace, OnHead on_head) {
   const ActiveStream active(services.metrics);
   const RequestParts& parts = request.parts();
-  const config::LimitsConfig& limits = config.config.limits;
+  const ClientLimits& limits = config.options.limits;
   const ForwardingTerms terms = config.terms_for(route);
   const std::chrono::milliseconds upstream_timeout = terms.timeout;
   const bool head_request = parts.method == beast_http::verb::head;

@@ -27,7 +27,8 @@ sockaddr_un address_of(const std::string& path) {
   return address;
 }
 
-// A socket file nobody accepts on (its process was killed) is replaced; a live one is not taken.
+// A socket file nobody accepts on (its process was killed: connect is refused) is replaced; a live
+// one (connect succeeds, or its backlog is full) is not taken, nor one we may not probe.
 void remove_stale(const std::string& path, const sockaddr_un& address) {
   struct stat status {};
   if (::lstat(path.c_str(), &status) != 0) return;
@@ -35,13 +36,19 @@ void remove_stale(const std::string& path, const sockaddr_un& address) {
     errno = EEXIST;
     fail(path, "the path exists and is not a socket");
   }
-  const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: a live listener with a full backlog answers EAGAIN instead of holding us.
+  const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (probe < 0) fail(path, "socket");
-  const bool live = ::connect(probe, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  const bool connected = ::connect(probe, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  const int error = errno;
   ::close(probe);
-  if (live) {
+  if (connected || error == EAGAIN || error == EINPROGRESS) {
     errno = EADDRINUSE;
     fail(path, "another process listens on it");
+  }
+  if (error != ECONNREFUSED) {
+    errno = error;
+    fail(path, "cannot tell whether the socket file there is stale");
   }
   ::unlink(path.c_str());
 }
@@ -60,7 +67,18 @@ UnixListener::UnixListener(std::string path) : path_(std::move(path)) {
     fail(path_, "bind");
   }
   // Anyone who can reach the directory may connect: the directory is the access control.
-  ::chmod(path_.c_str(), 0666);
+  if (::chmod(path_.c_str(), 0666) != 0) {
+    const int error = errno;
+    ::close(fd_);
+    ::unlink(path_.c_str());
+    errno = error;
+    fail(path_, "chmod");
+  }
+  struct stat bound {};
+  if (::stat(path_.c_str(), &bound) == 0) {
+    device_ = bound.st_dev;
+    inode_ = bound.st_ino;
+  }
   if (::listen(fd_, SOMAXCONN) != 0) {
     const int error = errno;
     ::close(fd_);
@@ -70,9 +88,15 @@ UnixListener::UnixListener(std::string path) : path_(std::move(path)) {
   }
 }
 
-UnixListener::~UnixListener() {
+UnixListener::~UnixListener() { close(); }
+
+void UnixListener::close() {
+  if (fd_ < 0) return;
   ::close(fd_);
-  ::unlink(path_.c_str());
+  fd_ = -1;
+  struct stat current {};
+  if (::stat(path_.c_str(), &current) == 0 && current.st_dev == device_ && current.st_ino == inode_)
+    ::unlink(path_.c_str());
 }
 
 }  // namespace idem::http

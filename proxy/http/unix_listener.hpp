@@ -18,10 +18,16 @@ class UnixListener {
 
   int fd() const { return fd_; }
   const std::string& path() const { return path_; }
+  // Stops listening (a draining process: new connections are refused at once, as on TCP once every
+  // acceptor closed) and removes the file if it is still this socket's. Idempotent.
+  void close();
 
  private:
   std::string path_;
   int fd_ = -1;
+  // The file bound: removed only while it is still this one (a successor may have replaced it).
+  unsigned long long device_ = 0;
+  unsigned long long inode_ = 0;
 };
 
 }  // namespace idem::http

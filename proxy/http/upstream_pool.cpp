@@ -47,7 +47,7 @@ struct UnderDeadline {
 };
 
 // The host's addresses, looked up once (start-up): a literal needs no lookup. A unix socket is its path.
-std::vector<wire::Endpoint> resolve_upstream(asio::io_context& io, const config::UpstreamConfig& upstream) {
+std::vector<wire::Endpoint> resolve_upstream(asio::io_context& io, const UpstreamOptions& upstream) {
   if (!upstream.socket_path.empty())
     return {wire::Endpoint(asio::local::stream_protocol::endpoint(upstream.socket_path))};
   boost::system::error_code ec;
@@ -64,7 +64,7 @@ std::vector<wire::Endpoint> resolve_upstream(asio::io_context& io, const config:
   return endpoints;
 }
 
-std::shared_ptr<asio::ssl::context> upstream_tls_context(const config::UpstreamTlsConfig& tls) {
+std::shared_ptr<asio::ssl::context> upstream_tls_context(const tls::UpstreamTlsOptions& tls) {
   if (!tls.enabled) return nullptr;
   UpstreamTlsResult loaded = load_upstream_tls(tls);
   if (!loaded.context) throw std::runtime_error(loaded.error);
@@ -72,7 +72,7 @@ std::shared_ptr<asio::ssl::context> upstream_tls_context(const config::UpstreamT
 }
 }  // namespace
 
-UpstreamPool::UpstreamPool(asio::io_context& io, const config::UpstreamConfig& upstream, std::size_t max_connections)
+UpstreamPool::UpstreamPool(asio::io_context& io, const UpstreamOptions& upstream, std::size_t max_connections)
     : io_(io),
       name_(upstream.name),
       endpoints_(resolve_upstream(io, upstream)),

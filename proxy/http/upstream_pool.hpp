@@ -2,7 +2,7 @@
 // Keep-alive connection pool to the one upstream, owned by one worker (one io_context, one
 // thread: no locking). Each exchange writes a request and reads the whole response under the
 // upstream timeout. An https:// upstream gets TLS on every pooled connection (see
-// config::UpstreamTlsConfig): verified, named by SNI, kept alive like plain ones.
+// tls::UpstreamTlsOptions): verified, named by SNI, kept alive like plain ones.
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "config/config.hpp"
 #include "http/message.hpp"
+#include "http/proxy_options.hpp"
 #include "http/upstream.hpp"
 #include "wire/socket.hpp"
 
@@ -30,7 +30,7 @@ class UpstreamPool final : public Upstream {
   // `max_connections`: open connections this pool may hold (busy + idle). Start-up only: resolves
   // the upstream's host name once and loads the TLS files of an https upstream; throws
   // std::runtime_error saying what failed.
-  UpstreamPool(boost::asio::io_context& io, const config::UpstreamConfig& upstream, std::size_t max_connections);
+  UpstreamPool(boost::asio::io_context& io, const UpstreamOptions& upstream, std::size_t max_connections);
   ~UpstreamPool() override;
   UpstreamPool(const UpstreamPool&) = delete;
   UpstreamPool& operator=(const UpstreamPool&) = delete;
@@ -57,7 +57,7 @@ class UpstreamPool final : public Upstream {
   boost::asio::awaitable<core::UpstreamFailure> open_connection(Connection& connection);
 
   boost::asio::io_context& io_;
-  std::string name_;  // in its log lines
+  std::string name_;                                // in its log lines
   std::vector<wire::Endpoint> endpoints_;           // the host's addresses, tried in order; or its unix socket
   std::string unix_socket_;                         // set: the upstream listens there
   std::shared_ptr<boost::asio::ssl::context> tls_;  // null: plain HTTP

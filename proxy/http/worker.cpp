@@ -1,5 +1,6 @@
 #include "http/worker.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -20,7 +21,7 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 
 namespace {
-std::optional<tcp::acceptor> bind_acceptor(asio::io_context& io, const config::ListenConfig& listen) {
+std::optional<tcp::acceptor> bind_acceptor(asio::io_context& io, const ListenOptions& listen) {
   if (!listen.tcp) return std::nullopt;
   const tcp::endpoint endpoint(asio::ip::make_address(listen.host), listen.port);
   tcp::acceptor acceptor(io);
@@ -38,11 +39,16 @@ std::optional<tcp::acceptor> bind_acceptor(asio::io_context& io, const config::L
 }  // namespace
 
 Worker::Worker(asio::io_context& io, WorkerServices services, int unix_listener)
-    : io_(io), services_(std::move(services)), acceptor_(bind_acceptor(io, services_.config->config.listen)) {
+    : io_(io), services_(std::move(services)), acceptor_(bind_acceptor(io, services_.config->options.listen)) {
   if (unix_listener < 0) return;
-  const int own = ::dup(unix_listener);
+  const int own = ::fcntl(unix_listener, F_DUPFD_CLOEXEC, 0);
   if (own < 0) throw boost::system::system_error(errno, boost::system::system_category(), "dup");
-  unix_acceptor_.emplace(io, asio::local::stream_protocol(), own);
+  try {
+    unix_acceptor_.emplace(io, asio::local::stream_protocol(), own);
+  } catch (...) {
+    ::close(own);
+    throw;
+  }
 }
 
 void Worker::start() {
@@ -78,7 +84,7 @@ asio::awaitable<void> Worker::serve(wire::Socket socket) {
   // Counted per process: past limits.max_connections a new client gets a 503 and the close,
   // instead of taking memory and file descriptors the established ones need.
   const std::size_t open = services_.connections.fetch_add(1) + 1;
-  if (open > services_.config->config.limits.max_connections) {
+  if (open > services_.config->options.limits.max_connections) {
     co_await refuse_connection(connection, services_);
   } else {
     // Nothing a client sends may end the worker or leak this connection's slot: whatever escapes

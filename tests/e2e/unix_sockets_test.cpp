@@ -1,6 +1,7 @@
 // Unix sockets both ways: an upstream that listens on one (unix:/path, here a small counting
 // service, scripts/unix_upstream.py), and the proxy listening on one beside its TCP address, for a
 // service that reaches its sidecar that way. Executions are counted by the upstreams.
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -13,8 +14,10 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "e2e/e2e_support.hpp"
+#include "support/eventually.hpp"
 #include "support/temp_dir.hpp"
 
 namespace idem::test::e2e {
@@ -167,6 +170,28 @@ TEST_F(UnixSockets, TheSocketFileGoesWithTheProxyAndAStaleOneIsReplaced) {
 
   ASSERT_EQ(proxy().stop_proxy(10s), 0);
   EXPECT_FALSE(fs::exists(proxy_socket())) << "removed at exit";
+}
+
+// On SIGTERM the unix socket stops listening at once (a new client is refused, as on TCP), while the
+// request in progress drains to its answer.
+TEST_F(UnixSockets, ADrainingProxyRefusesNewClientsOnItsSocketAtOnce) {
+  const std::string key = unique_key("drain");
+  HttpResponse in_flight;
+  std::thread slow([&] {
+    in_flight = send(HttpRequest::post("/orders", R"({"sku":"a"})")
+                         .with("Idempotency-Key", key)
+                         .with("X-Tenant-Id", "t1")
+                         .with("X-Test-Delay-Ms", "2000"),
+                     15s);
+  });
+  ASSERT_TRUE(eventually([&] { return upstream_count_for_key(proxy().upstream_port(), key) == 1; }, 5s));
+  ASSERT_TRUE(proxy().proxy_process()->signal(SIGTERM));
+  EXPECT_TRUE(eventually([&] { return !fs::exists(proxy_socket()); }, 1s)) << "still listening while draining";
+  const std::string refused = exchange_over_unix_socket(proxy_socket(), order_request("/orders", unique_key("late")));
+  EXPECT_TRUE(refused.starts_with("connect:")) << refused;
+  slow.join();
+  EXPECT_EQ(in_flight.status, 200) << in_flight.error << in_flight.body;
+  EXPECT_EQ(proxy().proxy_process()->wait_exit(10s), 0);
 }
 
 }  // namespace

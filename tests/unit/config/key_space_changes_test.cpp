@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,25 @@ TEST(KeySpaceChanges, NothingThatKeepsEveryStoredKeyReachableIsReported) {
   std::vector<core::Route> hostless = before;
   hostless[0].policy.scope_host = false;
   EXPECT_TRUE(key_space_changes(hostless, before).empty());
+}
+
+// Routes that match on Host: a route for one host put before a catch-all takes that host's
+// requests (and their stored keys); two routes that differ only by host are not a rename.
+TEST(KeySpaceChanges, ARouteForOneHostThatTakesACatchAllsRequestsIsNamed) {
+  const std::vector<core::Route> before = {route("orders", "/orders")};
+  std::vector<core::Route> after = {route("orders-eu", "/orders"), route("orders", "/orders")};
+  after[0].match.host = "*.eu.example.com";
+  EXPECT_EQ(described(key_space_changes(before, after)),
+            std::vector<std::string>{"orders-eu: now takes requests such as POST /orders that route orders guarded"});
+
+  std::vector<core::Route> hosted = {route("orders", "/orders")};
+  hosted[0].match.host = "api.example.com";
+  const std::vector<core::Route> other_host = {route("orders-v2", "/orders")};
+  const std::vector<std::string> changes = described(key_space_changes(hosted, other_host));
+  EXPECT_EQ(std::count_if(changes.begin(), changes.end(),
+                          [](const std::string& change) { return change.find("renamed") != std::string::npos; }),
+            0)
+      << testing::PrintToString(changes);
 }
 
 TEST(KeySpaceChanges, RenamesScopeAndKeyChangesAreNamedPerRoute) {

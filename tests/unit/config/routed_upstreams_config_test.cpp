@@ -87,12 +87,76 @@ TEST(RoutedUpstreamsConfig, TheHostMatchIgnoresPortAndCase) {
 }
 
 TEST(RoutedUpstreamsConfig, TheSingleUpstreamFormStillLoadsAsTheDefault) {
-  const LoadResult result = load("upstream: { url: \"http://127.0.0.1:3000\", timeout: 7s }\n"
-                                 "store: { postgres: { dsn: x } }\n");
+  const LoadResult result = load(
+      "upstream: { url: \"http://127.0.0.1:3000\", timeout: 7s }\n"
+      "store: { postgres: { dsn: x } }\n");
   ASSERT_TRUE(result.config) << all_issues(result);
   ASSERT_EQ(result.config->upstreams.size(), 1u);
   EXPECT_EQ(result.config->upstreams[0].name, "default");
   EXPECT_EQ(result.config->upstreams[0].timeout, 7s);
+}
+
+// Review findings, each a load that went wrong.
+TEST(RoutedUpstreamsConfig, AUnixSocketAloneListensOnNoTcpPort) {
+  const LoadResult alone = load("listen: \"unix:/run/idemproxy/proxy.sock\"\nstore: { postgres: { dsn: x } }\n");
+  ASSERT_TRUE(alone.config) << all_issues(alone);
+  EXPECT_FALSE(alone.config->listen.tcp);
+  EXPECT_EQ(alone.config->listen.unix_socket, "/run/idemproxy/proxy.sock");
+  const LoadResult both = load("listen: [\"127.0.0.1:9000\", \"unix:/run/p.sock\"]\nstore: { postgres: { dsn: x } }\n");
+  ASSERT_TRUE(both.config) << all_issues(both);
+  EXPECT_TRUE(both.config->listen.tcp);
+  EXPECT_EQ(both.config->listen.port, 9000);
+  const LoadResult tcp = load("store: { postgres: { dsn: x } }\n");
+  ASSERT_TRUE(tcp.config);
+  EXPECT_TRUE(tcp.config->listen.tcp) << "no listen: the default host:port";
+}
+
+TEST(RoutedUpstreamsConfig, ASlowRouteWithoutKeysNeedsNoLease) {
+  const LoadResult result = load(R"yaml(
+upstreams:
+  - { name: api, url: "http://127.0.0.1:8080" }
+  - { name: admin, url: "http://127.0.0.1:9090", timeout: 2m }
+store: { postgres: { dsn: x } }
+routes:
+  - name: uploads
+    match: { path: /uploads/* }
+    key: off
+    upstream: admin
+)yaml");
+  EXPECT_TRUE(result.config) << all_issues(result);
+  EXPECT_EQ(all_issues(result), "");
+}
+
+TEST(RoutedUpstreamsConfig, ARouteForOneHostDoesNotHideTheCatchAllAfterIt) {
+  const LoadResult result = load(R"yaml(
+store: { postgres: { dsn: x } }
+routes:
+  - name: eu-orders
+    match: { method: POST, path: /orders, host: "eu.example.com." }
+    scope: { headers: [X-Tenant-Id] }
+  - name: orders
+    match: { method: POST, path: /orders }
+    scope: { headers: [X-Tenant-Id] }
+)yaml");
+  ASSERT_TRUE(result.config) << all_issues(result);
+  EXPECT_EQ(all_issues(result), "") << "no 'never used' warning: other hosts reach the second route";
+  EXPECT_EQ(result.config->routes[0].match.host, "eu.example.com") << "a trailing dot is the same name";
+  const core::RouteTable table(result.config->routes);
+  EXPECT_EQ(table.match("POST", "/orders", "eu.example.com.")->policy.name, "eu-orders");
+  EXPECT_EQ(table.match("POST", "/orders", "EU.example.com:443")->policy.name, "eu-orders");
+  EXPECT_EQ(table.match("POST", "/orders", "us.example.com")->policy.name, "orders");
+}
+
+// On a reload the file may list the upstreams in another order: a route's budget is its named
+// upstream's, not the one at its index in the file.
+TEST(RoutedUpstreamsConfig, ABudgetIsTheNamedUpstreamsWhateverTheOrder) {
+  const LoadResult result = load(kTwoUpstreams);
+  ASSERT_TRUE(result.config) << all_issues(result);
+  std::vector<UpstreamConfig> reordered{result.config->upstreams[1], result.config->upstreams[0]};
+  const auto budget =
+      core::longest_exchange(exchange_timeouts(result.config->routes[0], reordered, result.config->store.postgres));
+  EXPECT_EQ(budget.terms.back().setting, "upstreams.reports.timeout");
+  EXPECT_EQ(budget.terms.back().each, 2min);
 }
 
 struct ErrorCase {
@@ -115,7 +179,8 @@ TEST_P(RoutedUpstreamsConfigErrors, ReportedWhereTheyAre) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, RoutedUpstreamsConfigErrors,
     ::testing::Values(
-        ErrorCase{"both_forms", kStore + "upstream: { url: \"http://a\" }\nupstreams:\n  - { name: b, url: \"http://b\" }\n",
+        ErrorCase{"both_forms",
+                  kStore + "upstream: { url: \"http://a\" }\nupstreams:\n  - { name: b, url: \"http://b\" }\n",
                   "test.yaml:3:1: upstream and upstreams are both set: declare the one upstream with upstream:, or "
                   "every upstream (the first is the default) under upstreams:"},
         ErrorCase{"duplicate_name",
@@ -124,15 +189,17 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"no_url", kStore + "upstreams:\n  - { name: a }\n",
                   "test.yaml:3:5: upstreams[0].url is required (e.g. url: http://127.0.0.1:3000)"},
         ErrorCase{"unknown_upstream",
-                  kStore + "upstreams:\n  - { name: api, url: \"http://a\" }\nroutes:\n  - name: r\n    match: { path: /r "
-                           "}\n    key: off\n    upstream: apii\n",
+                  kStore +
+                      "upstreams:\n  - { name: api, url: \"http://a\" }\nroutes:\n  - name: r\n    match: { path: /r "
+                      "}\n    key: off\n    upstream: apii\n",
                   "test.yaml:8:15: routes[0].upstream names no upstream: \"apii\" (declared: api)"},
         ErrorCase{"host_with_port",
                   kStore + "routes:\n  - name: r\n    match: { path: /r, host: \"a.example:80\" }\n    key: off\n",
                   "test.yaml:4:30: bad host \"a.example:80\" in routes[0].match.host: a host is matched without its "
                   "port: leave the port out"},
         ErrorCase{"route_timeout_past_lease",
-                  kStore + "routes:\n  - name: slow\n    match: { path: /r }\n    key: off\n    timeout: 3m\n",
+                  kStore + "routes:\n  - name: slow\n    match: { path: /r }\n    scope: { headers: [X-Tenant-Id] }\n"
+                           "    timeout: 3m\n",
                   "test.yaml:3:5: route \"slow\": lease (60s) must be at least the longest exchange plus a 1s margin "
                   "(187s = 2 × store.postgres.query_timeout 2s + store.postgres.acquire_timeout 1s + "
                   "upstream.connect_timeout 1s + routes[slow].timeout 180s + margin 1s): a lease that lapses while the "

@@ -245,8 +245,8 @@ class Exchange : public ::testing::Test {
   void start_into(const std::shared_ptr<Answer>& answer, http::Request r, std::optional<std::string> key) {
     auto request_held = std::make_shared<HeldRequest>(std::move(r));
     asio::co_spawn(io,
-                   http::run_idempotent_exchange(*services_, terms, policy, request_held->parts, "192.0.2.1", std::move(key),
-                                                 "/orders", "", answer->trace, *answer->rest),
+                   http::run_idempotent_exchange(*services_, terms, policy, request_held->parts, "192.0.2.1",
+                                                 std::move(key), "/orders", "", answer->trace, *answer->rest),
                    [answer, request_held](std::exception_ptr error, http::Response response) {
                      if (error) std::rethrow_exception(error);
                      answer->response = std::move(response);
@@ -331,12 +331,15 @@ class Exchange : public ::testing::Test {
   }
 
   core::RoutePolicy policy;
-  http::ForwardingTerms terms{.upstream = 0, .timeout = std::chrono::seconds(5), .stream_idle_timeout = std::chrono::seconds(5), .max_request_body = 1024 * 1024};
+  http::ForwardingTerms terms{.upstream = 0,
+                              .timeout = std::chrono::seconds(5),
+                              .stream_idle_timeout = std::chrono::seconds(5),
+                              .max_request_body = 1024 * 1024};
   idem::test::ManualClock clock;
   ScriptedStore store_{clock};
   FakeUpstream upstream;
   asio::io_context io;
-  std::shared_ptr<const http::RuntimeConfig> config = std::make_shared<http::RuntimeConfig>(idem::config::Config{});
+  std::shared_ptr<const http::RuntimeConfig> config = std::make_shared<http::RuntimeConfig>(http::ProxyOptions{});
   http::BackgroundTasks background;
   std::atomic<std::size_t> waiting{0};
   std::atomic<std::size_t> connections{0};
@@ -666,7 +669,7 @@ TEST_F(Exchange, BeyondMaxWaitingADuplicateIs409AtOnce) {
   policy.in_flight = core::InFlightPolicy::wait;
   upstream.delay = 100ms;
   const auto first = start(request());
-  waiting = config->config.limits.max_waiting;  // every waiting slot taken
+  waiting = config->options.limits.max_waiting;  // every waiting slot taken
   const auto duplicate = start(request());
   run();
   EXPECT_EQ(duplicate->response.result_int(), 409u);
