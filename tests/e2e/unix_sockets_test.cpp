@@ -181,12 +181,12 @@ TEST_F(UnixSockets, ADrainingProxyRefusesNewClientsOnItsSocketAtOnce) {
     in_flight = send(HttpRequest::post("/orders", R"({"sku":"a"})")
                          .with("Idempotency-Key", key)
                          .with("X-Tenant-Id", "t1")
-                         .with("X-Test-Delay-Ms", "2000"),
+                         .with("X-Test-Delay-Ms", "4000"),
                      15s);
   });
   ASSERT_TRUE(eventually([&] { return upstream_count_for_key(proxy().upstream_port(), key) == 1; }, 5s));
   ASSERT_TRUE(proxy().proxy_process()->signal(SIGTERM));
-  EXPECT_TRUE(eventually([&] { return !fs::exists(proxy_socket()); }, 1s)) << "still listening while draining";
+  EXPECT_TRUE(eventually([&] { return !fs::exists(proxy_socket()); }, 3s)) << "still listening while draining";
   const std::string refused = exchange_over_unix_socket(proxy_socket(), order_request("/orders", unique_key("late")));
   EXPECT_TRUE(refused.starts_with("connect:")) << refused;
   slow.join();
