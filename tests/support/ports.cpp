@@ -50,8 +50,14 @@ std::uint16_t free_port() {
   return ntohs(address.sin_port);
 }
 
-PortReservation::PortReservation() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+PortReservation::PortReservation(bool for_reuseport) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
   if (fd_ < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  const int on = 1;
+  if (for_reuseport && ::setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0) {
+    const std::string error = std::strerror(errno);
+    ::close(fd_);
+    throw std::runtime_error("SO_REUSEPORT: " + error);
+  }
   sockaddr_in address = loopback(0);
   socklen_t length = sizeof address;
   if (::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||

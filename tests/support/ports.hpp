@@ -15,9 +15,13 @@ std::uint16_t free_port();
 // A free port held bound, not listening, on 127.0.0.1: no other socket can take it (not even a
 // listener bound to port 0, which the kernel gives a free port) and a connect to it is refused,
 // until release() or destruction. For "nothing listens there yet" without the port going free.
+// `for_reuseport`: bound with SO_REUSEPORT, so the one server meant to have the port (idemproxy's
+// workers bind theirs so) can bind it while it is still held: released once that server listens,
+// the port never goes free in between, when another test's server, sharing ports the same way,
+// could silently join it and take half its connections.
 class PortReservation {
  public:
-  PortReservation();
+  explicit PortReservation(bool for_reuseport = false);
   ~PortReservation();
   PortReservation(const PortReservation&) = delete;
   PortReservation& operator=(const PortReservation&) = delete;

@@ -95,7 +95,10 @@ void ProxyHarness::start() {
   bool migrated = false;
   std::string last_failure;
   for (int attempt = 1; attempt <= kStartAttempts; ++attempt) {
-    proxy_port_ = free_port();
+    // Held until the proxy listens: a port merely found free could go to another test's proxy
+    // too, and SO_REUSEPORT would let both listen on it, each answering half the other's requests.
+    PortReservation reservation(true);
+    proxy_port_ = reservation.port();
     launcher_.write_config_text(render_config());
     if (!migrated) {
       launcher_.migrate();
