@@ -195,6 +195,35 @@ TEST(Ports, AReservedPortRefusesConnectsAndCannotBeTakenUntilReleased) {
   upstream.process.terminate(std::chrono::seconds(5));
 }
 
+// A reservation for a reuseport server (the proxy's workers bind so): that server can bind and
+// listen on the port while it is held, nothing else can bind it, and without the flag even a
+// reuseport listener is kept out (what stops two tests' proxies sharing one port).
+int reuseport_listen(std::uint16_t port, int& fd) {
+  fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int on = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on);
+  sockaddr_in address = loopback(port);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) return errno;
+  return ::listen(fd, 16) == 0 ? 0 : errno;
+}
+
+TEST(Ports, AReservationForReuseportLetsOnlyAReuseportServerIn) {
+  PortReservation shared(true);
+  const std::uint16_t port = shared.port();
+  EXPECT_EQ(bind_errno(port), EADDRINUSE) << "a plain bind (and so a bind to port 0) never gets it";
+  int listener = -1;
+  EXPECT_EQ(reuseport_listen(port, listener), 0);
+  EXPECT_TRUE(port_accepts(port));
+  shared.release();
+  EXPECT_TRUE(port_accepts(port)) << "the server keeps the port once the reservation goes";
+  ::close(listener);
+
+  PortReservation exclusive;
+  int outsider = -1;
+  EXPECT_EQ(reuseport_listen(exclusive.port(), outsider), EADDRINUSE);
+  ::close(outsider);
+}
+
 TEST(ProxyConfig, TemplateReplacesOnlyKnownNames) {
   EXPECT_EQ(render_template("a ${X} b ${Y} ${X}", {{"X", "1"}}), "a 1 b ${Y} 1");
   EXPECT_EQ(yaml_quoted(R"(host=a pass="q\")"), R"("host=a pass=\"q\\\"")");
